@@ -1,0 +1,32 @@
+# Two entry points (README): `make run` and `make test`. Both do every set-up step themselves:
+# create .venv, install the project, fetch the default model.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test model bench screenshot package clean
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --upgrade --quiet pip
+	$(BIN)/python -m pip install --quiet -e '.[test,package]'
+	touch $@
+
+model: $(STAMP)
+	$(BIN)/turbospark model fetch
+
+run: $(STAMP) model
+	$(BIN)/python -m turbospark_app
+
+test: $(STAMP) model
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
+
+bench: $(STAMP) model
+	$(BIN)/python benchmarks/bench_model.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache

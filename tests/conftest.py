@@ -1,0 +1,27 @@
+"""Shared fixtures (keep this file small)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def default_model_path() -> Path:
+    """The fetched, verified default model (SmolLM2-135M-Instruct Q4_1), or skip the test."""
+    from turbospark_app.model.fetch import FetchError, ensure_default_model
+
+    try:
+        return ensure_default_model(download=False)
+    except FetchError as exc:
+        pytest.skip(f"default model not available: {exc} (`make test` fetches it first)")
+
+
+@pytest.fixture
+def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Point TurboSpark's data, cache and config folders at fresh folders under tmp_path."""
+    dirs = {name: tmp_path / name for name in ("data", "cache", "config")}
+    for name, path in dirs.items():
+        monkeypatch.setenv(f"TURBOSPARK_{name.upper()}_DIR", str(path))
+    return dirs

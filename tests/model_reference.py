@@ -1,0 +1,184 @@
+"""Plain, obviously-correct references for the model tests (not imported by the app).
+
+- `ref_dequantize(raw, qtype, shape)`: block formats transcribed from llama.cpp's
+  ggml-common.h / ggml-quants.c (dequantize_row_*), vectorised only over blocks.
+- `ref_forward(weights, cfg, tokens)`: a float64 Llama/Qwen2 forward with per-head, per-token
+  loops and RoPE written pair by pair. Returns the logits of EVERY position.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+QK_K = 256
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    """Little-endian half floats from a (n_blocks, 2) uint8 array -> (n_blocks,) float64."""
+    return np.ascontiguousarray(b).view("<f2")[:, 0].astype(np.float64)
+
+
+def _scale_min_k4(j: int, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """llama.cpp get_scale_min_k4 over blocks: q is (n_blocks, 12) uint8."""
+    q = q.astype(np.int64)
+    if j < 4:
+        return q[:, j] & 63, q[:, j + 4] & 63
+    d = (q[:, j + 4] & 0xF) | ((q[:, j - 4] >> 6) << 4)
+    m = (q[:, j + 4] >> 4) | ((q[:, j] >> 6) << 4)
+    return d, m
+
+
+def ref_dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """Dequantize raw GGUF tensor bytes of type `qtype` (a name) into float64 `shape`."""
+    raw = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    if qtype == "F32":
+        return raw.view("<f4").astype(np.float64).reshape(shape)
+    if qtype == "F16":
+        return raw.view("<f2").astype(np.float64).reshape(shape)
+    if qtype == "BF16":
+        bits = raw.view("<u2").astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64).reshape(shape)
+    size = {"Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24, "Q8_0": 34,
+            "Q4_K": 144, "Q5_K": 176, "Q6_K": 210}[qtype]
+    b = raw.reshape(-1, size)  # (n_blocks, bytes)
+    nb = b.shape[0]
+    if qtype == "Q8_0":
+        d = _f16(b[:, 0:2])
+        qs = b[:, 2:34].view(np.int8).astype(np.float64)
+        y = qs * d[:, None]
+    elif qtype in ("Q4_0", "Q4_1"):
+        d = _f16(b[:, 0:2])
+        m = _f16(b[:, 2:4]) if qtype == "Q4_1" else None
+        qs = b[:, 4:20] if qtype == "Q4_1" else b[:, 2:18]
+        y = np.zeros((nb, 32))
+        for j in range(16):
+            lo, hi = (qs[:, j] & 0x0F).astype(np.float64), (qs[:, j] >> 4).astype(np.float64)
+            if m is None:
+                y[:, j], y[:, j + 16] = (lo - 8) * d, (hi - 8) * d
+            else:
+                y[:, j], y[:, j + 16] = lo * d + m, hi * d + m
+    elif qtype in ("Q5_0", "Q5_1"):
+        d = _f16(b[:, 0:2])
+        if qtype == "Q5_1":
+            m, qh, qs = _f16(b[:, 2:4]), b[:, 4:8], b[:, 8:24]
+        else:
+            m, qh, qs = None, b[:, 2:6], b[:, 6:22]
+        qh32 = np.ascontiguousarray(qh).view("<u4")[:, 0].astype(np.int64)
+        y = np.zeros((nb, 32))
+        for j in range(16):
+            xh0 = ((qh32 >> j) << 4) & 0x10
+            xh1 = (qh32 >> (j + 12)) & 0x10
+            x0 = (qs[:, j] & 0x0F).astype(np.int64) | xh0
+            x1 = (qs[:, j] >> 4).astype(np.int64) | xh1
+            if m is None:
+                y[:, j], y[:, j + 16] = (x0 - 16) * d, (x1 - 16) * d
+            else:
+                y[:, j], y[:, j + 16] = x0 * d + m, x1 * d + m
+    elif qtype in ("Q4_K", "Q5_K"):
+        d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
+        scales = b[:, 4:16]
+        qh = b[:, 16:48] if qtype == "Q5_K" else None
+        ql = b[:, 48:176] if qtype == "Q5_K" else b[:, 16:144]
+        y = np.zeros((nb, QK_K))
+        out, q_off, is_, u1, u2 = 0, 0, 0, 1, 2
+        for _j in range(0, QK_K, 64):
+            sc1, m1 = _scale_min_k4(is_, scales)
+            sc2, m2 = _scale_min_k4(is_ + 1, scales)
+            d1, mm1, d2, mm2 = d * sc1, dmin * m1, d * sc2, dmin * m2
+            for l in range(32):
+                q = (ql[:, q_off + l] & 0xF).astype(np.float64)
+                if qh is not None:
+                    q += np.where(qh[:, l] & u1, 16, 0)
+                y[:, out + l] = d1 * q - mm1
+            for l in range(32):
+                q = (ql[:, q_off + l] >> 4).astype(np.float64)
+                if qh is not None:
+                    q += np.where(qh[:, l] & u2, 16, 0)
+                y[:, out + 32 + l] = d2 * q - mm2
+            out, q_off, is_, u1, u2 = out + 64, q_off + 32, is_ + 2, u1 << 2, u2 << 2
+    elif qtype == "Q6_K":
+        ql_all, qh_all = b[:, 0:128].astype(np.int64), b[:, 128:192].astype(np.int64)
+        sc_all = b[:, 192:208].view(np.int8).astype(np.float64)
+        d = _f16(b[:, 208:210])
+        y = np.zeros((nb, QK_K))
+        for n in range(0, QK_K, 128):
+            ql = ql_all[:, n // 2 : n // 2 + 64]
+            qh = qh_all[:, n // 4 : n // 4 + 32]
+            sc = sc_all[:, n // 16 : n // 16 + 8]
+            for l in range(32):
+                is_ = l // 16
+                q1 = ((ql[:, l] & 0xF) | (((qh[:, l] >> 0) & 3) << 4)) - 32
+                q2 = ((ql[:, l + 32] & 0xF) | (((qh[:, l] >> 2) & 3) << 4)) - 32
+                q3 = ((ql[:, l] >> 4) | (((qh[:, l] >> 4) & 3) << 4)) - 32
+                q4 = ((ql[:, l + 32] >> 4) | (((qh[:, l] >> 6) & 3) << 4)) - 32
+                y[:, n + l] = d * sc[:, is_] * q1
+                y[:, n + l + 32] = d * sc[:, is_ + 2] * q2
+                y[:, n + l + 64] = d * sc[:, is_ + 4] * q3
+                y[:, n + l + 96] = d * sc[:, is_ + 6] * q4
+    else:
+        raise ValueError(qtype)
+    return y.reshape(shape)
+
+
+def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x) + eps) * w
+
+
+def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | None) -> np.ndarray:
+    """Rotate one head vector at absolute position `pos`, pair by pair."""
+    out = vec.copy()
+    n_rot = cfg["rope_dims"]
+    half = n_rot // 2
+    for i in range(half):
+        freq = cfg["rope_base"] ** (-2.0 * i / n_rot)
+        if factors is not None:
+            freq /= factors[i]
+        theta = pos / cfg.get("linear_scale", 1.0) * freq
+        a, b = (i, i + half) if cfg["arch"] == "qwen2" else (2 * i, 2 * i + 1)
+        c, s = math.cos(theta), math.sin(theta)
+        out[a] = vec[a] * c - vec[b] * s
+        out[b] = vec[a] * s + vec[b] * c
+    return out
+
+
+def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]) -> np.ndarray:
+    """float64 logits (T, vocab) of every position of `tokens` fed from position 0."""
+    n_heads, n_kv, hd, eps = cfg["n_heads"], cfg["n_kv"], cfg["head_dim"], cfg["eps"]
+    group = n_heads // n_kv
+    factors = w.get("rope_freqs.weight")
+    t_len = len(tokens)
+    x = np.array([w["token_embd.weight"][t] for t in tokens])  # (T, dim)
+    for layer in range(cfg["n_layers"]):
+        p = f"blk.{layer}."
+        h = np.array([_rms(x[t], w[p + "attn_norm.weight"], eps) for t in range(t_len)])
+        q = h @ w[p + "attn_q.weight"].T
+        k = h @ w[p + "attn_k.weight"].T
+        v = h @ w[p + "attn_v.weight"].T
+        if cfg["arch"] == "qwen2":
+            q, k, v = q + w[p + "attn_q.bias"], k + w[p + "attn_k.bias"], v + w[p + "attn_v.bias"]
+        q = q.reshape(t_len, n_heads, hd)
+        k = k.reshape(t_len, n_kv, hd)
+        v = v.reshape(t_len, n_kv, hd)
+        for t in range(t_len):
+            for hh in range(n_heads):
+                q[t, hh] = _rope(q[t, hh], t, cfg, factors)
+            for hh in range(n_kv):
+                k[t, hh] = _rope(k[t, hh], t, cfg, factors)
+        attn = np.zeros((t_len, n_heads, hd))
+        for hh in range(n_heads):
+            kvh = hh // group
+            for t in range(t_len):
+                scores = np.array([q[t, hh] @ k[s, kvh] / math.sqrt(hd) for s in range(t + 1)])
+                probs = np.exp(scores - scores.max())
+                probs /= probs.sum()
+                attn[t, hh] = sum(probs[s] * v[s, kvh] for s in range(t + 1))
+        x = x + attn.reshape(t_len, n_heads * hd) @ w[p + "attn_output.weight"].T
+        h = np.array([_rms(x[t], w[p + "ffn_norm.weight"], eps) for t in range(t_len)])
+        gate = h @ w[p + "ffn_gate.weight"].T
+        up = h @ w[p + "ffn_up.weight"].T
+        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
+    out_w = w.get("output.weight", w["token_embd.weight"])
+    return np.array([_rms(x[t], w["output_norm.weight"], eps) @ out_w.T for t in range(t_len)])

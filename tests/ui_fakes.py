@@ -1,0 +1,267 @@
+"""A controllable ChatBackend for engine-thread and UI tests (no model, no Qt).
+
+`FakeBackend` implements the `ChatBackend` protocol with its own small step generator that
+behaves like the engine's: prefill in chunks (PrefillProgress), one TokenProgress per forward
+step, PaceWait when a rate cap is set, the cancel predicate polled before every forward step,
+and a RawDecodeResult returned through StopIteration. Speed is controllable:
+
+* `step_delay` sleeps in every forward step (wall-time pacing for UI tests);
+* `gate` (a `StepGate`) blocks every forward step until the test releases it, for exact
+  "ends within one step" assertions.
+
+Every backend call records the calling thread, so tests can assert that only the engine
+thread touched the model.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from turbospark_app.chat.api import ChatMessage, PreparedTurn, TurnSettings
+from turbospark_app.engine.errors import ContextOverflow, EmptyPrompt, ProducerError
+from turbospark_app.engine.power import MemoryPressure
+from turbospark_app.engine.progress import (
+    PaceWait,
+    PrefillProgress,
+    RawDecodeResult,
+    StopReason,
+    TailProgress,
+    TokenProgress,
+)
+
+
+class StepGate:
+    """Blocks each forward step until the test grants one. `waiting` counts blocked steps."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._permits = 0
+        self.waiting = 0
+        self.passed = 0
+
+    def allow(self, n: int = 1) -> None:
+        """Let `n` more forward steps run."""
+        with self._cond:
+            self._permits += n
+            self._cond.notify_all()
+
+    def open(self) -> None:
+        """Let every future step run (tear-down)."""
+        self.allow(10**9)
+
+    def wait_blocked(self, timeout: float = 5.0) -> bool:
+        """Wait until a step is blocked at the gate."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.waiting > 0, timeout)
+
+    def pass_step(self) -> None:
+        with self._cond:
+            self.waiting += 1
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._permits > 0)
+            self._permits -= 1
+            self.waiting -= 1
+            self.passed += 1
+
+
+def reply_pieces(text: str) -> list[str]:
+    """Split a reply into token-like pieces: words with their leading space, newlines alone."""
+    pieces: list[str] = []
+    word = ""
+    for ch in text:
+        if ch == "\n" or (ch == " " and word.strip()):
+            if word:
+                pieces.append(word)
+            word = "" if ch == "\n" else ch
+            if ch == "\n":
+                pieces.append("\n")
+        else:
+            word += ch
+    if word:
+        pieces.append(word)
+    return pieces
+
+
+@dataclass
+class FakeBackend:
+    """See the module docstring. `replies` are used in turn order (the last one repeats)."""
+
+    replies: Sequence[str] = ("Hello! I am a **fake** model.",)
+    max_context: int = 4096
+    chunk_size: int = 16  # prompt tokens (bytes) per prefill step
+    step_delay: float = 0.0
+    gate: StepGate | None = None
+    fail_on_step: int | None = None  # raise ProducerError in this forward step ...
+    fail_session: str | None = None  # ... of this session's turns (None: every session)
+    tail: str = ""  # released as TailProgress at the end of a run
+    load_delay: float = 0.0
+    calls: list[tuple[str, int]] = field(default_factory=list)
+    kv: dict[str, list[int]] = field(default_factory=dict)
+    turns_started: int = 0
+    last_outcome: str = "miss"
+    dropped: list[str] = field(default_factory=list)
+    clock: Callable[[], float] = time.monotonic
+
+    def _record(self, name: str) -> None:
+        self.calls.append((name, threading.get_ident()))
+
+    def prepare_turn(
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+    ) -> PreparedTurn:
+        """Bytes of a plain rendering are the prompt ids; assistant ids are spliced in."""
+        self._record("prepare_turn")
+        ids: list[int] = []
+        for m in messages:
+            ids.extend(f"<{m.role}>".encode())
+            if m.role == "assistant" and m.token_ids is not None:
+                ids.extend(m.token_ids)
+            else:
+                ids.extend(m.content.encode())
+        ids.extend(b"<assistant>")
+        if not messages or not messages[-1].content.strip():
+            raise EmptyPrompt()
+        max_new = settings.generation.max_new_tokens
+        if len(ids) + max_new > self.max_context:
+            raise ContextOverflow(len(ids), max_new, self.max_context)
+        return PreparedTurn(session_id, tuple(ids), settings)
+
+    def _forward(self, session_id: str, step: int) -> None:
+        if self.gate is not None:
+            self.gate.pass_step()
+        if self.step_delay:
+            time.sleep(self.step_delay)
+        if (
+            self.fail_on_step is not None
+            and step == self.fail_on_step
+            and self.fail_session in (None, session_id)
+        ):
+            raise ProducerError(RuntimeError("simulated model failure"))
+
+    def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]):
+        """The step generator (see the module docstring)."""
+        self._record("stream_turn")
+        reply = self.replies[min(self.turns_started, len(self.replies) - 1)]
+        self.turns_started += 1
+        return self._run(turn, cancel, reply_pieces(reply))
+
+    def _run(self, turn: PreparedTurn, cancel: Callable[[], bool], pieces: list[str]):
+        self._record("step")
+        prompt = list(turn.prompt_ids)
+        held = self.kv.get(turn.session_id)
+        reused = 0
+        if held is not None:
+            while reused < min(len(held), len(prompt)) and held[reused] == prompt[reused]:
+                reused += 1
+            reused = min(reused, len(prompt) - 1)
+            self.last_outcome = "hit"
+        else:
+            self.last_outcome = "miss"
+        kv = prompt[:reused]
+        self.kv[turn.session_id] = kv
+        gen = turn.settings.generation
+        step = 0
+        t0 = self.clock()
+        reason: StopReason | None = None
+        while len(kv) < len(prompt):
+            if cancel():
+                reason = StopReason.CANCELLED
+                break
+            self._forward(turn.session_id, step)
+            step += 1
+            kv.extend(prompt[len(kv):len(kv) + self.chunk_size])
+            yield PrefillProgress(len(kv), len(prompt))
+        prefill_seconds = self.clock() - t0
+        t1 = self.clock()
+        new = 0
+        ids: list[int] = []
+        cap = gen.rate.max_tokens_per_sec
+        next_at = t1
+        if reason is None:
+            for index, piece in enumerate(pieces):
+                if index >= gen.max_new_tokens:
+                    reason = StopReason.MAX_TOKENS
+                    break
+                if cap:
+                    if self.clock() < next_at:
+                        yield PaceWait(next_at)
+                    next_at = max(next_at, self.clock()) + 1.0 / cap
+                if cancel():
+                    reason = StopReason.CANCELLED
+                    break
+                self._forward(turn.session_id, step)
+                step += 1
+                token_id = 1000 + index
+                ids.append(token_id)
+                kv.append(token_id)
+                new += 1
+                yield TokenProgress(index, token_id, piece)
+            else:
+                reason = StopReason.END_OF_TURN
+        if self.tail:
+            yield TailProgress(self.tail)
+        assert reason is not None
+        return RawDecodeResult(
+            prompt_tokens=len(prompt),
+            new_tokens=new,
+            prefill_seconds=prefill_seconds,
+            decode_seconds=(self.clock() - t1) if new else 0.0,
+            reason=reason,
+            kv_position=len(kv),
+            kv_backed_token_ids=list(kv),
+            reused_prefix_tokens=reused,
+            session_slot_evicted=False,
+            peak_memory_pressure=MemoryPressure.NORMAL,
+        )
+
+    def drop_session(self, session_id: str) -> None:
+        """Forget the session's KV."""
+        self._record("drop_session")
+        self.kv.pop(session_id, None)
+        self.dropped.append(session_id)
+
+    def system_info(self) -> dict[str, Any]:
+        """A document shaped like readings.system_info's."""
+        self._record("system_info")
+        return {
+            "process": {"rss_bytes": 123 * 2**20, "cpu_percent": 0.0},
+            "system": {"available_memory_bytes": 8 * 2**30},
+            "thermal": {"level": "nominal", "label": "nominal", "source": "fake",
+                        "simulated": False, "available": True},
+            "memory_pressure": {"level": None, "label": "unavailable", "source": "fake",
+                                "simulated": False, "available": False},
+            "model": {"name": "fake-model"},
+            "sessions": [
+                {"slot": i, "session_id": sid, "kv_bytes": len(kv) * 64, "lru_rank": i}
+                for i, (sid, kv) in enumerate(self.kv.items())
+            ],
+            "last_turn": {"slot_outcome": self.last_outcome, "turns": self.turns_started},
+        }
+
+    def model_info(self) -> dict[str, Any]:
+        """Static model facts."""
+        self._record("model_info")
+        return {"name": "fake-model", "architecture": "fake", "context_length": self.max_context}
+
+
+def fake_factory(backend: FakeBackend) -> Callable[[], FakeBackend]:
+    """A backend factory for EngineThread that honours `backend.load_delay`."""
+
+    def make() -> FakeBackend:
+        backend._record("load")
+        if backend.load_delay:
+            time.sleep(backend.load_delay)
+        return backend
+
+    return make
+
+
+def failing_factory(message: str = "no such model file") -> Callable[[], Any]:
+    """A backend factory whose load fails."""
+
+    def make() -> Any:
+        raise FileNotFoundError(message)
+
+    return make

@@ -1,0 +1,1 @@
+"""Conversation layer: prompts from messages (keeping generated token ids), the chat backend."""

@@ -1,0 +1,75 @@
+"""The contract between the engine thread / UI and the chat backend.
+
+The backend owns the model, tokenizer, chat template and session pool. It is NOT thread-safe:
+only the engine thread calls it (one thread owns the model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Literal, Protocol, Sequence
+
+from ..engine import GenerationConfig, PaceWait, RawDecodeProgress, RawDecodeResult
+
+Role = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message. An assistant message keeps the token ids it was generated with, so the next
+    prompt shares the whole previous turn as its KV prefix (no re-tokenization drift)."""
+
+    role: Role
+    content: str
+    token_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    """Per-turn settings. `generation.rate` carries the user's cap; the backend adds the probes."""
+
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    system_prompt: str | None = None  # None = the model template's default
+    chunked_prefill: bool = True
+    chunk_size: int = 128
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """A validated turn: its prompt ids fit the context (admission already checked)."""
+
+    session_id: str
+    prompt_ids: tuple[int, ...]
+    settings: TurnSettings
+
+
+TurnStream = Generator[RawDecodeProgress | PaceWait, None, RawDecodeResult]
+
+
+class ChatBackend(Protocol):
+    max_context: int
+
+    def prepare_turn(
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+    ) -> PreparedTurn:
+        """Render + tokenize the conversation (last message = the new user message).
+
+        Raises an `EngineError` (EmptyPrompt, ContextOverflow, ...) before touching the model.
+        """
+        ...
+
+    def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]) -> TurnStream:
+        """The turn's step generator on the session's KV slot; returns the RawDecodeResult."""
+        ...
+
+    def drop_session(self, session_id: str) -> None:
+        """Free the session's KV slot (conversation deleted)."""
+        ...
+
+    def system_info(self) -> dict[str, Any]:
+        """The `system_info_json` document as a dict; cheap enough to poll every second."""
+        ...
+
+    def model_info(self) -> dict[str, Any]:
+        """Architecture, parameters, quantization, context length, file, chat template."""
+        ...

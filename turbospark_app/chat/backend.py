@@ -1,0 +1,228 @@
+"""The real chat backend: a GGUF model, its tokenizer and template, and the session pool.
+
+Only the engine thread calls it (one thread owns the model). `system_info()` is the one
+exception: it reads a snapshot and the probes, never the model, so a GUI timer may call it
+from any thread without waiting behind a forward step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..engine import (
+    GenerationConfig,
+    PaceWait,
+    RawDecodeResult,
+    StopReason,
+    stream_raw_completion,
+    stream_raw_completion_chunked,
+)
+from ..engine.raw_completion import check_admission
+from ..engine.session_pool import SessionPool, SessionProducer
+from ..model.chat_template import ChatTemplate
+from ..model.llama import LlamaModel
+from ..model.producer import LlamaProducer
+from ..model.tokenizer import GGUFTokenizer
+from ..readings import MemoryMonitor, ThermalMonitor, monitors_from_environment
+from ..readings.system_info import system_info
+from .api import ChatMessage, PreparedTurn, TurnSettings, TurnStream
+from .prompt import build_prompt_ids
+
+DEFAULT_SESSION_SLOTS = 4
+SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
+
+
+class LlamaChatBackend:
+    """Implements `ChatBackend` over `LlamaModel` + `SessionPool`."""
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        tokenizer: GGUFTokenizer,
+        template: ChatTemplate,
+        *,
+        model_path: Path,
+        session_slots: int = DEFAULT_SESSION_SLOTS,
+        max_kv_bytes: int | None = None,
+        max_context: int | None = None,
+        thermal: ThermalMonitor | None = None,
+        memory: MemoryMonitor | None = None,
+        load_seconds: float = 0.0,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.template = template
+        self.model_path = model_path
+        self.max_context = min(max_context or model.config.context_length, model.config.context_length)
+        if thermal is None or memory is None:
+            env_thermal, env_memory = monitors_from_environment()
+            thermal, memory = thermal or env_thermal, memory or env_memory
+        self.thermal = thermal
+        self.memory = memory
+        self.pool: SessionPool[LlamaProducer] = SessionPool(
+            lambda: LlamaProducer(model, model.new_cache(self.max_context)),
+            slots=session_slots,
+            max_kv_bytes=max_kv_bytes,
+        )
+        self._load_seconds = load_seconds
+        self._snapshot_lock = threading.Lock()
+        self._sessions: list[dict[str, Any]] = self.pool.describe()
+        self._last_turn: dict[str, Any] | None = None
+        self._model_info = self._describe_model()
+
+    # -- ChatBackend ------------------------------------------------------------------------
+
+    def prepare_turn(
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+    ) -> PreparedTurn:
+        """Render and tokenize; admission (empty, zero budget, overflow) checked here."""
+        if not messages or not messages[-1].content.strip():
+            from ..engine import EmptyPrompt
+
+            raise EmptyPrompt()
+        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
+        bos = self.tokenizer.bos_id
+        if self.tokenizer.add_bos and bos is not None and ids[:1] != [bos]:
+            ids.insert(0, bos)
+        check_admission(ids, settings.generation, self.max_context)
+        return PreparedTurn(session_id, tuple(ids), settings)
+
+    def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]) -> TurnStream:
+        """The turn's step loop on its session slot (waits, as PaceWait, for a busy slot)."""
+        config = self._with_probes(turn.settings.generation)
+        return self._run_turn(turn, config, cancel)
+
+    def _run_turn(
+        self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
+    ) -> TurnStream:
+        while (producer := self.pool.checkout(turn.session_id)) is None:
+            if cancel():
+                return _cancelled_before_start(turn)
+            yield PaceWait(time.monotonic() + SLOT_WAIT_SECONDS)
+        try:
+            args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
+                    self.model.vocab_size, cancel)
+            if turn.settings.chunked_prefill:
+                stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size)
+            else:
+                stream = stream_raw_completion(*args)
+            result = yield from stream
+            self._record_turn(turn, producer, result)
+            return result
+        finally:
+            producer.release()
+            self._refresh_sessions()
+
+    def drop_session(self, session_id: str) -> None:
+        self.pool.drop(session_id)
+        self._refresh_sessions()
+
+    def model_info(self) -> dict[str, Any]:
+        return dict(self._model_info)
+
+    def system_info(self) -> dict[str, Any]:
+        with self._snapshot_lock:
+            sessions = [dict(s) for s in self._sessions]
+            last_turn = None if self._last_turn is None else dict(self._last_turn)
+        return system_info(
+            model=self._model_info,
+            sessions=sessions,
+            last_turn=last_turn,
+            thermal=self.thermal,
+            memory=self.memory,
+        )
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _with_probes(self, config: GenerationConfig) -> GenerationConfig:
+        # Pacing steps down on thermal level and memory pressure even without a user cap.
+        rate = dataclasses.replace(
+            config.rate, thermal_probe=self.thermal.probe, memory_probe=self.memory.probe
+        )
+        return dataclasses.replace(config, rate=rate)
+
+    def _record_turn(
+        self, turn: PreparedTurn, producer: SessionProducer, result: RawDecodeResult
+    ) -> None:
+        stats = {
+            "session_id": turn.session_id,
+            "slot": producer.slot_index,
+            "slot_outcome": producer.outcome,
+            "prompt_tokens": result.prompt_tokens,
+            "reused_prefix_tokens": result.reused_prefix_tokens,
+            "new_tokens": result.new_tokens,
+            "prefill_seconds": result.prefill_seconds,
+            "decode_seconds": result.decode_seconds,
+            "prefill_tokens_per_sec": result.prefill_tokens_per_sec,
+            "decode_tokens_per_sec": result.decode_tokens_per_sec,
+            "reason": result.reason.value,
+            "kv_position": result.kv_position,
+            "session_slot_evicted": result.session_slot_evicted,
+            "peak_memory_pressure": result.peak_memory_pressure.name.lower(),
+        }
+        with self._snapshot_lock:
+            self._last_turn = stats
+
+    def _refresh_sessions(self) -> None:
+        rows = self.pool.describe()
+        with self._snapshot_lock:
+            self._sessions = rows
+
+    def _describe_model(self) -> dict[str, Any]:
+        c = self.model.config
+        info = c.to_dict()
+        info.update(
+            path=str(self.model_path),
+            file_name=self.model_path.name,
+            file_size_bytes=os.path.getsize(self.model_path),
+            chat_template=self.template.source,
+            chat_template_is_fallback=self.template.is_fallback,
+            max_context=self.max_context,
+            load_seconds=round(self._load_seconds, 3),
+            weights_bytes=self.model.weights.nbytes,
+        )
+        return info
+
+
+def _cancelled_before_start(turn: PreparedTurn) -> RawDecodeResult:
+    """Cancelled while waiting for a slot: the model was never touched."""
+    return RawDecodeResult(
+        prompt_tokens=len(turn.prompt_ids),
+        new_tokens=0,
+        prefill_seconds=0.0,
+        decode_seconds=0.0,
+        reason=StopReason.CANCELLED,
+        kv_position=0,
+        kv_backed_token_ids=[],
+    )
+
+
+def load_backend(
+    model_path: Path | str,
+    *,
+    session_slots: int = DEFAULT_SESSION_SLOTS,
+    max_kv_bytes: int | None = None,
+    max_context: int | None = None,
+    cache_dir: Path | None = None,
+) -> LlamaChatBackend:
+    """Load a GGUF (weights through the cache) and build the backend. Raises EngineError."""
+    path = Path(model_path)
+    start = time.perf_counter()
+    model = LlamaModel.from_gguf(path, cache_dir)
+    tokenizer = GGUFTokenizer.from_gguf(path)
+    template = ChatTemplate.from_tokenizer(tokenizer)
+    return LlamaChatBackend(
+        model,
+        tokenizer,
+        template,
+        model_path=path,
+        session_slots=session_slots,
+        max_kv_bytes=max_kv_bytes,
+        max_context=max_context,
+        load_seconds=time.perf_counter() - start,
+    )

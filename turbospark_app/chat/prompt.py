@@ -1,0 +1,65 @@
+"""Conversation -> prompt token ids, keeping every assistant turn's generated ids.
+
+The chat template is rendered with each assistant message replaced by a placeholder; the text
+between placeholders is tokenized on its own and the assistant's original token ids are spliced
+in. Every earlier segment renders to the same text in every later turn, so turn N+1's prompt
+starts with exactly the ids turn N's KV holds: prefix reuse by construction, with no
+re-tokenization drift (a generated id sequence rarely equals encode(decode(ids))).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, Sequence
+
+from .api import ChatMessage
+
+_PLACEHOLDER = "\u27e6ts-assistant-{}\u27e7"  # ⟦ts-assistant-N⟧: survives templates untouched
+
+
+class TemplateLike(Protocol):
+    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str: ...
+
+
+class EncoderLike(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+
+
+def build_prompt_ids(
+    template: TemplateLike,
+    tokenizer: EncoderLike,
+    messages: Sequence[ChatMessage],
+    system_prompt: str | None = None,
+) -> list[int]:
+    """The prompt ids for `messages` (ending with the new user message) + a generation prompt.
+
+    An assistant message without token ids (imported text) is tokenized from its text like
+    any other segment. BOS, when the model wants one, is the caller's to add.
+    """
+    rendered: list[dict[str, Any]] = []
+    if system_prompt:
+        rendered.append({"role": "system", "content": system_prompt})
+    spliced: dict[str, Sequence[int]] = {}
+    for i, m in enumerate(messages):
+        if m.role == "system" and system_prompt:
+            continue  # the per-conversation system prompt wins
+        if m.role == "assistant" and m.token_ids is not None:
+            key = _PLACEHOLDER.format(i)
+            spliced[key] = m.token_ids
+            rendered.append({"role": "assistant", "content": key})
+        else:
+            rendered.append({"role": m.role, "content": m.content})
+    text = template.render(rendered, add_generation_prompt=True)
+
+    ids: list[int] = []
+    rest = text
+    for key, token_ids in spliced.items():
+        head, sep, tail = rest.partition(key)
+        if not sep:
+            continue  # the template left this message out (some drop old reasoning turns)
+        if head:
+            ids.extend(tokenizer.encode(head))
+        ids.extend(token_ids)
+        rest = tail
+    if rest:
+        ids.extend(tokenizer.encode(rest))
+    return ids

@@ -1,0 +1,63 @@
+"""The `turbospark` command: the desktop app by default, plus headless subcommands.
+
+    turbospark                      the desktop app
+    turbospark model fetch|path     the embedded default model
+    turbospark chat --prompt ...    headless chat for scripting and QA
+    turbospark --self-test          load the model, generate a few tokens, print a summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+
+def _add_model_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model",
+        metavar="GGUF",
+        help="a GGUF file to use instead of the default model (also: TURBOSPARK_MODEL)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="turbospark", description=__doc__.splitlines()[0])
+    _add_model_flag(parser)
+    parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
+    parser.add_argument("--session-slots", type=int, default=None, metavar="N")
+    sub = parser.add_subparsers(dest="command")
+
+    model = sub.add_parser("model", help="the embedded default model")
+    model.add_argument("action", choices=["fetch", "path", "info"])
+    _add_model_flag(model)
+
+    chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
+    _add_model_flag(chat)
+    from .cli_chat import add_chat_arguments
+
+    add_chat_arguments(chat)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "model":
+        from .model.fetch import model_command
+
+        return model_command(args)
+    if args.command == "chat":
+        from .cli_chat import chat_command
+
+        return chat_command(args)
+    if args.self_test:
+        from .self_test import self_test
+
+        return self_test(args)
+    from .ui.app import run_app
+
+    return run_app(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""`turbospark chat`: headless chat for scripting and QA.
+
+One prompt (`--prompt`), a script of turns (`--script FILE`, one user message per line), or an
+interactive session (neither). Replies stream to stdout; each turn ends with a one-line summary
+on stderr. Ctrl-C cancels the reply through the engine's cancel predicate: the partial reply is
+kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C at the prompt quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterable, TextIO
+
+from .chat.api import ChatBackend, ChatMessage, TurnSettings
+from .engine import (
+    EngineError,
+    GenerationConfig,
+    RateConfig,
+    RawDecodeProgress,
+    RawDecodeResult,
+    Shaping,
+    TailProgress,
+    TokenProgress,
+)
+from .engine.raw_completion import drive_raw_completion
+
+
+def add_chat_arguments(p: argparse.ArgumentParser) -> None:
+    """The `chat` subcommand's flags."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="one user message; print the reply and exit")
+    src.add_argument("--script", type=Path, help="a file of user messages, one per line")
+    p.add_argument("--system", help="system prompt (default: the model template's own)")
+    p.add_argument("--max-new", type=int, default=256, metavar="N")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)")
+    p.add_argument("--max-tps", type=float, default=None, metavar="TOK/S", help="cap the decode rate")
+    p.add_argument("--chunked", action=argparse.BooleanOptionalAction, default=True,
+                   help="prefill in chunks (default) or token by token (--no-chunked)")
+    p.add_argument("--chunk-size", type=int, default=128)
+    p.add_argument("--session-slots", type=int, default=4, metavar="N")
+    p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+
+
+def settings_from_args(args: argparse.Namespace) -> TurnSettings:
+    """TurnSettings from the chat flags."""
+    shaping = Shaping(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repetition_penalty=args.repeat_penalty,
+        seed=args.seed,
+    )
+    gen = GenerationConfig(
+        max_new_tokens=args.max_new,
+        shaping=shaping,
+        stop_strings=tuple(args.stop or ()),
+        rate=RateConfig(max_tokens_per_sec=args.max_tps),
+    )
+    return TurnSettings(
+        generation=gen,
+        system_prompt=args.system,
+        chunked_prefill=args.chunked,
+        chunk_size=args.chunk_size,
+    )
+
+
+def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
+    """The one-line turn summary (prompt, reused, new, rates, stop reason)."""
+    parts = [
+        f"prompt {result.prompt_tokens} tok",
+        f"reused {result.reused_prefix_tokens}",
+        f"new {result.new_tokens} tok",
+        f"prefill {result.prefill_tokens_per_sec:.1f} tok/s",
+        f"decode {result.decode_tokens_per_sec:.1f} tok/s",
+    ]
+    if ttft is not None:
+        parts.append(f"ttft {ttft * 1000:.0f} ms")
+    if result.session_slot_evicted:
+        parts.append("slot evicted")
+    parts.append(f"stop {result.reason.value}")
+    return "[" + " | ".join(parts) + "]"
+
+
+class Conversation:
+    """A headless conversation over a ChatBackend: messages in, streamed reply out."""
+
+    def __init__(self, backend: ChatBackend, settings: TurnSettings, session_id: str = "cli") -> None:
+        self.backend = backend
+        self.settings = settings
+        self.session_id = session_id
+        self.messages: list[ChatMessage] = []
+
+    def turn(
+        self, user_text: str, out: TextIO, cancel: Callable[[], bool]
+    ) -> tuple[RawDecodeResult, float | None]:
+        """Run one turn, streaming the reply into `out`. Raises EngineError (nothing recorded)."""
+        pending = [*self.messages, ChatMessage("user", user_text)]
+        turn = self.backend.prepare_turn(self.session_id, pending, self.settings)
+        start = time.monotonic()
+        ttft: float | None = None
+        ids: list[int] = []
+        text: list[str] = []
+
+        def on_progress(event: RawDecodeProgress) -> None:
+            nonlocal ttft
+            if isinstance(event, TokenProgress):
+                if ttft is None:
+                    ttft = time.monotonic() - start
+                ids.append(event.id)
+                text.append(event.delta)
+                out.write(event.delta)
+            elif isinstance(event, TailProgress):
+                text.append(event.text)
+                out.write(event.text)
+            out.flush()
+
+        stream = self.backend.stream_turn(turn, cancel)
+        result = drive_raw_completion(stream, self.settings.generation.rate, cancel, on_progress)
+        # The ids it was generated with (stop tokens are never emitted), so the next prompt
+        # continues this turn's KV instead of re-tokenizing the text.
+        self.messages = [*pending, ChatMessage("assistant", "".join(text), tuple(ids))]
+        return result, ttft
+
+
+def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
+    if args.prompt is not None:
+        return [args.prompt]
+    if args.script is not None:
+        return [ln for ln in args.script.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return None
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    """Entry point of `turbospark chat`."""
+    from .chat.backend import load_backend
+    from .model.fetch import resolve_model_path
+
+    try:
+        path = resolve_model_path(args.model)
+        backend = load_backend(path, session_slots=args.session_slots)
+    except (EngineError, OSError) as e:
+        print(f"turbospark: {e}", file=sys.stderr)
+        return 2
+    conv = Conversation(backend, settings_from_args(args))
+    cancelled = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if cancelled.is_set():
+            raise KeyboardInterrupt
+        cancelled.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        turns = _user_turns(args)
+        interactive = turns is None
+        if interactive:
+            print(f"TurboSpark chat with {path.name} — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
+                  file=sys.stderr)
+        for user_text in turns if turns is not None else _read_lines():
+            if interactive and not user_text.strip():
+                break
+            if not interactive:
+                print(f"> {user_text}", file=sys.stderr)
+            cancelled.clear()
+            try:
+                result, ttft = conv.turn(user_text, sys.stdout, cancelled.is_set)
+            except EngineError as e:
+                print(f"\nturbospark: {e}", file=sys.stderr)
+                if not interactive:
+                    return 1
+                continue
+            sys.stdout.write("\n")
+            if not args.quiet_summary:
+                print(summary_line(result, ttft), file=sys.stderr)
+    except KeyboardInterrupt:
+        print("", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 0
+
+
+def _read_lines() -> Iterable[str]:
+    while True:
+        try:
+            yield input("> ")
+        except EOFError:
+            return

@@ -1,0 +1,50 @@
+"""The producer interface: whatever turns tokens into logits (reference: `producer::LogitProducer`).
+
+`logits_out` is a caller-owned float32 array of shape (vocab_size,), written in place.
+Positions are absolute KV positions; a producer must reject a position that is not its cursor.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class LogitProducer(Protocol):
+    def produce(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """Feed `token` at `position` and write the next-token logits into `logits_out`."""
+        ...
+
+    def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """Feed a prompt token whose logits nobody reads: the producer may skip its output head."""
+        ...
+
+    def reset(self) -> None:
+        """Forget all state: the next token is fed at position 0."""
+        ...
+
+    def try_reuse_prefix(self, prompt_ids: Sequence[int]) -> int:
+        """How many leading ids of `prompt_ids` the producer's state already holds.
+
+        The producer trims its state to that length; 0 = no reuse (the caller then resets).
+        """
+        ...
+
+    def session_slot_evicted(self) -> bool:
+        """True when serving this turn evicted a DIFFERENT session's still-usable state."""
+        ...
+
+
+@runtime_checkable
+class ChunkedPrefillRunner(LogitProducer, Protocol):
+    def produce_chunk(
+        self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None
+    ) -> None:
+        """Feed `tokens` at positions [position, position + len(tokens)) in one call.
+
+        When `logits_out` is not None, write the logits after the chunk's LAST token into it;
+        when None, the producer may skip its output head.
+        """
+        ...

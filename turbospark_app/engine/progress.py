@@ -1,0 +1,82 @@
+"""What a run reports: stop reasons, progress events and the result (reference: `raw_completion`)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from .power import MemoryPressure
+
+
+class StopReason(enum.Enum):
+    """Why generation stopped."""
+
+    END_OF_TURN = "end_of_turn"  # natural end-of-turn token
+    TOOL_CALLS = "tool_calls"  # tool-call token
+    EOS = "eos"  # end-of-sequence token
+    STOP_STRING = "stop_string"  # a configured stop string matched
+    MAX_TOKENS = "max_tokens"  # max_new_tokens spent
+    # The cancel predicate returned true. The result is otherwise ordinary: the withheld tail
+    # was flushed and kv_position / kv_backed_token_ids are honest, so the turn can continue.
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillProgress:
+    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenProgress:
+    """One decoded token: its 0-based generation index, id and detokenized text delta."""
+
+    index: int
+    id: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class TailProgress:
+    """Text the stop matcher withheld and released when the run ended without a match."""
+
+    text: str
+
+
+RawDecodeProgress = PrefillProgress | TokenProgress | TailProgress
+
+
+@dataclass(frozen=True, slots=True)
+class PaceWait:
+    """Streaming-layer only: the pacer wants the next forward step no earlier than `until`
+    (on the rate config's clock). The blocking call sleeps; a scheduler may serve others."""
+
+    until: float
+
+
+@dataclass
+class RawDecodeResult:
+    """Summary of one run (the reference's ten fields)."""
+
+    prompt_tokens: int  # prompt tokens of this turn (reused ones included)
+    new_tokens: int  # tokens generated (a stop token is not counted as text but is counted)
+    prefill_seconds: float
+    decode_seconds: float  # 0.0 when cancelled during prefill: no rate to divide
+    reason: StopReason
+    kv_position: int  # KV write cursor at the end; == len(kv_backed_token_ids)
+    kv_backed_token_ids: list[int] = field(default_factory=list)
+    reused_prefix_tokens: int = 0  # leading prompt tokens continued from the previous turn
+    session_slot_evicted: bool = False  # this turn evicted ANOTHER session's usable state
+    # Worst pressure seen while decoding; NORMAL when no probe ran (absence of a reading).
+    peak_memory_pressure: MemoryPressure = MemoryPressure.NORMAL
+
+    @property
+    def decode_tokens_per_sec(self) -> float:
+        return self.new_tokens / self.decode_seconds if self.decode_seconds > 0 else 0.0
+
+    @property
+    def prefill_tokens_per_sec(self) -> float:
+        fed = self.prompt_tokens - self.reused_prefix_tokens
+        return fed / self.prefill_seconds if self.prefill_seconds > 0 else 0.0

@@ -1,0 +1,341 @@
+"""The raw-completion prefill + decode loop (reference: `raw_completion.rs`).
+
+Two layers. The STEP LOOP, `stream_raw_completion`, is a generator: it yields progress
+events and `PaceWait(until)` (instead of sleeping) and returns the `RawDecodeResult` as
+`StopIteration.value`. The blocking calls, `run_raw_completion*`, drive it: progress goes
+to `on_progress`, waits are slept with the rate config's clock/sleep in short slices.
+
+"Off" prefill feeds the prompt one token at a time; `raw_completion_chunked` feeds whole
+chunks. Both share `reuse_or_reset`, `cancelled_during_prefill` and `decode`, so the modes
+cannot drift.
+
+Invariant: `len(kv_backed_token_ids) == kv_position`. A token is KV-resident only once it
+has been fed to the producer, so the last sampled token (emitted, never fed) is not listed;
+neither is a stop token, which is never fed at all.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Generator, Sequence, TypeVar
+
+import numpy as np
+
+from .config import GenerationConfig, RateConfig
+from .errors import (
+    ContextOverflow,
+    EmptyPrompt,
+    EngineError,
+    InvalidRate,
+    ProducerError,
+    ZeroBudget,
+)
+from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
+from .power import MemoryPressure, ThermalLevel, stepped_cap
+from .producer import LogitProducer
+from .progress import PaceWait, PrefillProgress, RawDecodeProgress, RawDecodeResult, StopReason
+from .selection import Sampler, make_sampler
+from .token_sink import TokenSink
+from .tokenizer import EngineTokenizer
+
+CancelFlag = Callable[[], bool]
+"""The predicate a cancellable run polls; True means stop."""
+
+ProgressCallback = Callable[[RawDecodeProgress], None]
+
+RawCompletionStream = Generator[RawDecodeProgress | PaceWait, None, RawDecodeResult]
+"""Yields progress events and PaceWait; returns the result (StopIteration.value)."""
+
+_T = TypeVar("_T")
+
+
+def _never() -> bool:
+    return False
+
+
+# What the non-cancellable entry points pass: always False, so they run the same steps.
+NEVER: CancelFlag = _never
+
+
+def check_admission(prompt_ids: Sequence[int], config: GenerationConfig, max_context: int) -> None:
+    """Raise EmptyPrompt, ZeroBudget or ContextOverflow; called before the producer is touched."""
+    if len(prompt_ids) == 0:
+        raise EmptyPrompt()
+    if config.max_new_tokens <= 0:
+        raise ZeroBudget()
+    if len(prompt_ids) + config.max_new_tokens > max_context:
+        raise ContextOverflow(len(prompt_ids), config.max_new_tokens, max_context)
+
+
+def check_rate(rate: RateConfig) -> None:
+    """Raise InvalidRate for a cap that is not a finite number > 0 (None = uncapped)."""
+    cap = rate.max_tokens_per_sec
+    if cap is not None and (isinstance(cap, bool) or not math.isfinite(cap) or cap <= 0):
+        raise InvalidRate(cap)
+
+
+def prepare_run(
+    prompt_ids: Sequence[int], config: GenerationConfig, max_context: int, vocab_size: int
+) -> Sampler:
+    """Every call-time check of a run (admission, rate, shaping); returns the sampler."""
+    check_admission(prompt_ids, config, max_context)
+    check_rate(config.rate)
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
+    return make_sampler(config.shaping)  # SelectionError on invalid shaping, up front
+
+
+def call_producer(method: Callable[..., _T], *args: object) -> _T:
+    """Call a producer method, wrapping any non-engine failure as ProducerError (cause kept)."""
+    try:
+        return method(*args)
+    except EngineError:
+        raise
+    except Exception as e:
+        raise ProducerError(e) from e
+
+
+def reuse_or_reset(producer: LogitProducer, prompt_ids: Sequence[int]) -> int:
+    """How many leading prompt tokens to continue from; resets the producer when none.
+
+    Clamped to len - 1: `decode` samples from the logits of the last prompt token, so at
+    least that one must be fed, or it would sample from the PREVIOUS turn's logits.
+    """
+    reused = call_producer(producer.try_reuse_prefix, prompt_ids)
+    reused = max(0, min(int(reused), len(prompt_ids) - 1))
+    if reused == 0:
+        call_producer(producer.reset)
+    return reused
+
+
+def cancelled_during_prefill(
+    history: list[int],
+    position: int,
+    prompt_tokens: int,
+    prefill_start: float,
+    reused: int,
+    session_slot_evicted: bool,
+) -> RawDecodeResult:
+    """The result of a run cancelled before decoding began (shared by both prefill modes).
+
+    Nothing to flush: the sink does not exist until `decode`. `prefill_start` is a
+    `time.perf_counter()` reading.
+    """
+    return RawDecodeResult(
+        prompt_tokens=prompt_tokens,
+        new_tokens=0,
+        prefill_seconds=time.perf_counter() - prefill_start,
+        # Zero rather than unmeasured: a caller dividing tokens by seconds must see no rate.
+        decode_seconds=0.0,
+        reason=StopReason.CANCELLED,
+        kv_position=position,
+        kv_backed_token_ids=history,
+        reused_prefix_tokens=reused,
+        session_slot_evicted=session_slot_evicted,
+        peak_memory_pressure=MemoryPressure.NORMAL,  # decoding never started: nothing polled
+    )
+
+
+def _read_probes(rate: RateConfig) -> tuple[ThermalLevel, MemoryPressure]:
+    thermal = rate.thermal_probe() if rate.thermal_probe is not None else ThermalLevel.NOMINAL
+    memory = rate.memory_probe() if rate.memory_probe is not None else MemoryPressure.NORMAL
+    return ThermalLevel(thermal), MemoryPressure(memory)
+
+
+def decode(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    config: GenerationConfig,
+    sampler: Sampler,
+    logits: np.ndarray,
+    history: list[int],
+    position: int,
+    prompt_tokens: int,
+    prefill_seconds: float,
+    cancel: CancelFlag,
+) -> RawCompletionStream:
+    """The decode loop shared by both prefill modes: sample, commit, pace, produce.
+
+    `logits` holds the last prompt token's logits; `history` / `position` describe the KV.
+    Returns a result with reused_prefix_tokens 0 and session_slot_evicted False: the
+    prefill loop that knows them patches them.
+    """
+    decode_start = time.perf_counter()
+    sink = TokenSink(tokenizer, config, history)
+    rate = config.rate
+    # The WORST memory pressure seen, so a spike between two looks is still reported.
+    peak = MemoryPressure.NORMAL
+    pacer: Pacer | None = None
+    if rate.is_active():  # inactive: no pacer, no probe, no clock call at all
+        thermal, memory = _read_probes(rate)
+        peak = max(peak, memory)
+        pacer = Pacer(stepped_cap(rate.max_tokens_per_sec, thermal, memory), rate.clock())
+    # ONE poll for both probes: they share the ladder, so they must describe the same token.
+    watching = rate.thermal_probe is not None or rate.memory_probe is not None
+
+    while True:
+        token = sampler(logits, sink.history)
+        events, reason = sink.commit(token)
+        yield from events
+        # Polled after the token's events went out, so a cancel raised while handling
+        # them stops on this very token; a run that already ended is not "cancelled".
+        if reason is None and cancel():
+            reason = StopReason.CANCELLED
+            yield from sink.finish(reason)
+        if reason is not None:
+            break
+        # Pace AFTER the decision to continue (the last token never pays a sleep nobody
+        # waits through) and BEFORE produce (the idle window falls between forward passes).
+        if pacer is not None:
+            pacer.note_token()
+            if watching and sink.generated % THERMAL_POLL_TOKENS == 0:
+                thermal, memory = _read_probes(rate)
+                peak = max(peak, memory)
+                pacer.apply_cap(stepped_cap(rate.max_tokens_per_sec, thermal, memory), rate.clock())
+            now = rate.clock()
+            wait = pacer.due_in(now)
+            if wait is not None:
+                yield PaceWait(now + wait)
+                # A Stop pressed during the wait ends the run now, not one forward pass later.
+                if cancel():
+                    yield from sink.finish(StopReason.CANCELLED)
+                    reason = StopReason.CANCELLED
+                    break
+        call_producer(producer.produce, token, position, logits)
+        position += 1
+
+    # The last committed token was emitted but never fed: it is not KV-resident.
+    kv_ids = sink.history[:position]
+    return RawDecodeResult(
+        prompt_tokens=prompt_tokens,
+        new_tokens=sink.generated,
+        prefill_seconds=prefill_seconds,
+        decode_seconds=time.perf_counter() - decode_start,
+        reason=reason,
+        kv_position=position,
+        kv_backed_token_ids=kv_ids,
+        peak_memory_pressure=peak,
+    )
+
+
+def _stream_off(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    prompt: list[int],
+    config: GenerationConfig,
+    vocab_size: int,
+    cancel: CancelFlag,
+    sampler: Sampler,
+) -> RawCompletionStream:
+    reused = reuse_or_reset(producer, prompt)
+    logits = np.zeros(vocab_size, dtype=np.float32)  # one buffer for the whole run
+    prefill_start = time.perf_counter()
+    # The reused positions are already in the producer's KV: the cursor starts past them
+    # and the history holds the ids that built them, or kv_position would lie.
+    position = reused
+    history = prompt[:reused]
+    total = len(prompt)
+    last = total - 1
+    for i in range(reused, total):
+        token = prompt[i]
+        # Only the last prompt token's logits are read; the others let the producer skip
+        # its output head.
+        method = producer.produce if i == last else producer.produce_prefill
+        call_producer(method, token, position, logits)
+        position += 1
+        history.append(token)
+        yield PrefillProgress(position, total)
+        # Polled AFTER the token is committed: the producer's cursor has already moved.
+        if cancel():
+            evicted = call_producer(producer.session_slot_evicted)
+            return cancelled_during_prefill(
+                history, position, total, prefill_start, reused, bool(evicted)
+            )
+    prefill_seconds = time.perf_counter() - prefill_start
+    result = yield from decode(
+        producer, tokenizer, config, sampler, logits, history, position, total,
+        prefill_seconds, cancel,
+    )
+    result.reused_prefix_tokens = reused
+    result.session_slot_evicted = bool(call_producer(producer.session_slot_evicted))
+    return result
+
+
+def stream_raw_completion(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    prompt_ids: Sequence[int],
+    config: GenerationConfig,
+    max_context: int,
+    vocab_size: int,
+    cancel: CancelFlag = NEVER,
+) -> RawCompletionStream:
+    """The "off"-prefill step loop: a generator of progress events and PaceWait.
+
+    Admission (EmptyPrompt, ZeroBudget, ContextOverflow), the rate cap (InvalidRate) and
+    the shaping (SelectionError) are checked HERE, at call time, before the producer is
+    touched. The generator returns the RawDecodeResult. After a PaceWait it polls `cancel`
+    and ends with CANCELLED rather than producing.
+    """
+    sampler = prepare_run(prompt_ids, config, max_context, vocab_size)
+    return _stream_off(producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler)
+
+
+def drive_raw_completion(
+    stream: RawCompletionStream,
+    rate: RateConfig,
+    cancel: CancelFlag,
+    on_progress: ProgressCallback | None,
+) -> RawDecodeResult:
+    """Run a step loop to its end: progress to `on_progress`, PaceWait slept with
+    `rate.sleep` in slices of at most 20 ms, cut short by `cancel()`."""
+    try:
+        while True:
+            try:
+                event = next(stream)
+            except StopIteration as done:
+                return done.value
+            if isinstance(event, PaceWait):
+                wait_until(event.until, rate.clock, rate.sleep, cancel)
+            elif on_progress is not None:
+                on_progress(event)
+    finally:
+        stream.close()
+
+
+def run_raw_completion(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    prompt_ids: Sequence[int],
+    config: GenerationConfig,
+    max_context: int,
+    vocab_size: int,
+    on_progress: ProgressCallback | None = None,
+) -> RawDecodeResult:
+    """Feed every prompt token one at a time ("off" prefill), then decode. Blocking."""
+    return run_raw_completion_cancellable(
+        producer, tokenizer, prompt_ids, config, max_context, vocab_size, NEVER, on_progress
+    )
+
+
+def run_raw_completion_cancellable(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    prompt_ids: Sequence[int],
+    config: GenerationConfig,
+    max_context: int,
+    vocab_size: int,
+    cancel: CancelFlag,
+    on_progress: ProgressCallback | None = None,
+) -> RawDecodeResult:
+    """`run_raw_completion`, polling `cancel` per prefill token, per decoded token and
+    during pacing waits.
+
+    Cancelling is not an error: the result is ordinary, with reason CANCELLED. Cancelled in
+    prefill: zero new tokens and decode_seconds 0.0; in decode: the withheld tail flushed.
+    """
+    stream = stream_raw_completion(
+        producer, tokenizer, prompt_ids, config, max_context, vocab_size, cancel
+    )
+    return drive_raw_completion(stream, config.rate, cancel, on_progress)

@@ -1,0 +1,208 @@
+"""Session slots (reference: `session_pool`): one KV cache + token mirror per conversation.
+
+Each slot holds a producer with its own KV cache. A session's turn reuses its own slot (prefix
+reuse via the slot's mirror); a session without a slot takes a free one, else evicts the least
+recently used idle slot. A slot serving a turn is *busy* and never evicted: with fewer slots
+than concurrent turns, a turn waits for a slot instead of destroying a live generation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
+
+import numpy as np
+
+
+class PooledProducer(Protocol):
+    """A LogitProducer that owns a KV cache and a token mirror, and can free its memory."""
+
+    @property
+    def mirror(self) -> Sequence[int]: ...
+
+    @property
+    def kv_nbytes(self) -> int: ...
+
+    def produce(self, token: int, position: int, logits_out: np.ndarray) -> None: ...
+
+    def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None: ...
+
+    def produce_chunk(
+        self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None
+    ) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def try_reuse_prefix(self, prompt_ids: Sequence[int]) -> int: ...
+
+    def release(self) -> None:
+        """Reset AND give the KV memory back (the slot keeps no allocation)."""
+        ...
+
+
+P = TypeVar("P", bound=PooledProducer)
+
+
+@dataclass
+class Slot(Generic[P]):
+    index: int
+    producer: P
+    session_id: str | None = None
+    last_used: int = 0  # pool clock tick of the last checkout
+    busy: bool = False
+
+
+class SlotOutcome:
+    HIT = "hit"  # the session's own slot
+    MISS = "miss"  # a free slot (nothing usable was lost)
+    EVICTED = "evicted"  # another session's usable state was dropped
+
+
+class SessionProducer:
+    """The producer one turn sees: delegates to the slot's producer, reports the eviction."""
+
+    def __init__(
+        self, pool: "SessionPool[Any]", slot: Slot[Any], outcome: str, evicted_other: bool
+    ) -> None:
+        self._pool = pool
+        self._slot = slot
+        self.outcome = outcome  # SlotOutcome: how this session got its slot
+        self._evicted_other = evicted_other
+        self._inner = slot.producer
+
+    @property
+    def slot_index(self) -> int:
+        return self._slot.index
+
+    def produce(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        self._inner.produce(token, position, logits_out)
+
+    def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        self._inner.produce_prefill(token, position, logits_out)
+
+    def produce_chunk(
+        self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None
+    ) -> None:
+        self._inner.produce_chunk(tokens, position, logits_out)
+
+    def reset(self) -> None:
+        self._inner.reset()
+
+    def try_reuse_prefix(self, prompt_ids: Sequence[int]) -> int:
+        return self._inner.try_reuse_prefix(prompt_ids)
+
+    def session_slot_evicted(self) -> bool:
+        return self._evicted_other
+
+    def release(self) -> None:
+        """End of the turn: the slot becomes idle (evictable by other sessions)."""
+        self._slot.busy = False
+
+
+class SessionPool(Generic[P]):
+    """`slots` KV slots shared by any number of sessions, LRU-evicted, KV bytes bounded."""
+
+    def __init__(
+        self,
+        make_producer: Callable[[], P],
+        slots: int = 4,
+        max_kv_bytes: int | None = None,
+    ) -> None:
+        if slots < 1:
+            raise ValueError(f"session slots must be >= 1 (got {slots})")
+        self._slots = [Slot(i, make_producer()) for i in range(slots)]
+        self.max_kv_bytes = max_kv_bytes
+        self._tick = itertools.count(1)
+        self.evictions = 0
+
+    @property
+    def slots(self) -> Sequence[Slot[P]]:
+        return tuple(self._slots)
+
+    def slot_of(self, session_id: str) -> Slot[P] | None:
+        return next((s for s in self._slots if s.session_id == session_id), None)
+
+    def checkout(self, session_id: str) -> SessionProducer | None:
+        """The producer for one turn of `session_id`, or None when every slot is busy."""
+        slot = self.slot_of(session_id)
+        if slot is not None:
+            if slot.busy:
+                return None  # the same session already has a turn in flight
+            outcome = SlotOutcome.HIT
+        else:
+            idle = [s for s in self._slots if not s.busy]
+            if not idle:
+                return None
+            # Prefer a slot nobody holds, then one whose session holds nothing (no usable state
+            # lost either way), then the least recently used: a real eviction.
+            slot = min(
+                idle,
+                key=lambda s: (s.session_id is not None, bool(s.producer.mirror), s.last_used),
+            )
+            outcome = SlotOutcome.EVICTED if slot.producer.mirror else SlotOutcome.MISS
+            if outcome == SlotOutcome.EVICTED:
+                self.evictions += 1
+            # A slot changing hands starts empty, so no prefix of another session is reused.
+            slot.producer.reset()
+            slot.session_id = session_id
+        slot.busy = True
+        slot.last_used = next(self._tick)
+        # The KV bound is enforced when a turn starts, so the eviction it causes is this turn's.
+        freed = self._enforce_kv_bound(keep=slot)
+        evicted_other = outcome == SlotOutcome.EVICTED or freed
+        return SessionProducer(self, slot, outcome, evicted_other)
+
+    def _enforce_kv_bound(self, keep: Slot[P]) -> bool:
+        """Free least recently used idle slots (never `keep`) until the KV total fits.
+
+        Returns True when another session's usable state was dropped. The bound can be
+        exceeded by the growth of turns in flight until the next turn starts.
+        """
+        if self.max_kv_bytes is None:
+            return False
+        dropped = False
+        for slot in sorted(self._slots, key=lambda s: s.last_used):
+            if self.total_kv_bytes <= self.max_kv_bytes:
+                break
+            if slot is keep or slot.busy or slot.producer.kv_nbytes == 0:
+                continue
+            dropped = dropped or bool(slot.producer.mirror)
+            slot.producer.release()
+            slot.session_id = None
+            self.evictions += 1
+        return dropped
+
+    def drop(self, session_id: str) -> None:
+        """Forget a session (conversation deleted): its slot is freed for others."""
+        slot = self.slot_of(session_id)
+        if slot is not None and not slot.busy:
+            slot.producer.release()
+            slot.session_id = None
+
+    def release_all(self) -> None:
+        """Free every idle slot (model switch, memory pressure)."""
+        for slot in self._slots:
+            if not slot.busy:
+                slot.producer.release()
+                slot.session_id = None
+
+    @property
+    def total_kv_bytes(self) -> int:
+        return sum(s.producer.kv_nbytes for s in self._slots)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Per-slot facts for system_info: slot, session, KV bytes, tokens held, LRU rank."""
+        order = sorted(self._slots, key=lambda s: s.last_used, reverse=True)
+        rank = {s.index: r for r, s in enumerate(order)}
+        return [
+            {
+                "slot": s.index,
+                "session_id": s.session_id,
+                "kv_bytes": s.producer.kv_nbytes,
+                "kv_tokens": len(s.producer.mirror),
+                "lru_rank": rank[s.index],
+                "busy": s.busy,
+            }
+            for s in self._slots
+        ]

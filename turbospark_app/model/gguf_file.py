@@ -1,0 +1,319 @@
+"""Opening and validating a GGUF model file; the model's shape as a `LlamaConfig`.
+
+`open_gguf(path)` returns a `GGUFFile`: the `gguf.GGUFReader` plus a validated `LlamaConfig`.
+Every problem with the file is a `ModelFileError` naming the file and the reason: not a GGUF
+(bad magic), truncated, unsupported architecture, unsupported tensor type, missing tensor,
+missing metadata, or a tensor whose shape contradicts the metadata.
+
+Supported architectures: `llama` (SmolLM2, TinyLlama, Llama-2/3 style; RoPE over interleaved
+pairs because llama.cpp's converter permutes Q/K) and `qwen2` (q/k/v biases, NeoX-style RoPE
+over split halves).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from turbospark_app.engine.errors import EngineError
+
+GGUF_MAGIC = b"GGUF"
+
+SUPPORTED_ARCHITECTURES: tuple[str, ...] = ("llama", "qwen2")
+
+
+def _supported_types() -> frozenset[Any]:
+    from gguf import GGMLQuantizationType as Q
+
+    return frozenset(
+        {Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K}
+    )
+
+
+class ModelFileError(EngineError):
+    """The model file cannot be used. `path` is the file, `reason` says why in plain words."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"cannot load model file {self.path}: {reason}")
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The model's hyper-parameters, read from the GGUF metadata (and tensor shapes)."""
+
+    architecture: str  # "llama" | "qwen2"
+    n_layers: int
+    dim: int  # embedding width
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    vocab_size: int
+    context_length: int
+    rope_base: float
+    rope_dims: int  # leading dims of each head that RoPE rotates (<= head_dim)
+    rope_style: str  # "interleaved": pairs (x[2i], x[2i+1]); "neox": pairs (x[i], x[i+rope_dims/2])
+    rope_linear_scale: float  # positions are divided by this (1.0 = no scaling)
+    norm_eps: float
+    qkv_bias: bool
+    tied_embeddings: bool  # no output.weight: the head reuses token_embd
+    file_type: int | None  # general.file_type (llama.cpp's LlamaFileType), None if absent
+    quantization: str  # e.g. "Q4_1", "F16"
+    n_params: int
+    name: str = ""
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (grouped-query attention)."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def q_dim(self) -> int:
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.n_kv_heads * self.head_dim
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LlamaConfig":
+        return cls(**data)
+
+
+def _field_value(reader: Any, key: str) -> Any:
+    """A metadata value as a Python scalar/str, or None when the key is absent."""
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    value = field.contents()
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value
+
+
+class GGUFFile:
+    """An open, validated GGUF: `config`, `tensor(name)`, `has_tensor(name)`, `close()`."""
+
+    def __init__(self, path: Path, reader: Any, config: LlamaConfig) -> None:
+        self.path = path
+        self.reader = reader
+        self.config = config
+        self._tensors = {t.name: t for t in reader.tensors}
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self._tensors
+
+    def tensor(self, name: str) -> Any:
+        """The `gguf.ReaderTensor` called `name` (ModelFileError when absent)."""
+        try:
+            return self._tensors[name]
+        except KeyError:
+            raise ModelFileError(self.path, f"missing tensor {name!r}") from None
+
+    def close(self) -> None:
+        """Drop the reader's memory map (the file can then be replaced or deleted)."""
+        mm = getattr(self.reader, "data", None)
+        self.reader = None
+        self._tensors = {}
+        if mm is not None and getattr(mm, "_mmap", None) is not None:
+            try:
+                mm._mmap.close()
+            except (BufferError, ValueError):
+                pass  # a view is still alive; the map goes when it is collected
+
+
+def check_magic(path: Path) -> int:
+    """Raise ModelFileError unless `path` is a readable file starting with b"GGUF"; return its size."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except FileNotFoundError:
+        raise ModelFileError(path, "file not found") from None
+    except IsADirectoryError:
+        raise ModelFileError(path, "is a directory, not a GGUF file") from None
+    except OSError as exc:
+        raise ModelFileError(path, f"cannot read the file ({exc.strerror or exc})") from None
+    if len(magic) < 4:
+        raise ModelFileError(path, f"not a GGUF file: only {size} bytes (truncated or empty)")
+    if magic != GGUF_MAGIC:
+        raise ModelFileError(path, f"not a GGUF file (bad magic {magic!r}, expected b'GGUF')")
+    return size
+
+
+def open_gguf(path: str | os.PathLike[str]) -> GGUFFile:
+    """Open and validate a GGUF model file (metadata, tensor presence, types and shapes)."""
+    from gguf import GGUFReader
+
+    path = Path(path)
+    size = check_magic(path)
+    try:
+        reader = GGUFReader(path, "r")
+    except (IndexError, OverflowError, MemoryError) as exc:
+        raise ModelFileError(path, f"truncated file: the header ends early ({size} bytes)") from exc
+    except ValueError as exc:
+        msg = str(exc)
+        if "GGMLQuantizationType" in msg:
+            raise ModelFileError(path, f"unsupported tensor type ({msg})") from exc
+        if "reshape" in msg or "mmap" in msg:
+            raise ModelFileError(
+                path, f"truncated file: tensor data ends early ({size} bytes)"
+            ) from exc
+        if "GGUFValueType" in msg:
+            raise ModelFileError(path, f"corrupt header ({msg})") from exc
+        raise ModelFileError(path, f"unreadable GGUF ({msg})") from exc
+    except KeyError as exc:
+        raise ModelFileError(path, f"corrupt header ({exc})") from exc
+    for t in reader.tensors:
+        if t.data_offset + t.n_bytes > size:
+            raise ModelFileError(path, f"truncated file: tensor {t.name!r} ends past the end")
+    config = _read_config(path, reader)
+    gf = GGUFFile(path, reader, config)
+    _validate_tensors(gf)
+    return gf
+
+
+def _read_config(path: Path, reader: Any) -> LlamaConfig:
+    arch = _field_value(reader, "general.architecture")
+    if arch is None:
+        raise ModelFileError(path, "missing metadata 'general.architecture'")
+    if arch not in SUPPORTED_ARCHITECTURES:
+        raise ModelFileError(
+            path,
+            f"unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHITECTURES)})",
+        )
+
+    def required(key: str) -> Any:
+        value = _field_value(reader, f"{arch}.{key}")
+        if value is None:
+            raise ModelFileError(path, f"missing metadata '{arch}.{key}'")
+        return value
+
+    def optional(key: str, default: Any) -> Any:
+        value = _field_value(reader, f"{arch}.{key}")
+        return default if value is None else value
+
+    n_layers = int(required("block_count"))
+    dim = int(required("embedding_length"))
+    ffn_dim = required("feed_forward_length")
+    n_heads = required("attention.head_count")
+    n_kv_heads = optional("attention.head_count_kv", n_heads)
+    if isinstance(ffn_dim, list) or isinstance(n_heads, list) or isinstance(n_kv_heads, list):
+        raise ModelFileError(path, "per-layer head counts / FFN sizes are not supported")
+    n_heads, n_kv_heads, ffn_dim = int(n_heads), int(n_kv_heads), int(ffn_dim)
+    context_length = int(required("context_length"))
+    norm_eps = float(required("attention.layer_norm_rms_epsilon"))
+    head_dim = int(optional("attention.key_length", dim // max(n_heads, 1)))
+    if int(optional("attention.value_length", head_dim)) != head_dim:
+        raise ModelFileError(path, "attention value_length != key_length is not supported")
+    rope_dims = int(optional("rope.dimension_count", head_dim))
+    rope_base = float(optional("rope.freq_base", 10000.0))
+    scaling = optional("rope.scaling.type", "none")
+    factor = float(optional("rope.scaling.factor", 1.0) or 1.0)
+    if scaling == "linear":
+        linear_scale = factor
+    elif scaling == "none" or factor == 1.0:
+        linear_scale = 1.0
+    else:
+        raise ModelFileError(path, f"unsupported RoPE scaling {scaling!r}")
+    if n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads:
+        raise ModelFileError(path, f"bad head counts: {n_heads} heads, {n_kv_heads} KV heads")
+    if rope_dims % 2 or not 0 < rope_dims <= head_dim:
+        raise ModelFileError(path, f"bad RoPE dimension count {rope_dims} for head dim {head_dim}")
+
+    tensors = {t.name: t for t in reader.tensors}
+    embd = tensors.get("token_embd.weight")
+    if embd is None:
+        raise ModelFileError(path, "missing tensor 'token_embd.weight'")
+    vocab_size = int(embd.shape[1]) if len(embd.shape) == 2 else 0
+    file_type = _field_value(reader, "general.file_type")
+    return LlamaConfig(
+        architecture=arch,
+        n_layers=n_layers,
+        dim=dim,
+        n_heads=n_heads,
+        n_kv_heads=n_kv_heads,
+        head_dim=head_dim,
+        ffn_dim=ffn_dim,
+        vocab_size=vocab_size,
+        context_length=context_length,
+        rope_base=rope_base,
+        rope_dims=rope_dims,
+        rope_style="neox" if arch == "qwen2" else "interleaved",
+        rope_linear_scale=linear_scale,
+        norm_eps=norm_eps,
+        qkv_bias=arch == "qwen2",
+        tied_embeddings="output.weight" not in tensors,
+        file_type=None if file_type is None else int(file_type),
+        quantization=_quantization_name(file_type, reader.tensors),
+        n_params=int(sum(int(t.n_elements) for t in reader.tensors)),
+        name=str(_field_value(reader, "general.name") or path.stem),
+    )
+
+
+def _quantization_name(file_type: Any, tensors: list[Any]) -> str:
+    from gguf import LlamaFileType
+
+    if file_type is not None:
+        try:
+            return LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+        except ValueError:
+            pass
+    counts: dict[str, int] = {}
+    for t in tensors:
+        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + int(t.n_elements)
+    return max(counts, key=counts.__getitem__) if counts else "unknown"
+
+
+def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the model reads, with its numpy shape (rows, cols) = (out, in)."""
+    c = config
+    shapes: dict[str, tuple[int, ...]] = {
+        "token_embd.weight": (c.vocab_size, c.dim),
+        "output_norm.weight": (c.dim,),
+    }
+    if not c.tied_embeddings:
+        shapes["output.weight"] = (c.vocab_size, c.dim)
+    for i in range(c.n_layers):
+        p = f"blk.{i}."
+        shapes[p + "attn_norm.weight"] = (c.dim,)
+        shapes[p + "attn_q.weight"] = (c.q_dim, c.dim)
+        shapes[p + "attn_k.weight"] = (c.kv_dim, c.dim)
+        shapes[p + "attn_v.weight"] = (c.kv_dim, c.dim)
+        shapes[p + "attn_output.weight"] = (c.dim, c.q_dim)
+        shapes[p + "ffn_norm.weight"] = (c.dim,)
+        shapes[p + "ffn_gate.weight"] = (c.ffn_dim, c.dim)
+        shapes[p + "ffn_up.weight"] = (c.ffn_dim, c.dim)
+        shapes[p + "ffn_down.weight"] = (c.dim, c.ffn_dim)
+        if c.qkv_bias:
+            shapes[p + "attn_q.bias"] = (c.q_dim,)
+            shapes[p + "attn_k.bias"] = (c.kv_dim,)
+            shapes[p + "attn_v.bias"] = (c.kv_dim,)
+    return shapes
+
+
+def _validate_tensors(gf: GGUFFile) -> None:
+    supported = _supported_types()
+    expected = expected_tensor_shapes(gf.config)
+    if gf.has_tensor("rope_freqs.weight"):
+        expected["rope_freqs.weight"] = (gf.config.rope_dims // 2,)
+    for name, shape in expected.items():
+        t = gf.tensor(name)  # raises "missing tensor"
+        if t.tensor_type not in supported:
+            names = ", ".join(sorted(q.name for q in supported))
+            raise ModelFileError(
+                gf.path,
+                f"unsupported tensor type {t.tensor_type.name} for {name!r} (supported: {names})",
+            )
+        got = tuple(int(d) for d in reversed(t.shape.tolist()))
+        if got != shape:
+            raise ModelFileError(gf.path, f"tensor {name!r} has shape {got}, expected {shape}")

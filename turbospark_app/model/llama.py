@@ -1,0 +1,261 @@
+"""The Llama forward pass in numpy, float32 end to end.
+
+RMSNorm -> fused QKV matmul (+ qwen2 biases) -> RoPE over adjacent pairs -> grouped-query
+attention over the KV cache (causal within a chunk) -> output projection -> residual ->
+RMSNorm -> fused gate/up matmul -> SwiGLU -> down projection -> residual; final RMSNorm and
+the output head for the last token only.
+
+Tricks (all prepared once in `weights.py`): RMSNorm weights are folded into the following
+matmul, so a norm is one scalar per token; q is pre-scaled by 1/sqrt(head_dim); RoPE is one
+complex64 multiply over the q and k parts of the fused QKV buffer (adjacent float32 pairs are
+the real and imaginary parts). A one-token decode step runs on preallocated buffers and
+precomputed views, so each layer is ~20 numpy calls around its four matrix-vector products.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from .gguf_file import LlamaConfig
+from .kv_cache import KVCache
+from .weights import LlamaWeights, load_weights
+
+_F32 = np.float32
+_ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
+_ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
+
+
+class _DecodeBuffers:
+    """Per-thread buffers and views for the one-token step (no allocation in the hot loop)."""
+
+    def __init__(self, c: LlamaConfig) -> None:
+        nqkv = c.q_dim + 2 * c.kv_dim
+        self.x = np.empty(c.dim, _F32)  # (dim,) residual stream
+        self.xn = np.empty(c.dim, _F32)  # (dim,) normalised input of a matmul
+        self.tmp = np.empty(c.dim, _F32)  # (dim,) a sublayer's output
+        self.qkv = np.empty(nqkv, _F32)  # (q_dim + 2 kv_dim,)
+        self.gu = np.empty(2 * c.ffn_dim, _F32)  # (2 ffn,) [gate | up]
+        self.act = np.empty(c.ffn_dim, _F32)  # (ffn,)
+        qk = self.qkv[: c.q_dim + c.kv_dim].view(np.complex64)
+        # (n_heads + n_kv, rope_dims/2) complex view of q and k: adjacent pairs = (re, im)
+        self.qk_rot = qk.reshape(c.n_heads + c.n_kv_heads, c.head_dim // 2)[:, : c.rope_dims // 2]
+        # (n_kv, g, hd, 1): each query head as a column vector
+        self.q = self.qkv[: c.q_dim].reshape(c.n_kv_heads, c.group_size, c.head_dim, 1)
+        self.kv = self.qkv[c.q_dim :].reshape(2, c.n_kv_heads, c.head_dim)  # (2, n_kv, hd)
+        self.gate = self.gu[: c.ffn_dim]
+        self.up = self.gu[c.ffn_dim :]
+
+
+class LlamaModel:
+    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache."""
+
+    def __init__(self, config: LlamaConfig, weights: LlamaWeights) -> None:
+        self.config = config
+        self.weights = weights
+        c = config
+        # Per-layer transposed views: x @ W.T reads each weight row contiguously.
+        self._wqkv_t = [w.T for w in weights.wqkv]  # (dim, nqkv)
+        self._wo_t = [w.T for w in weights.wo]  # (q_dim, dim)
+        self._wgu_t = [w.T for w in weights.wgu]  # (dim, 2 ffn)
+        self._wd_t = [w.T for w in weights.wd]  # (ffn, dim)
+        self._bqkv = None if weights.bqkv is None else list(weights.bqkv)  # (nqkv,) each
+        self._embd = weights.token_embd  # (vocab, dim)
+        self._head_t = weights.output.T  # (dim, vocab)
+        self._out_norm = weights.output_norm  # (dim,)
+        inv_freq = c.rope_base ** (-np.arange(0, c.rope_dims, 2, dtype=np.float64) / c.rope_dims)
+        if weights.rope_freq_factors is not None:
+            inv_freq = inv_freq / weights.rope_freq_factors.astype(np.float64)
+        self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
+        self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
+        self._rot_lock = threading.Lock()
+        self._tls = threading.local()
+
+    @classmethod
+    def from_gguf(
+        cls, path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+    ) -> "LlamaModel":
+        """Load (warm: memory-map from the weight cache; cold: dequantize and cache) a GGUF."""
+        config, weights = load_weights(path, cache_dir)
+        return cls(config, weights)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def new_cache(self, max_context: int | None = None, step: int = 256) -> KVCache:
+        """An empty KV cache for this model (grows in `step`-token steps up to max_context)."""
+        c = self.config
+        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step)
+
+    # -- RoPE -----------------------------------------------------------------------------------
+
+    def _rope_table(self, n_positions: int) -> np.ndarray:
+        """cos + i sin of every (position, frequency) up to n_positions: (n, rope_dims/2) complex64."""
+        rot = self._rot
+        if rot.shape[0] >= n_positions:
+            return rot
+        with self._rot_lock:
+            if self._rot.shape[0] < n_positions:
+                n = -(-n_positions // _ROPE_TABLE_STEP) * _ROPE_TABLE_STEP
+                angles = np.outer(np.arange(n, dtype=np.float64), self._inv_freq)
+                self._rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
+            return self._rot
+
+    # -- forward --------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        cache: KVCache,
+        want_logits: bool = True,
+        logits_out: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """Feed `tokens` at positions [cache.offset, cache.offset + T); advance the cache.
+
+        Returns the (vocab,) float32 logits after the LAST token (written into `logits_out`
+        when given), or None when `want_logits` is False (the output head is skipped).
+        """
+        c = self.config
+        if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (
+            c.n_layers,
+            c.n_kv_heads,
+            c.head_dim,
+        ):
+            raise ValueError(f"{cache!r} was not made for this model")
+        ids = np.asarray(tokens, dtype=np.intp).reshape(-1)
+        if ids.size == 0:
+            raise ValueError("forward() needs at least one token")
+        if ids.min() < 0 or ids.max() >= c.vocab_size:
+            raise ValueError(f"token id out of range [0, {c.vocab_size}): {tokens!r}"[:200])
+        with np.errstate(over="ignore"):  # exp(-gate) may overflow to inf: silu -> 0, fine
+            if ids.size == 1:
+                x = self._decode(int(ids[0]), cache)
+            else:
+                x = self._chunk(ids, cache)
+        if not want_logits:
+            return None
+        return self._head(x, logits_out)
+
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None) -> np.ndarray:
+        """Final RMSNorm + output head for one (dim,) residual vector."""
+        c = self.config
+        r = 1.0 / math.sqrt(float(np.dot(x, x)) / c.dim + c.norm_eps)
+        xn = x * self._out_norm
+        xn *= r
+        out = logits_out if logits_out is not None else np.empty(c.vocab_size, _F32)
+        np.matmul(xn, self._head_t, out=out)  # (vocab,)
+        return out
+
+    def _buffers(self) -> _DecodeBuffers:
+        buf = getattr(self._tls, "buf", None)
+        if buf is None:
+            buf = self._tls.buf = _DecodeBuffers(self.config)
+        return buf
+
+    def _decode(self, token: int, cache: KVCache) -> np.ndarray:
+        """One token at position cache.offset; returns the final residual (dim,) (a buffer)."""
+        c = self.config
+        b = self._buffers()
+        pos = cache.offset
+        n = pos + 1
+        cache.reserve(n)
+        rot = self._rope_table(n)[pos]  # (rope_dims/2,) complex64
+        x, xn, tmp, qkv, gu, act = b.x, b.xn, b.tmp, b.qkv, b.gu, b.act
+        qk_rot, q, kv_new, gate, up = b.qk_rot, b.q, b.kv, b.gate, b.up
+        q_dim, inv_dim, eps = c.q_dim, 1.0 / c.dim, c.norm_eps
+        wqkv_t, wo_t, wgu_t, wd_t, bqkv = self._wqkv_t, self._wo_t, self._wgu_t, self._wd_t, self._bqkv
+        dot, matmul, multiply, exp, sqrt = np.dot, np.matmul, np.multiply, np.exp, math.sqrt
+        max_reduce, add_reduce = np.maximum.reduce, np.add.reduce
+        np.copyto(x, self._embd[token])
+        for i in range(c.n_layers):
+            kvl = cache.layer(i)  # (2, n_kv, capacity, hd)
+            # attention
+            multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
+            matmul(xn, wqkv_t[i], out=qkv)  # (nqkv,)
+            if bqkv is not None:
+                qkv += bqkv[i]
+            multiply(qk_rot, rot, out=qk_rot)  # RoPE on q and k at once
+            kvl[:, :, pos] = kv_new
+            # Batched matrix-VECTOR products (BLAS gemv): ~2x faster than (g x hd) @ (hd x n)
+            # gemms, which OpenBLAS handles poorly for a 3-row left operand.
+            s = matmul(kvl[0, :, None, :n], q)  # (n_kv, 1, n, hd) @ (n_kv, g, hd, 1) -> (n_kv, g, n, 1)
+            s -= max_reduce(s, axis=2, keepdims=True)
+            exp(s, out=s)
+            o = matmul(kvl[1, :, None, :n].transpose(0, 1, 3, 2), s)  # -> (n_kv, g, hd, 1)
+            o /= add_reduce(s, axis=2, keepdims=True)
+            matmul(o.reshape(q_dim), wo_t[i], out=tmp)  # (dim,)
+            x += tmp
+            # feed-forward
+            multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
+            matmul(xn, wgu_t[i], out=gu)  # (2 ffn,)
+            np.negative(gate, out=act)
+            exp(act, out=act)
+            act += 1.0
+            np.divide(gate, act, out=act)  # silu(gate)
+            act *= up
+            matmul(act, wd_t[i], out=tmp)  # (dim,)
+            x += tmp
+        cache.advance(1)
+        return x
+
+    def _chunk(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+        """T >= 2 tokens at positions [offset, offset+T): one matmul per weight per layer."""
+        c = self.config
+        t_len = ids.size
+        p = cache.offset
+        n = p + t_len
+        cache.reserve(n)
+        rot = self._rope_table(n)[p:n, None, :]  # (T, 1, rope_dims/2)
+        half, q_dim, qk_dim, f = c.rope_dims // 2, c.q_dim, c.q_dim + c.kv_dim, c.ffn_dim
+        x = self._embd[ids]  # (T, dim) copy
+        for i in range(c.n_layers):
+            kvl = cache.layer(i)  # (2, n_kv, capacity, hd)
+            qkv = self._rms(x) @ self._wqkv_t[i]  # (T, nqkv)
+            if self._bqkv is not None:
+                qkv += self._bqkv[i]
+            qk = qkv[:, :qk_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
+            qk[:, :, :half] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
+            kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
+            kvl[:, :, p:n] = kv_new.transpose(1, 2, 0, 3)  # (2, n_kv, T, hd)
+            q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
+            x += self._attend(q.transpose(1, 0, 2, 3), kvl, p) @ self._wo_t[i]
+            gu = self._rms(x) @ self._wgu_t[i]  # (T, 2 ffn)
+            gate = gu[:, :f]
+            h = np.exp(-gate)
+            h += 1.0
+            np.divide(gate, h, out=h)
+            h *= gu[:, f:]
+            x += h @ self._wd_t[i]
+        cache.advance(t_len)
+        return x[-1]
+
+    def _rms(self, x: np.ndarray) -> np.ndarray:
+        """Row-wise RMS normalisation (the weight is folded into the next matmul): (T, dim)."""
+        ss = np.einsum("td,td->t", x, x)  # (T,)
+        r = 1.0 / np.sqrt(ss * (1.0 / self.config.dim) + self.config.norm_eps)
+        return x * r[:, None]
+
+    def _attend(self, q: np.ndarray, kvl: np.ndarray, p: int) -> np.ndarray:
+        """Causal GQA of a chunk. q: (n_kv, T, g, hd) at positions p..p+T-1 -> (T, q_dim)."""
+        n_kv, t_len, g, hd = q.shape
+        out = np.empty((t_len, n_kv, g, hd), _F32)  # (T, n_kv, g, hd)
+        block = max(1, _ATTN_BLOCK_ELEMS // (n_kv * g * (p + t_len)))
+        for t0 in range(0, t_len, block):
+            t1 = min(t_len, t0 + block)
+            nb, n_keys = t1 - t0, p + t1  # later keys are masked for every query of the block
+            qb = q[:, t0:t1].reshape(n_kv, nb * g, hd)  # (n_kv, nb*g, hd)
+            s = np.matmul(qb, kvl[0, :, :n_keys].transpose(0, 2, 1))  # (n_kv, nb*g, n_keys)
+            s4 = s.reshape(n_kv, nb, g, n_keys)
+            future = np.arange(n_keys)[None, :] > (p + np.arange(t0, t1))[:, None]  # (nb, n_keys)
+            s4 += np.where(future, _F32(-np.inf), _F32(0.0))[None, :, None, :]
+            s -= np.maximum.reduce(s, axis=2, keepdims=True)
+            np.exp(s, out=s)
+            o = np.matmul(s, kvl[1, :, :n_keys])  # (n_kv, nb*g, hd)
+            o /= np.add.reduce(s, axis=2, keepdims=True)
+            out[t0:t1] = o.reshape(n_kv, nb, g, hd).transpose(1, 0, 2, 3)
+        return out.reshape(t_len, n_kv * g * hd)

@@ -1,0 +1,404 @@
+"""The tokenizer of a GGUF file, built with Hugging Face `tokenizers` from its metadata.
+
+Vocabulary types:
+- `gpt2`: byte-level BPE (vocab + merges), pre-tokenization per `tokenizer.ggml.pre` following
+  llama.cpp's llama-vocab.cpp: `smollm` (and the StarCoder family) = individual digits, then the
+  GPT-2 regex; `llama-bpe`/`llama3` = the Llama-3 regex, merges ignored for whole-vocab words;
+  `qwen2` = the Qwen2 regex; `gpt2`/`default` = the GPT-2 regex (llama.cpp's own "default" regex is
+  a legacy fallback it warns about; the GPT-2 regex is what such byte-level vocabularies expect).
+- `llama`: SentencePiece BPE with `<0xNN>` byte fallback and '▁' for spaces; the merges are
+  derived from the piece scores, as Hugging Face's converter does.
+Anything else raises `TokenizerError`.
+
+Tokens of type CONTROL are added as special tokens and USER_DEFINED ones as added tokens, so
+"<|im_start|>" in a rendered prompt encodes to its single id. `token_bytes` maps a token id to
+the exact bytes it adds to the text (CONTROL and UNKNOWN tokens add nothing); `decode` is the
+concatenation of those bytes.
+
+BOS: `encode` never adds one: it turns text into ids, nothing more. `encode_prompt` is for a
+rendered chat prompt and adds BOS only when the GGUF asks for it (`tokenizer.ggml.add_bos_token`)
+and the template did not already put it there (as llama.cpp's chat path does). SmolLM2 says
+add_bos_token = false, and its template does not use BOS.
+
+Building from a GGUF takes a few seconds (reading 49k tokens + 49k merges with gguf's reader), so
+`from_gguf` keeps the built tokenizer in `<cache dir>/tokenizers/`, keyed by the file's identity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..engine.errors import EngineError
+
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # gguf.TokenType
+
+# The GPT-2 regex itself is built into `tokenizers`' ByteLevel pre-tokenizer (use_regex=True).
+_LLAMA3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_DIGITS_THEN_GPT2 = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")
+_PLAIN_GPT2 = ("default", "gpt2", "gpt-2", "mpt", "olmo", "jais", "trillion")
+_LLAMA3 = ("llama3", "llama-v3", "llama-bpe", "dbrx", "smaug-bpe", "falcon3")
+_QWEN2 = ("qwen2", "stablelm2", "hunyuan")
+SUPPORTED_PRE = _DIGITS_THEN_GPT2 + _PLAIN_GPT2 + _LLAMA3 + _QWEN2
+
+# Like llama.cpp's end-of-generation heuristics: these texts end a turn / the sequence.
+_END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>", "<EOT>")
+_EOS_TEXTS = ("<|endoftext|>", "<|end_of_text|>", "</s>")
+_TOOL_CALL_TEXTS = ("<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "<|tool_call|>", "<tool_calls>")
+
+_CACHE_FORMAT = 1
+
+
+class TokenizerError(EngineError):
+    """The GGUF's tokenizer metadata is missing, malformed or of an unsupported kind."""
+
+
+def read_field(reader: Any, key: str, default: Any = None) -> Any:
+    """A metadata value of a `gguf.GGUFReader`: str, int, float, bool, or a list of those."""
+    import gguf  # deferred: gguf pulls in numpy
+
+    field = reader.fields.get(key)
+    if field is None or not field.types:
+        return default
+    T = gguf.GGUFValueType
+
+    def value(part_index: int, vtype: Any) -> Any:
+        part = field.parts[part_index]
+        if vtype == T.STRING:
+            return bytes(part).decode("utf-8", errors="replace")
+        item = part[0].item()
+        return bool(item) if vtype == T.BOOL else item
+
+    if field.types[0] == T.ARRAY:
+        return [value(i, field.types[-1]) for i in field.data]
+    return value(field.data[0], field.types[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSpec:
+    """The tokenizer metadata of a GGUF (`tokenizer.ggml.*`)."""
+
+    model: str
+    pre: str
+    tokens: list[str]
+    token_types: list[int]
+    merges: list[str]
+    scores: list[float]
+    bos_id: int | None
+    eos_id: int | None
+    eot_id: int | None
+    eom_id: int | None
+    unk_id: int | None
+    add_bos: bool
+    add_space_prefix: bool
+    chat_template: str | None = None  # kept here so a cached tokenizer needs no GGUF reader
+
+    @classmethod
+    def from_reader(cls, reader: Any) -> TokenizerSpec:
+        """Read the spec from a `gguf.GGUFReader`; raises TokenizerError when incomplete."""
+        g = lambda key, default=None: read_field(reader, f"tokenizer.ggml.{key}", default)  # noqa: E731
+        model = g("model")
+        tokens = g("tokens")
+        if not model or not tokens:
+            raise TokenizerError("the GGUF has no tokenizer (tokenizer.ggml.model / .tokens missing)")
+        types = g("token_type") or [NORMAL] * len(tokens)
+        if len(types) != len(tokens):
+            raise TokenizerError(f"{len(tokens)} tokens but {len(types)} token types")
+        pre = g("pre", "default")
+        return cls(
+            model=model, pre=pre, tokens=tokens, token_types=[int(t) for t in types],
+            merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
+            bos_id=g("bos_token_id"), eos_id=g("eos_token_id"), eot_id=g("eot_token_id"),
+            eom_id=g("eom_token_id"), unk_id=g("unknown_token_id"),
+            # llama.cpp's defaults when the key is absent: SPM and Llama-3 add BOS, others not.
+            add_bos=bool(g("add_bos_token", model == "llama" or pre in _LLAMA3)),
+            add_space_prefix=bool(g("add_space_prefix", model == "llama")),
+            chat_template=read_field(reader, "tokenizer.chat_template") or None,
+        )
+
+    def meta(self) -> dict[str, Any]:
+        """Everything but merges and scores (which only the build needs): for the cache."""
+        d = dataclasses.asdict(self)
+        d["merges"], d["scores"] = [], []
+        return d
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character map used by byte-level BPE vocabularies."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
+    mapping = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in mapping:
+            mapping[b] = chr(256 + extra)
+            extra += 1
+    return mapping
+
+
+_BYTE_OF_CHAR = {ord(ch): b for b, ch in _bytes_to_unicode().items()}
+
+
+def _byte_level_bytes(text: str) -> bytes:
+    try:
+        return text.translate(_BYTE_OF_CHAR).encode("latin-1")
+    except UnicodeEncodeError:  # a character outside the byte map: keep its UTF-8
+        return b"".join(
+            bytes([_BYTE_OF_CHAR[ord(c)]]) if ord(c) in _BYTE_OF_CHAR else c.encode("utf-8") for c in text
+        )
+
+
+def _token_bytes_table(spec: TokenizerSpec) -> list[bytes]:
+    table: list[bytes] = []
+    for text, ttype in zip(spec.tokens, spec.token_types, strict=True):
+        if ttype in (CONTROL, UNKNOWN):
+            table.append(b"")
+        elif ttype == USER_DEFINED:
+            table.append(text.encode("utf-8"))  # stored as raw text, like HF added tokens
+        elif spec.model == "gpt2":
+            table.append(_byte_level_bytes(text))
+        elif ttype == BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            table.append(bytes([int(text[3:5], 16)]))
+        else:
+            table.append(text.replace("\u2581", " ").encode("utf-8"))
+    return table
+
+
+def _pre_tokenizer(pre: str) -> Any:
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as pt
+
+    if pre in _DIGITS_THEN_GPT2:
+        return pt.Sequence([pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)])
+    if pre in _PLAIN_GPT2:
+        return pt.ByteLevel(add_prefix_space=False)
+    regex = _LLAMA3_REGEX if pre in _LLAMA3 else _QWEN2_REGEX if pre in _QWEN2 else None
+    if regex is None:
+        raise TokenizerError(
+            f"unsupported pre-tokenizer {pre!r} (tokenizer.ggml.pre); supported: {', '.join(SUPPORTED_PRE)}"
+        )
+    return pt.Sequence([
+        pt.Split(Regex(regex), behavior="isolated", invert=False),
+        pt.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+
+
+def _vocab(spec: TokenizerSpec) -> dict[str, int]:
+    vocab: dict[str, int] = {}
+    for i, text in enumerate(spec.tokens):
+        vocab.setdefault(text, i)  # a duplicate keeps its first id, as llama.cpp does
+    return vocab
+
+
+def _spm_merges(spec: TokenizerSpec, vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """BPE merges equivalent to SentencePiece's score-ordered merging (as HF's converter derives)."""
+    if len(spec.scores) != len(spec.tokens):
+        raise TokenizerError("a `llama` (SentencePiece) vocabulary needs tokenizer.ggml.scores")
+    found: list[tuple[float, int, int, str, str]] = []
+    for piece, pid in vocab.items():
+        if spec.token_types[pid] != NORMAL or len(piece) < 2:
+            continue
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            if left in vocab and right in vocab:
+                found.append((-spec.scores[pid], vocab[left], vocab[right], left, right))
+    found.sort()  # best score first; ties in vocabulary order
+    return [(left, right) for _, _, _, left, right in found]
+
+
+def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
+    """A `tokenizers.Tokenizer` equivalent to the GGUF's tokenizer."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+
+    vocab = _vocab(spec)
+    try:
+        if spec.model == "gpt2":
+            merges = []
+            for line in spec.merges:
+                cut = line.find(" ", 1)  # from 1: a merge's left part is never empty
+                if cut < 0:
+                    raise TokenizerError(f"malformed merge {line!r} (tokenizer.ggml.merges)")
+                merges.append((line[:cut], line[cut + 1 :]))
+            tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=spec.pre in _LLAMA3))
+            tok.pre_tokenizer = _pre_tokenizer(spec.pre)
+            tok.decoder = decoders.ByteLevel()
+        elif spec.model == "llama":
+            unk = spec.tokens[spec.unk_id] if spec.unk_id is not None else None
+            tok = Tokenizer(models.BPE(
+                vocab, _spm_merges(spec, vocab), unk_token=unk, fuse_unk=True, byte_fallback=True
+            ))
+            steps = [normalizers.Replace(" ", "\u2581")]
+            if spec.add_space_prefix:
+                steps.insert(0, normalizers.Prepend("\u2581"))
+            tok.normalizer = normalizers.Sequence(steps)
+            tok.decoder = decoders.Sequence([
+                decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+            ])
+        else:
+            raise TokenizerError(
+                f"unsupported tokenizer model {spec.model!r} (tokenizer.ggml.model); supported: gpt2, llama"
+            )
+    except Exception as exc:
+        if isinstance(exc, TokenizerError):
+            raise
+        raise TokenizerError(f"could not build the {spec.model} tokenizer: {exc}") from exc
+    pick = lambda kind: [t for t, k in zip(spec.tokens, spec.token_types, strict=True) if k == kind]  # noqa: E731
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in pick(CONTROL)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in pick(USER_DEFINED)])
+    return tok
+
+
+def _gguf_identity(path: Path) -> str:
+    import tokenizers
+
+    st = path.stat()
+    # The spec's field names are part of the key: a changed spec must not load old entries.
+    layout = ",".join(f.name for f in dataclasses.fields(TokenizerSpec))
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{layout}|{tokenizers.__version__}"
+    ident += f"|{_CACHE_FORMAT}"
+    return hashlib.sha256(ident.encode("utf-8")).hexdigest()[:32]
+
+
+def _store(cache_file: Path, tokenizer: GGUFTokenizer, *, stale_pattern: str) -> None:
+    """Write a cache entry atomically and drop older entries of the same file; best effort."""
+    doc = {"spec": tokenizer.spec.meta(), "tokenizer": tokenizer._hf.to_str()}
+    tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc), encoding="utf-8")
+        os.replace(tmp, cache_file)  # atomic: a concurrent reader sees all or nothing
+        for stale in cache_file.parent.glob(stale_pattern):
+            if stale != cache_file:
+                stale.unlink(missing_ok=True)
+    except OSError:  # a full or read-only cache only costs the next start its speed
+        tmp.unlink(missing_ok=True)
+
+
+class GGUFTokenizer:
+    """A GGUF's tokenizer; implements the engine's `EngineTokenizer` protocol."""
+
+    def __init__(self, hf_tokenizer: Any, spec: TokenizerSpec) -> None:
+        self._hf = hf_tokenizer
+        self.spec = spec
+        self.vocab_size: int = len(spec.tokens)
+        self.bos_id: int | None = spec.bos_id
+        self.eos_id: int | None = spec.eos_id
+        self.add_bos: bool = spec.add_bos
+        self._ids = _vocab(spec)
+        self._bytes = _token_bytes_table(spec)
+        special = {CONTROL, USER_DEFINED}
+
+        def named(texts: Sequence[str]) -> set[int]:
+            ids = (self._ids.get(t) for t in texts)
+            return {i for i in ids if i is not None and spec.token_types[i] in special}
+
+        eot = named(_END_OF_TURN_TEXTS) | {i for i in (spec.eot_id, spec.eom_id) if i is not None}
+        eos = named(_EOS_TEXTS) | ({spec.eos_id} if spec.eos_id is not None else set())
+        self.end_of_turn_ids: frozenset[int] = frozenset(eot)
+        # Disjoint: SmolLM2's eos_token_id IS <|im_end|>, and in a chat that ends a turn.
+        self.eos_ids: frozenset[int] = frozenset(eos - eot)
+        self.tool_call_ids: frozenset[int] = frozenset(named(_TOOL_CALL_TEXTS))
+        self._strip_first_space = spec.model == "llama" and spec.add_space_prefix
+        # Byte-level vocabularies may lack a few byte tokens (SmolLM2 lacks 21); HF's BPE would
+        # silently drop such a byte and leave the rest of its character as garbage.
+        missing = b""
+        if spec.model == "gpt2":
+            missing = bytes(b for b, ch in _bytes_to_unicode().items() if ch not in self._ids)
+        self._missing_bytes = missing
+        self._replacement = "" if set(missing) & set("\ufffd".encode("utf-8")) else "\ufffd"
+
+    @classmethod
+    def from_reader(cls, reader: Any) -> GGUFTokenizer:
+        """Build from an open `gguf.GGUFReader` (no cache)."""
+        spec = TokenizerSpec.from_reader(reader)
+        return cls(build_hf_tokenizer(spec), spec)
+
+    @classmethod
+    def from_gguf(cls, path: str | Path, *, reader: Any = None, use_cache: bool = True) -> GGUFTokenizer:
+        """Build from a GGUF file, through the tokenizer cache; `reader` saves re-opening the file."""
+        from tokenizers import Tokenizer
+
+        path = Path(path)
+        cache_file = None
+        if use_cache:
+            from ..paths import cache_subdir
+
+            stem = "".join(c if c.isalnum() or c in "._-" else "_" for c in path.stem)[:80]
+            cache_file = cache_subdir("tokenizers") / f"{stem}-{_gguf_identity(path)}.json"
+            try:
+                doc = json.loads(cache_file.read_text(encoding="utf-8"))
+                return cls(Tokenizer.from_str(doc["tokenizer"]), TokenizerSpec(**doc["spec"]))
+            except FileNotFoundError:
+                pass
+            except Exception:  # a corrupt or outdated entry is rebuilt below
+                cache_file.unlink(missing_ok=True)
+        if reader is None:
+            import gguf
+
+            try:
+                reader = gguf.GGUFReader(str(path), "r")
+            except Exception as exc:
+                raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
+        tokenizer = cls.from_reader(reader)
+        if cache_file is not None:
+            _store(cache_file, tokenizer, stale_pattern=f"{stem}-*.json")
+        return tokenizer
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes the token adds to the text (b"" for control tokens)."""
+        if not 0 <= token_id < self.vocab_size:
+            raise ValueError(f"token id {token_id} out of range (vocabulary of {self.vocab_size})")
+        return self._bytes[token_id]
+
+    def token_to_id(self, text: str) -> int | None:
+        """The id of the token whose vocabulary text is `text` (e.g. "<|im_end|>", "Ġthe")."""
+        return self._ids.get(text)
+
+    def id_to_token(self, token_id: int) -> str:
+        """The vocabulary text of a token id."""
+        return self.spec.tokens[token_id]
+
+    def _encodable(self, text: str) -> str:
+        """`text` with lone surrogates and characters needing a byte without a token as U+FFFD."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = "".join("\ufffd" if 0xD800 <= ord(c) < 0xE000 else c for c in text)
+            data = text.encode("utf-8")
+        if self._missing_bytes and len(data.translate(None, self._missing_bytes)) != len(data):
+            bad = set(self._missing_bytes)
+            text = "".join(self._replacement if bad & set(c.encode("utf-8")) else c for c in text)
+        return text
+
+    def encode(self, text: str, *, add_bos: bool = False) -> list[int]:
+        """Text to ids; special-token texts (e.g. "<|im_start|>") become their single ids.
+
+        A character the vocabulary cannot spell (SmolLM2 has no token for some C0 controls and
+        for the lead bytes of planes 4-11) is encoded as U+FFFD instead of being mangled.
+        """
+        ids = self._hf.encode(self._encodable(text), add_special_tokens=False).ids
+        return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
+
+    def encode_prompt(self, rendered: str) -> list[int]:
+        """Ids of a rendered chat prompt: BOS first when the GGUF asks for it and it is absent."""
+        ids = self.encode(rendered)
+        if self.add_bos and self.bos_id is not None and ids[:1] != [self.bos_id]:
+            ids.insert(0, self.bos_id)
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Ids to text: the tokens' bytes joined, invalid UTF-8 replaced by U+FFFD."""
+        data = b"".join(self.token_bytes(int(i)) for i in ids)
+        if self._strip_first_space and data.startswith(b" "):
+            data = data[1:]  # the space SentencePiece put in front of the text
+        return data.decode("utf-8", errors="replace")

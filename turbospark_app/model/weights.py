@@ -1,0 +1,337 @@
+"""Dequantized, fused float32 weights, prepared once and cached as memory-mapped .npy files.
+
+Layout (all float32, C-contiguous, rows = output features, so `x @ W.T` reads each row
+contiguously and the tied output head can share `token_embd`):
+
+    token_embd  (vocab, dim)
+    output      (vocab, dim)          the same array as token_embd when the GGUF has no output.weight
+    output_norm (dim,)
+    wqkv        (L, q_dim + 2*kv_dim, dim)  rows [q | k | v]; attn_norm folded into the columns,
+                                            q pre-scaled by 1/sqrt(head_dim); q/k rows of NeoX
+                                            models permuted so RoPE is always over adjacent pairs
+    bqkv        (L, q_dim + 2*kv_dim)       qwen2 only (same scaling/permutation), else None
+    wo          (L, dim, q_dim)
+    wgu         (L, 2*ffn, dim)             rows [gate | up]; ffn_norm folded into the columns
+    wd          (L, dim, ffn)
+    rope_freq_factors (rope_dims/2,)        only when the GGUF has rope_freqs.weight
+
+The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<path hash>-<key>/`, where the
+key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. It is written
+into a temporary folder and renamed into place, so a half-written entry never looks valid; an
+entry that fails validation (bad manifest, truncated .npy, wrong shape) is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
+
+log = logging.getLogger(__name__)
+
+LAYOUT_VERSION = 1
+HEADER_HASH_BYTES = 1 << 20
+_ARRAY_NAMES = ("token_embd", "output", "output_norm", "wqkv", "bqkv", "wo", "wgu", "wd",
+                "rope_freq_factors")
+
+
+@dataclass
+class LlamaWeights:
+    """The prepared float32 arrays (see the module docstring for shapes)."""
+
+    token_embd: np.ndarray
+    output: np.ndarray
+    output_norm: np.ndarray
+    wqkv: np.ndarray
+    wo: np.ndarray
+    wgu: np.ndarray
+    wd: np.ndarray
+    bqkv: np.ndarray | None = None
+    rope_freq_factors: np.ndarray | None = None
+    origin: str = "memory"  # "cache" (warm), "built" (cold, then cached) or "memory" (not cached)
+    cache_path: Path | None = field(default=None, compare=False)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Name -> array for every present array (output omitted when tied)."""
+        out = {}
+        for name in _ARRAY_NAMES:
+            arr = getattr(self, name)
+            if arr is None or (name == "output" and arr is self.token_embd):
+                continue
+            out[name] = arr
+        return out
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays().values())
+
+
+def dequantize_tensor(tensor: Any) -> np.ndarray:
+    """A GGUF tensor as float32 (rows, cols) (or (n,) for vectors) via `gguf.quants.dequantize`."""
+    from gguf.quants import dequantize
+
+    shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+    arr = dequantize(np.asarray(tensor.data), tensor.tensor_type)
+    return np.asarray(arr, dtype=np.float32).reshape(shape)
+
+
+def _neox_to_interleaved(head_dim: int, rope_dims: int) -> np.ndarray:
+    """Row permutation within a head taking NeoX pairs (i, i+n/2) to adjacent pairs (2i, 2i+1)."""
+    half = rope_dims // 2
+    perm = np.arange(head_dim)
+    perm[0:rope_dims:2] = np.arange(half)
+    perm[1:rope_dims:2] = np.arange(half) + half
+    return perm
+
+
+Alloc = Callable[[str, tuple[int, ...]], np.ndarray]
+
+
+def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.ndarray]:
+    """Dequantize and fuse every tensor of `gf` into arrays from `alloc(name, shape)`."""
+    alloc = alloc or (lambda name, shape: np.empty(shape, np.float32))
+    c: LlamaConfig = gf.config
+    nqkv = c.q_dim + 2 * c.kv_dim
+    deq = lambda name: dequantize_tensor(gf.tensor(name))  # noqa: E731
+    out: dict[str, np.ndarray] = {}
+
+    out["token_embd"] = alloc("token_embd", (c.vocab_size, c.dim))
+    out["token_embd"][...] = deq("token_embd.weight")
+    if not c.tied_embeddings:
+        out["output"] = alloc("output", (c.vocab_size, c.dim))
+        out["output"][...] = deq("output.weight")
+    out["output_norm"] = alloc("output_norm", (c.dim,))
+    out["output_norm"][...] = deq("output_norm.weight")
+    if gf.has_tensor("rope_freqs.weight"):
+        out["rope_freq_factors"] = alloc("rope_freq_factors", (c.rope_dims // 2,))
+        out["rope_freq_factors"][...] = deq("rope_freqs.weight")
+
+    wqkv = out["wqkv"] = alloc("wqkv", (c.n_layers, nqkv, c.dim))
+    wo = out["wo"] = alloc("wo", (c.n_layers, c.dim, c.q_dim))
+    wgu = out["wgu"] = alloc("wgu", (c.n_layers, 2 * c.ffn_dim, c.dim))
+    wd = out["wd"] = alloc("wd", (c.n_layers, c.dim, c.ffn_dim))
+    bqkv = out["bqkv"] = alloc("bqkv", (c.n_layers, nqkv)) if c.qkv_bias else None
+    perm = _neox_to_interleaved(c.head_dim, c.rope_dims) if c.rope_style == "neox" else None
+    q_scale = np.float32(1.0 / np.sqrt(c.head_dim))
+    qs, ks, vs = slice(0, c.q_dim), slice(c.q_dim, c.q_dim + c.kv_dim), slice(c.q_dim + c.kv_dim, nqkv)
+
+    def rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+        if perm is None:
+            return w
+        return w.reshape(n_heads, c.head_dim, *w.shape[1:])[:, perm].reshape(w.shape)
+
+    for i in range(c.n_layers):
+        p = f"blk.{i}."
+        attn_norm = deq(p + "attn_norm.weight")  # (dim,)
+        wqkv[i, qs] = rope_rows(deq(p + "attn_q.weight"), c.n_heads) * attn_norm * q_scale
+        wqkv[i, ks] = rope_rows(deq(p + "attn_k.weight"), c.n_kv_heads) * attn_norm
+        wqkv[i, vs] = deq(p + "attn_v.weight") * attn_norm
+        if bqkv is not None:
+            bqkv[i, qs] = rope_rows(deq(p + "attn_q.bias"), c.n_heads) * q_scale
+            bqkv[i, ks] = rope_rows(deq(p + "attn_k.bias"), c.n_kv_heads)
+            bqkv[i, vs] = deq(p + "attn_v.bias")
+        wo[i] = deq(p + "attn_output.weight")
+        ffn_norm = deq(p + "ffn_norm.weight")
+        wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
+        wgu[i, c.ffn_dim :] = deq(p + "ffn_up.weight") * ffn_norm
+        wd[i] = deq(p + "ffn_down.weight")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _weights_from_arrays(arrays: dict[str, np.ndarray], origin: str, cache_path: Path | None) -> LlamaWeights:
+    embd = arrays["token_embd"]
+    return LlamaWeights(
+        token_embd=embd,
+        output=arrays.get("output", embd),
+        output_norm=arrays["output_norm"],
+        wqkv=arrays["wqkv"],
+        wo=arrays["wo"],
+        wgu=arrays["wgu"],
+        wd=arrays["wd"],
+        bqkv=arrays.get("bqkv"),
+        rope_freq_factors=arrays.get("rope_freq_factors"),
+        origin=origin,
+        cache_path=cache_path,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The on-disk cache
+
+
+def default_cache_dir() -> Path:
+    """$TURBOSPARK_CACHE_DIR if set, else platformdirs' per-user cache dir for TurboSpark."""
+    env = os.environ.get("TURBOSPARK_CACHE_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("TurboSpark"))
+
+
+def file_identity(path: Path) -> dict[str, Any]:
+    """What makes a cache entry valid for `path`: size, mtime and a hash of the first MiB."""
+    st = path.stat()
+    with path.open("rb") as fh:
+        head = fh.read(HEADER_HASH_BYTES)
+    return {
+        "layout_version": LAYOUT_VERSION,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "header_sha256": hashlib.sha256(head).hexdigest(),
+    }
+
+
+def cache_entry_dir(path: Path, cache_dir: Path, identity: dict[str, Any]) -> Path:
+    """The cache folder for this GGUF identity."""
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+    return cache_dir / "weights" / f"{_entry_prefix(path)}{key}"
+
+
+def _entry_prefix(path: Path) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.stem)[:60]
+    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
+    return f"{safe}-{where}-"
+
+
+def _load_entry(entry: Path, identity: dict[str, Any]) -> tuple[LlamaConfig, LlamaWeights] | None:
+    """The cached weights memory-mapped, or None when the entry is absent, stale or corrupt."""
+    try:
+        manifest = json.loads((entry / "manifest.json").read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("weight cache %s: unreadable manifest (%s); rebuilding", entry, exc)
+        return None
+    try:
+        if manifest.get("identity") != identity:
+            return None
+        config = LlamaConfig.from_dict(manifest["config"])
+        arrays: dict[str, np.ndarray] = {}
+        for name, meta in manifest["arrays"].items():
+            file = entry / f"{name}.npy"
+            mm = np.load(file, mmap_mode="r", allow_pickle=False)
+            if mm.dtype != np.float32 or list(mm.shape) != meta["shape"]:
+                raise ValueError(f"{file.name}: shape {mm.shape} / {mm.dtype} != manifest")
+            if mm.offset + mm.nbytes != file.stat().st_size:
+                raise ValueError(f"{file.name}: size does not match its header")
+            arrays[name] = np.asarray(mm)  # plain ndarray view of the map (no memmap overhead)
+        return config, _weights_from_arrays(arrays, "cache", entry)
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
+        log.warning("weight cache %s is corrupt (%s); rebuilding", entry, exc)
+        return None
+
+
+def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any]) -> None:
+    """Write the prepared arrays into a temp folder, then rename it to `entry` atomically."""
+    root = entry.parent
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{entry.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        maps: list[np.memmap] = []
+
+        def alloc(name: str, shape: tuple[int, ...]) -> np.ndarray:
+            mm = np.lib.format.open_memmap(tmp / f"{name}.npy", "w+", np.float32, shape)
+            maps.append(mm)
+            return mm
+
+        arrays = prepare_weights(gf, alloc)
+        for mm in maps:
+            mm.flush()
+        manifest = {
+            "identity": identity,
+            "source": str(gf.path),
+            "created": time.time(),
+            "config": gf.config.to_dict(),
+            "arrays": {k: {"shape": list(a.shape)} for k, a in arrays.items()},
+        }
+        del arrays, maps
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
+        if entry.exists():  # stale or corrupt: move aside first (rename is atomic, rmtree is not)
+            trash = root / f".trash-{entry.name}-{uuid.uuid4().hex[:8]}"
+            os.replace(entry, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            if not (entry / "manifest.json").exists():  # someone else won the race: keep theirs
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _remove_stale(entry: Path) -> None:
+    """Delete other entries of the same GGUF path, and temp folders older than a day."""
+    prefix = entry.name[: entry.name.rfind("-") + 1]
+    now = time.time()
+    for other in entry.parent.iterdir():
+        try:
+            stale = other.name.startswith(prefix) and other != entry
+            abandoned = other.name.startswith((".tmp-", ".trash-")) and (
+                now - other.stat().st_mtime > 86400
+            )
+            if stale or abandoned:
+                shutil.rmtree(other, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def load_weights(
+    path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+) -> tuple[LlamaConfig, LlamaWeights]:
+    """The model's config and prepared weights, memory-mapped from the cache when it is warm.
+
+    `cache_dir` is the app's cache root (default: `default_cache_dir()`); entries go in its
+    `weights/` subfolder. A cold load validates the GGUF, dequantizes, writes the entry and maps
+    it. When the cache cannot be written, the weights are prepared in memory instead.
+    """
+    path = Path(path)
+    check_magic(path)
+    cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    identity = file_identity(path)
+    entry = cache_entry_dir(path, cache_root, identity)
+    hit = _load_entry(entry, identity)
+    if hit is not None:
+        return hit
+
+    gf = open_gguf(path)
+    try:
+        try:
+            _build_entry(gf, entry, identity)
+        except OSError as exc:
+            log.warning("cannot write the weight cache in %s (%s); preparing in memory", entry, exc)
+            return gf.config, _weights_from_arrays(prepare_weights(gf), "memory", None)
+    finally:
+        gf.close()
+    loaded = _load_entry(entry, identity)
+    if loaded is None:
+        raise ModelFileError(path, f"the weight cache {entry} could not be read back")
+    _remove_stale(entry)
+    config, weights = loaded
+    weights.origin = "built"
+    return config, weights
+
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "LlamaWeights",
+    "cache_entry_dir",
+    "default_cache_dir",
+    "dequantize_tensor",
+    "file_identity",
+    "load_weights",
+    "prepare_weights",
+]

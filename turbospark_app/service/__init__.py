@@ -1,0 +1,38 @@
+"""The engine service: one thread owns the chat backend; requests are stepped fairly.
+
+Pure Python (no Qt): the UI adapts it with `turbospark_app.ui.bridge`.
+"""
+
+from .engine_thread import (
+    BackendFailed,
+    BackendLoading,
+    BackendReady,
+    EngineEvent,
+    EngineThread,
+    Failed,
+    Finished,
+    Prefilling,
+    Queued,
+    Started,
+    Tail,
+    Token,
+    TurnRequest,
+    TurnStats,
+)
+
+__all__ = [
+    "BackendFailed",
+    "BackendLoading",
+    "BackendReady",
+    "EngineEvent",
+    "EngineThread",
+    "Failed",
+    "Finished",
+    "Prefilling",
+    "Queued",
+    "Started",
+    "Tail",
+    "Token",
+    "TurnRequest",
+    "TurnStats",
+]

@@ -1,0 +1,616 @@
+"""The engine thread: ONE thread owns the chat backend and steps every active turn fairly.
+
+Why one thread: the backend (model, KV slots, tokenizer) is not thread-safe, and a single
+owner makes "who touches the model" trivially true. Several turns are still served at once:
+each turn is a step generator (`ChatBackend.stream_turn`), and the thread advances the active
+ones round-robin, ONE `next()` at a time (one prefill chunk or one token). A turn that yields
+`PaceWait(until)` is parked until `until` while the others run; when nothing is runnable the
+thread sleeps on a Condition that `submit`, `cancel` and `shutdown` notify.
+
+Stop latency: `cancel()` sets the flag the turn's cancel predicate reads, stamps the time and
+wakes the thread (a parked turn is made runnable at once), so the turn ends within one forward
+step. The final `Finished` event carries the measured cancel-to-ended latency.
+
+Events are delivered by calling `on_event(event)` ON THE ENGINE THREAD, never under the
+scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal them to its own
+thread (see `turbospark_app.ui.bridge`).
+
+`system_info()` never waits behind a forward step: it merges a lock-protected snapshot (the
+backend's document, refreshed by the engine thread between steps) with live process readings
+taken on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import itertools
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Generator, Sequence
+
+import psutil
+
+from ..chat.api import ChatBackend, ChatMessage, PreparedTurn, TurnSettings
+from ..engine.errors import ContextOverflow, EmptyPrompt, EngineError, ProducerError, ZeroBudget
+from ..engine.progress import (
+    PaceWait,
+    PrefillProgress,
+    RawDecodeResult,
+    StopReason,
+    TailProgress,
+    TokenProgress,
+)
+
+log = logging.getLogger(__name__)
+
+BackendFactory = Callable[[], ChatBackend]
+Clock = Callable[[], float]
+
+# The backend's system_info is re-read at most this often while turns are being stepped.
+SNAPSHOT_REFRESH_SECONDS = 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests, stats and events
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn to run: the conversation (used as the backend session id), its messages
+    ending with the new user message, and the turn's settings."""
+
+    conversation_id: str
+    messages: tuple[ChatMessage, ...]
+    settings: TurnSettings = field(default_factory=TurnSettings)
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """What the UI shows under a reply. Times are seconds; None = not applicable."""
+
+    prompt_tokens: int
+    reused_prefix_tokens: int
+    new_tokens: int
+    stop_reason: str  # StopReason.value
+    started: bool  # False: cancelled while queued, the model was never touched
+    queued_seconds: float  # submit -> first step
+    time_to_first_token: float | None  # submit -> first token (what the user waited)
+    prefill_seconds: float
+    decode_seconds: float
+    prefill_tokens_per_sec: float
+    decode_tokens_per_sec: float
+    stop_latency: float | None  # cancel() -> the turn ended; None when not cancelled
+    slot_evicted: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored with the reply)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TurnStats":
+        """The inverse of `to_json`; unknown keys are ignored, missing ones default."""
+        defaults: dict[str, Any] = {
+            "prompt_tokens": 0, "reused_prefix_tokens": 0, "new_tokens": 0,
+            "stop_reason": "", "started": True, "queued_seconds": 0.0,
+            "time_to_first_token": None, "prefill_seconds": 0.0, "decode_seconds": 0.0,
+            "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
+            "stop_latency": None, "slot_evicted": False,
+        }
+        defaults.update({k: v for k, v in data.items() if k in defaults})
+        return cls(**defaults)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLoading:
+    """The engine thread started loading the backend (the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendReady:
+    """The backend is loaded: its model facts and context window."""
+
+    model_info: dict[str, Any]
+    max_context: int
+    load_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class BackendFailed:
+    """The backend could not be loaded; every request will fail with kind "backend_unavailable"."""
+
+    message: str
+    error_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The request is waiting; `position` turns are ahead of it (0 = next to start)."""
+
+    request_id: int
+    conversation_id: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The turn was admitted (prompt rendered, it fits the context) and is being stepped."""
+
+    request_id: int
+    conversation_id: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilling:
+    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
+
+    request_id: int
+    conversation_id: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One generated token: its index in the reply, its id and its text delta."""
+
+    request_id: int
+    conversation_id: str
+    index: int
+    id: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Withheld text released at the end of the run (no stop string matched)."""
+
+    request_id: int
+    conversation_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The turn ended (any StopReason, CANCELLED included): the reply and its figures."""
+
+    request_id: int
+    conversation_id: str
+    result: RawDecodeResult
+    prompt_ids: tuple[int, ...]
+    generated_ids: tuple[int, ...]  # ids of the emitted tokens: the reply's KV-backed ids
+    text: str
+    stats: TurnStats
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The turn failed; nothing of it should be kept. `kind` is a stable machine label."""
+
+    request_id: int
+    conversation_id: str
+    message: str
+    kind: str  # context_overflow | empty_prompt | zero_budget | model_failure | engine |
+    #            backend_unavailable | internal
+    error_type: str  # the exception's class name, e.g. "ContextOverflow"
+
+
+EngineEvent = (
+    BackendLoading | BackendReady | BackendFailed | Queued | Started | Prefilling | Token
+    | Tail | Finished | Failed
+)
+TERMINAL_EVENTS = (Finished, Failed)
+
+
+def error_kind(exc: BaseException) -> str:
+    """The stable label the UI keys its message on."""
+    if isinstance(exc, ContextOverflow):
+        return "context_overflow"
+    if isinstance(exc, EmptyPrompt):
+        return "empty_prompt"
+    if isinstance(exc, ZeroBudget):
+        return "zero_budget"
+    if isinstance(exc, ProducerError):
+        return "model_failure"
+    if isinstance(exc, EngineError):
+        return "engine"
+    return "internal"
+
+
+# ---------------------------------------------------------------------------------------------
+# The scheduler
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request's scheduler state. Mutable fields are guarded by the engine's Condition,
+    except `cancelled`, a single bool the cancel predicate reads without the lock."""
+
+    request_id: int
+    request: TurnRequest
+    submitted_at: float
+    cancelled: bool = False
+    cancel_at: float | None = None
+    turn: PreparedTurn | None = None
+    stream: Generator[Any, None, RawDecodeResult] | None = None
+    ready_at: float = 0.0  # a parked (paced) job is not stepped before this
+    announced: bool = False  # its Queued event was emitted
+    started_at: float | None = None
+    first_token_at: float | None = None
+    generated_ids: list[int] = field(default_factory=list)
+    text_parts: list[str] = field(default_factory=list)
+
+    @property
+    def conversation_id(self) -> str:
+        return self.request.conversation_id
+
+
+class EngineThread:
+    """Owns the backend on one thread; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        backend_factory: BackendFactory,
+        on_event: Callable[[EngineEvent], None],
+        *,
+        max_active: int = 4,
+        clock: Clock = time.monotonic,
+        name: str = "turbospark-engine",
+    ) -> None:
+        """`max_active` turns are stepped at once (use the backend's session slots: more turns
+        than KV slots would only queue inside the backend); the rest wait in FIFO order.
+        `clock` must be the clock PaceWait deadlines are on (RateConfig.clock)."""
+        if max_active < 1:
+            raise ValueError(f"max_active must be >= 1 (got {max_active})")
+        self._factory = backend_factory
+        self._on_event = on_event
+        self._max_active = max_active
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._pending: collections.deque[_Job] = collections.deque()
+        self._active: list[_Job] = []
+        self._jobs: dict[int, _Job] = {}
+        self._drops: list[str] = []  # conversations whose KV slot is to be freed
+        self._ids = itertools.count(1)
+        self._shutdown = False
+        self._state = "idle"  # idle -> loading -> ready | failed
+        self._load_error: tuple[str, str] | None = None
+        self._backend: ChatBackend | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._snapshot_lock = threading.Lock()
+        self._snapshot: dict[str, Any] = {}
+        self._snapshot_at = float("-inf")
+        self._process = psutil.Process()
+        self._process.cpu_percent(None)  # prime: the first call always returns 0.0
+        self.engine_thread_ident: int | None = None  # for affinity checks in tests
+
+    # -- caller-side API (any thread) ------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread; it loads the backend first (BackendLoading, then Ready/Failed)."""
+        self._thread.start()
+
+    @property
+    def state(self) -> str:
+        """"idle", "loading", "ready" or "failed"."""
+        return self._state
+
+    def submit(self, request: TurnRequest) -> int:
+        """Queue a turn; returns its request id. Events for it follow via `on_event`."""
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("the engine thread is shut down")
+            job = _Job(next(self._ids), request, self._clock())
+            self._jobs[job.request_id] = job
+            self._pending.append(job)
+            self._cond.notify_all()
+        return job.request_id
+
+    def cancel(self, request_id: int) -> bool:
+        """Ask the turn to stop; it ends within one forward step (or at once when queued or
+        parked). Returns False when the request is unknown or already over."""
+        with self._cond:
+            job = self._jobs.get(request_id)
+            if job is None:
+                return False
+            if not job.cancelled:
+                job.cancel_at = self._clock()
+                job.cancelled = True
+            if job.stream is not None:
+                job.ready_at = float("-inf")  # wake a parked (paced) turn now
+            self._cond.notify_all()
+            return True
+
+    def drop_session(self, conversation_id: str) -> None:
+        """Conversation deleted: cancel its turns, then free its KV slot (on the engine thread)."""
+        with self._cond:
+            for job in self._jobs.values():
+                if job.conversation_id == conversation_id and not job.cancelled:
+                    job.cancel_at = self._clock()
+                    job.cancelled = True
+                    if job.stream is not None:
+                        job.ready_at = float("-inf")
+            self._drops.append(conversation_id)
+            self._cond.notify_all()
+
+    def shutdown(self, timeout: float | None = 5.0) -> bool:
+        """Cancel every turn, let each end (Finished events still arrive: partial replies can be
+        saved), then stop the thread. Returns True when the thread has ended."""
+        with self._cond:
+            self._shutdown = True
+            now = self._clock()
+            for job in self._jobs.values():
+                if not job.cancelled:
+                    job.cancel_at = now
+                    job.cancelled = True
+                job.ready_at = float("-inf")
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def is_alive(self) -> bool:
+        """True while the engine thread runs."""
+        return self._thread.is_alive()
+
+    def system_info(self) -> dict[str, Any]:
+        """The backend's last `system_info` document (refreshed between steps) merged with live
+        readings of this process, taken here on the caller's thread. Never blocks on a step."""
+        with self._snapshot_lock:
+            info = copy.deepcopy(self._snapshot)
+            snapshot_at = self._snapshot_at
+        with self._cond:
+            active = len(self._active)
+            queued = len(self._pending)
+        try:
+            mem = self._process.memory_info()
+            process = info.setdefault("process", {})
+            process["rss_bytes"] = mem.rss
+            process["cpu_percent"] = self._process.cpu_percent(None)
+            info.setdefault("system", {})["available_memory_bytes"] = (
+                psutil.virtual_memory().available
+            )
+        except psutil.Error as e:  # a reading gone missing is shown, not raised
+            info.setdefault("process", {})["error"] = str(e)
+        info["engine"] = {
+            "state": self._state,
+            "active_turns": active,
+            "queued_turns": queued,
+            "snapshot_age_seconds": (
+                None if snapshot_at == float("-inf") else max(0.0, self._clock() - snapshot_at)
+            ),
+        }
+        if self._load_error is not None:
+            info["engine"]["error"] = self._load_error[0]
+        return info
+
+    # -- engine thread ---------------------------------------------------------------------
+
+    def _emit(self, event: EngineEvent) -> None:
+        try:
+            self._on_event(event)
+        except Exception:  # a broken listener must not take the model thread down
+            log.exception("engine event listener failed on %r", type(event).__name__)
+
+    def _emit_all(self, events: Sequence[EngineEvent]) -> None:
+        for event in events:
+            self._emit(event)
+
+    def _run(self) -> None:
+        self.engine_thread_ident = threading.get_ident()
+        self._load_backend()
+        while True:
+            action = self._next_action()
+            if action is None:
+                break
+            action()
+        backend = self._backend
+        close = getattr(backend, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                log.exception("backend close failed")
+
+    def _load_backend(self) -> None:
+        self._state = "loading"
+        self._emit(BackendLoading())
+        t0 = time.monotonic()
+        try:
+            backend = self._factory()
+            model_info = dict(backend.model_info())
+            max_context = int(backend.max_context)
+        except Exception as e:  # reported, never raised: the app stays up without a model
+            log.exception("backend load failed")
+            self._load_error = (str(e) or type(e).__name__, type(e).__name__)
+            self._state = "failed"
+            self._emit(BackendFailed(self._load_error[0], self._load_error[1]))
+            return
+        self._backend = backend
+        self._refresh_snapshot(force=True)
+        self._state = "ready"
+        self._emit(BackendReady(model_info, max_context, time.monotonic() - t0))
+
+    def _next_action(self) -> Callable[[], None] | None:
+        """Block until there is something to do; return it (run outside the lock)."""
+        with self._cond:
+            while True:
+                # Queued is announced here, not in submit(): every event comes from this thread.
+                announce = [
+                    Queued(j.request_id, j.conversation_id, position)
+                    for position, j in enumerate(self._pending)
+                    if not j.announced
+                ]
+                if announce:
+                    for j in self._pending:
+                        j.announced = True
+                    return lambda: self._emit_all(announce)
+                for i, job in enumerate(self._pending):
+                    if job.cancelled:  # never started: end it without touching the model
+                        del self._pending[i]
+                        return lambda job=job: self._finish_unstarted(job)
+                if self._drops:
+                    busy = {j.conversation_id for j in self._jobs.values()}
+                    ready = [c for c in self._drops if c not in busy]
+                    if ready:
+                        self._drops = [c for c in self._drops if c in busy]
+                        return lambda: self._drop(ready)
+                if self._state == "failed" and self._pending:
+                    job = self._pending.popleft()
+                    return lambda job=job: self._fail_unavailable(job)
+                if self._state == "ready" and self._pending and len(self._active) < self._max_active:
+                    job = self._pending.popleft()
+                    self._active.append(job)
+                    return lambda job=job: self._start(job)
+                now = self._clock()
+                for i, job in enumerate(self._active):
+                    if job.ready_at <= now or job.cancelled:
+                        # Round-robin: the served job goes to the back of the line.
+                        self._active.append(self._active.pop(i))
+                        return lambda job=job: self._step(job)
+                if self._shutdown and not self._active and not self._pending:
+                    return None
+                timeout = None
+                if self._active:
+                    timeout = max(0.0, min(j.ready_at for j in self._active) - now)
+                self._cond.wait(timeout)
+
+    def _start(self, job: _Job) -> None:
+        assert self._backend is not None
+        job.started_at = self._clock()
+        job.ready_at = 0.0
+        try:
+            job.turn = self._backend.prepare_turn(
+                job.conversation_id, list(job.request.messages), job.request.settings
+            )
+            job.stream = self._backend.stream_turn(job.turn, lambda: job.cancelled)
+        except Exception as e:
+            self._fail(job, e)
+            return
+        self._emit(Started(job.request_id, job.conversation_id, len(job.turn.prompt_ids)))
+
+    def _step(self, job: _Job) -> None:
+        assert job.stream is not None
+        try:
+            event = next(job.stream)
+        except StopIteration as stop:
+            self._finish(job, stop.value)
+            return
+        except Exception as e:  # isolate the failure to this turn; the thread goes on
+            self._fail(job, e)
+            return
+        rid, cid = job.request_id, job.conversation_id
+        if isinstance(event, PaceWait):
+            with self._cond:
+                if not job.cancelled:
+                    job.ready_at = event.until
+        elif isinstance(event, TokenProgress):
+            if job.first_token_at is None:
+                job.first_token_at = self._clock()
+            job.generated_ids.append(event.id)
+            job.text_parts.append(event.delta)
+            self._emit(Token(rid, cid, event.index, event.id, event.delta))
+        elif isinstance(event, PrefillProgress):
+            self._emit(Prefilling(rid, cid, event.done, event.total))
+        elif isinstance(event, TailProgress):
+            job.text_parts.append(event.text)
+            self._emit(Tail(rid, cid, event.text))
+        self._refresh_snapshot()
+
+    def _remove(self, job: _Job) -> None:
+        with self._cond:
+            self._jobs.pop(job.request_id, None)
+            if job in self._active:
+                self._active.remove(job)
+            if job in self._pending:
+                self._pending.remove(job)
+
+    def _finish(self, job: _Job, result: RawDecodeResult) -> None:
+        self._remove(job)
+        now = self._clock()
+        stats = self._stats(job, result, now)
+        assert job.turn is not None
+        self._refresh_snapshot(force=True)
+        self._emit(Finished(job.request_id, job.conversation_id, result,
+                            tuple(job.turn.prompt_ids), tuple(job.generated_ids),
+                            "".join(job.text_parts), stats))
+
+    def _finish_unstarted(self, job: _Job) -> None:
+        self._remove(job)
+        now = self._clock()
+        result = RawDecodeResult(prompt_tokens=0, new_tokens=0, prefill_seconds=0.0,
+                                 decode_seconds=0.0, reason=StopReason.CANCELLED, kv_position=0)
+        stats = self._stats(job, result, now)
+        self._emit(Finished(job.request_id, job.conversation_id, result, (), (), "", stats))
+
+    def _stats(self, job: _Job, result: RawDecodeResult, now: float) -> TurnStats:
+        started = job.started_at is not None
+        return TurnStats(
+            prompt_tokens=result.prompt_tokens,
+            reused_prefix_tokens=result.reused_prefix_tokens,
+            new_tokens=result.new_tokens,
+            stop_reason=result.reason.value,
+            started=started,
+            queued_seconds=(job.started_at if started else now) - job.submitted_at,
+            time_to_first_token=(
+                None if job.first_token_at is None else job.first_token_at - job.submitted_at
+            ),
+            prefill_seconds=result.prefill_seconds,
+            decode_seconds=result.decode_seconds,
+            prefill_tokens_per_sec=result.prefill_tokens_per_sec,
+            decode_tokens_per_sec=result.decode_tokens_per_sec,
+            stop_latency=None if job.cancel_at is None else max(0.0, now - job.cancel_at),
+            slot_evicted=result.session_slot_evicted,
+        )
+
+    def _fail(self, job: _Job, exc: BaseException) -> None:
+        if not isinstance(exc, EngineError):
+            log.exception("turn %s failed", job.request_id, exc_info=exc)
+        self._close_stream(job)
+        self._remove(job)
+        self._refresh_snapshot(force=True)
+        self._emit(Failed(job.request_id, job.conversation_id, str(exc) or type(exc).__name__,
+                          error_kind(exc), type(exc).__name__))
+
+    def _fail_unavailable(self, job: _Job) -> None:
+        self._remove(job)
+        message, error_type = self._load_error or ("the model is not loaded", "RuntimeError")
+        self._emit(Failed(job.request_id, job.conversation_id,
+                          f"the model could not be loaded: {message}",
+                          "backend_unavailable", error_type))
+
+    def _close_stream(self, job: _Job) -> None:
+        if job.stream is not None:
+            try:
+                job.stream.close()  # runs the generator's finally: releases its KV slot
+            except Exception:
+                log.exception("closing turn %s failed", job.request_id)
+
+    def _drop(self, conversation_ids: Sequence[str]) -> None:
+        if self._backend is None:
+            return
+        for cid in conversation_ids:
+            try:
+                self._backend.drop_session(cid)
+            except Exception:
+                log.exception("drop_session(%s) failed", cid)
+        self._refresh_snapshot(force=True)
+
+    def _refresh_snapshot(self, force: bool = False) -> None:
+        """Re-read the backend's system_info (engine thread only: the backend is ours)."""
+        now = self._clock()
+        if self._backend is None or (not force and now - self._snapshot_at < SNAPSHOT_REFRESH_SECONDS):
+            return
+        try:
+            info = dict(self._backend.system_info())
+        except Exception as e:
+            log.exception("backend system_info failed")
+            info = {"error": f"system_info failed: {e}"}
+        with self._snapshot_lock:
+            self._snapshot = info
+            self._snapshot_at = now

@@ -1,0 +1,295 @@
+"""Saved conversations: SQLite in the per-user data folder (WAL, one transaction per write).
+
+Written at every user message and every finished or stopped reply, each in its own
+transaction, so a crash mid-reply loses at most that reply. Used from the GUI thread only
+(sqlite3's default same-thread check enforces it).
+
+An unreadable store (not a database, corrupt pages, a schema from a newer version) raises
+`StoreError`; `open_store_or_recover` moves the bad file aside and starts a fresh one so the
+app keeps running, and says what it did.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+SCHEMA_VERSION = 1
+STORE_FILENAME = "conversations.sqlite3"
+DEFAULT_TITLE = "New conversation"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id            TEXT PRIMARY KEY,
+    title         TEXT NOT NULL,
+    created       REAL NOT NULL,
+    updated       REAL NOT NULL,
+    system_prompt TEXT,
+    settings      TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role            TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant')),
+    content         TEXT NOT NULL,
+    token_ids       TEXT,
+    stats           TEXT,
+    stop_reason     TEXT,
+    created         REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+
+class StoreError(Exception):
+    """The store cannot be opened or read."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One saved conversation (timestamps are Unix seconds)."""
+
+    id: str
+    title: str
+    created: float
+    updated: float
+    system_prompt: str | None
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One saved message. `token_ids` are an assistant reply's generated ids (KV reuse)."""
+
+    id: int
+    conversation_id: str
+    role: str
+    content: str
+    token_ids: tuple[int, ...] | None
+    stats: dict[str, Any] | None
+    stop_reason: str | None
+    created: float
+
+
+def default_store_path() -> Path:
+    """`<per-user data folder>/conversations.sqlite3` (TURBOSPARK_DATA_DIR overrides the folder)."""
+    from .paths import data_dir
+
+    return data_dir() / STORE_FILENAME
+
+
+class Store:
+    """The conversation store. Open with `Store(path)`; close with `close()`."""
+
+    def __init__(self, path: Path) -> None:
+        """Open (creating if needed) the store at `path`; raises StoreError when unreadable."""
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves (see _tx).
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, timeout=5.0)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {self.path}: {e}") from e
+        try:
+            self._db.execute("PRAGMA foreign_keys = ON")
+            check = self._db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise StoreError(f"{self.path} is damaged: {check[0] if check else 'no answer'}")
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer TurboSpark (schema {version}, "
+                    f"this one reads {SCHEMA_VERSION})"
+                )
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            self.journal_mode = str(mode).lower()
+            self._db.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL-safe
+            # One script = one transaction: a half-created schema is never left behind.
+            self._db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
+            self._check_tables()
+        except StoreError:
+            self._db.close()
+            raise
+        except sqlite3.Error as e:
+            self._db.close()
+            raise StoreError(f"{self.path} is not a readable conversation store: {e}") from e
+
+    def _check_tables(self) -> None:
+        expected = {
+            "conversations": {"id", "title", "created", "updated", "system_prompt", "settings"},
+            "messages": {"id", "conversation_id", "role", "content", "token_ids", "stats",
+                         "stop_reason", "created"},
+        }
+        for table, columns in expected.items():
+            have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if not columns <= have:
+                raise StoreError(f"{self.path}: table {table} lacks {sorted(columns - have)}")
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def _tx(self) -> "Store._Tx":
+        """One write transaction: all of it or none of it."""
+        return Store._Tx(self._db)
+
+    def close(self) -> None:
+        """Close the database (checkpoints the WAL)."""
+        self._db.close()
+
+    # -- conversations ---------------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        title: str = DEFAULT_TITLE,
+        *,
+        system_prompt: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> Conversation:
+        """A new empty conversation."""
+        now = time.time()
+        conv = Conversation(uuid.uuid4().hex, title, now, now, system_prompt, dict(settings or {}))
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                (conv.id, conv.title, conv.created, conv.updated, conv.system_prompt,
+                 json.dumps(conv.settings)),
+            )
+        return conv
+
+    def conversations(self) -> list[Conversation]:
+        """Every conversation, most recently updated first."""
+        rows = self._db.execute(
+            "SELECT id, title, created, updated, system_prompt, settings FROM conversations "
+            "ORDER BY updated DESC, created DESC"
+        )
+        return [self._conversation(row) for row in rows]
+
+    def conversation(self, conversation_id: str) -> Conversation | None:
+        """One conversation, or None when it does not exist."""
+        row = self._db.execute(
+            "SELECT id, title, created, updated, system_prompt, settings FROM conversations "
+            "WHERE id = ?",
+            (conversation_id,),
+        ).fetchone()
+        return None if row is None else self._conversation(row)
+
+    @staticmethod
+    def _conversation(row: Sequence[Any]) -> Conversation:
+        return Conversation(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"))
+
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
+        """Set a conversation's title."""
+        with self._tx() as db:
+            db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation_id))
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        system_prompt: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        """Replace a conversation's system prompt and settings."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE conversations SET system_prompt = ?, settings = ? WHERE id = ?",
+                (system_prompt, json.dumps(settings or {}), conversation_id),
+            )
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation and its messages."""
+        with self._tx() as db:
+            db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    # -- messages --------------------------------------------------------------------------
+
+    def add_message(
+        self,
+        conversation_id: str,
+        role: str,
+        content: str,
+        *,
+        token_ids: Sequence[int] | None = None,
+        stats: dict[str, Any] | None = None,
+        stop_reason: str | None = None,
+    ) -> StoredMessage:
+        """Append a message and touch the conversation, in one transaction."""
+        now = time.time()
+        ids_json = None if token_ids is None else json.dumps([int(t) for t in token_ids])
+        stats_json = None if stats is None else json.dumps(stats)
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO messages (conversation_id, role, content, token_ids, stats, "
+                "stop_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, role, content, ids_json, stats_json, stop_reason, now),
+            )
+            db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        return StoredMessage(
+            int(cur.lastrowid or 0), conversation_id, role, content,
+            None if token_ids is None else tuple(int(t) for t in token_ids),
+            stats, stop_reason, now,
+        )
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete one message (a user message whose reply failed goes back to the input box)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+
+    def messages(self, conversation_id: str) -> list[StoredMessage]:
+        """A conversation's messages in order."""
+        return list(self._iter_messages(conversation_id))
+
+    def _iter_messages(self, conversation_id: str) -> Iterator[StoredMessage]:
+        rows = self._db.execute(
+            "SELECT id, conversation_id, role, content, token_ids, stats, stop_reason, created "
+            "FROM messages WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        )
+        for row in rows:
+            yield StoredMessage(
+                row[0], row[1], row[2], row[3],
+                None if row[4] is None else tuple(json.loads(row[4])),
+                None if row[5] is None else json.loads(row[5]),
+                row[6], row[7],
+            )
+
+
+def open_store_or_recover(path: Path) -> tuple[Store, Path | None]:
+    """Open the store at `path`; when it is unreadable, move it (and its -wal/-shm files)
+    aside to `<name>.unreadable-<timestamp>` and open a fresh one.
+
+    Returns (store, where the bad file went or None). Raises StoreError only when even a
+    fresh store cannot be created (e.g. the folder is read-only).
+    """
+    try:
+        return Store(path), None
+    except StoreError:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.name}.unreadable-{stamp}")
+        n = 1
+        while aside.exists():
+            aside = path.with_name(f"{path.name}.unreadable-{stamp}-{n}")
+            n += 1
+        if path.exists():
+            path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            extra = path.with_name(path.name + suffix)
+            if extra.exists():
+                extra.rename(aside.with_name(aside.name + suffix))
+        return Store(path), aside

@@ -1,0 +1,113 @@
+"""Start the desktop app: QApplication, store, engine thread, main window, qasync event loop.
+
+The model loads on the engine thread (the window is up at once and says "Loading model…");
+a load failure is an event shown in the window, never a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Callable
+
+import qasync
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
+
+from ..chat.api import ChatBackend
+from ..store import Store, StoreError, default_store_path, open_store_or_recover
+from .bridge import EngineBridge
+from .icon import app_icon
+from .main_window import MainWindow
+from .settings import APPLICATION, ORGANIZATION, app_settings
+
+DEFAULT_SESSION_SLOTS = 4
+
+
+def configure_application(app: QApplication) -> None:
+    """Names (QSettings' organization "TurboSpark"), icon."""
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    app.setApplicationDisplayName("TurboSpark")
+    app.setDesktopFileName("turbospark")
+    app.setWindowIcon(app_icon())
+
+
+def real_backend_factory(model: str | None, session_slots: int) -> Callable[[], ChatBackend]:
+    """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model).
+    Called on the engine thread."""
+
+    def load() -> ChatBackend:
+        from ..chat.backend import load_backend
+        from ..model.fetch import resolve_model_path
+
+        path = resolve_model_path(model)
+        if not path.exists():
+            raise FileNotFoundError(f"no model file at {path}")
+        return load_backend(path, session_slots=session_slots)
+
+    return load
+
+
+def open_store(path: Path | None = None) -> tuple[Store, str | None]:
+    """The store, and a notice for the user when it had to be recovered (or kept in memory)."""
+    path = path or default_store_path()
+    try:
+        store, aside = open_store_or_recover(path)
+    except (StoreError, OSError) as e:
+        return Store(Path(":memory:")), (
+            f"The conversation store at {path} cannot be used ({e}). Conversations in this "
+            "session will not be saved."
+        )
+    if aside is not None:
+        return store, (
+            f"Your saved conversations could not be read, so TurboSpark started a fresh store. "
+            f"The unreadable file was kept as:\n{aside}"
+        )
+    return store, None
+
+
+def build_window(
+    backend_factory: Callable[[], ChatBackend],
+    *,
+    session_slots: int = DEFAULT_SESSION_SLOTS,
+    store_path: Path | None = None,
+    settings: QSettings | None = None,
+) -> MainWindow:
+    """Store + engine thread (started) + window: everything except the event loop."""
+    store, notice = open_store(store_path)
+    bridge = EngineBridge(backend_factory, max_active=max(1, session_slots))
+    window = MainWindow(store, bridge, settings if settings is not None else app_settings())
+    bridge.setParent(window)
+    bridge.start()
+    if notice:
+        window.add_notice("Saved conversations", notice)
+    return window
+
+
+def run_app(args: argparse.Namespace) -> int:
+    """The `turbospark` desktop app. Returns the exit code."""
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    configure_application(app)
+    slots = getattr(args, "session_slots", None) or DEFAULT_SESSION_SLOTS
+    window = build_window(real_backend_factory(getattr(args, "model", None), slots), session_slots=slots)
+    window.show()
+
+    # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only
+    # runs signal handlers between bytecodes, so a timer gives it a chance while Qt idles.
+    signal.signal(signal.SIGINT, lambda *_: QTimer.singleShot(0, window.close))
+    heartbeat = QTimer(window)
+    heartbeat.start(250)
+    heartbeat.timeout.connect(lambda: None)
+
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+    with loop:
+        loop.run_until_complete(closed.wait())
+    return 0

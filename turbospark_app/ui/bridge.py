@@ -1,0 +1,119 @@
+"""The Qt adapter over the engine thread: engine events become GUI-thread calls.
+
+The EngineThread calls `on_event` on ITS thread. Here that callback is the `_relay` signal's
+`emit`; `_relay` is connected to `_dispatch` with an explicit QueuedConnection and the bridge
+lives in the GUI thread, so Qt posts every event to the GUI thread's event loop (in order) and
+`_dispatch` runs there. The worker never touches a widget, and no Python callable is ever
+invoked on the engine thread except `emit`.
+
+`_dispatch` hands each event to the listener registered for its request (a pane) and then
+re-emits it on `engineEvent` (the status bar). Backend load events update `backend_state`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
+
+from ..service import (
+    BackendFailed,
+    BackendLoading,
+    BackendReady,
+    EngineEvent,
+    EngineThread,
+    Failed,
+    Finished,
+    TurnRequest,
+)
+from ..service.engine_thread import BackendFactory
+
+Listener = Callable[[Any], None]
+
+
+class EngineBridge(QObject):
+    """Owns the EngineThread; see the module docstring. Create it in the GUI thread."""
+
+    engineEvent = Signal(object)  # every engine event, on the GUI thread
+    backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
+    _relay = Signal(object)  # emitted on the engine thread; queued to _dispatch
+
+    def __init__(
+        self,
+        backend_factory: BackendFactory,
+        *,
+        max_active: int = 4,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+        self._engine = EngineThread(backend_factory, self._relay.emit, max_active=max_active)
+        self._listeners: dict[int, Listener] = {}
+        self._shut_down = False
+        self.backend_state = "idle"
+        self.backend_error: str | None = None
+        self.model_info: dict[str, Any] = {}
+        self.max_context = 0
+
+    @property
+    def engine(self) -> EngineThread:
+        """The underlying engine thread (tests inspect it)."""
+        return self._engine
+
+    def start(self) -> None:
+        """Start the engine thread (it loads the model off the GUI thread)."""
+        self._engine.start()
+
+    def submit(self, request: TurnRequest, listener: Listener) -> int:
+        """Queue a turn; `listener(event)` is called on the GUI thread for each of its events,
+        the last one being Finished or Failed."""
+        rid = self._engine.submit(request)
+        # Registered before control returns to the event loop, so no event can be missed.
+        self._listeners[rid] = listener
+        return rid
+
+    def cancel(self, request_id: int) -> bool:
+        """Stop the turn (it ends within one forward step)."""
+        return self._engine.cancel(request_id)
+
+    def drop_session(self, conversation_id: str) -> None:
+        """The conversation is gone: free its KV slot."""
+        if not self._shut_down:
+            self._engine.drop_session(conversation_id)
+
+    def system_info(self) -> dict[str, Any]:
+        """The system_info document; never blocks behind a forward step."""
+        return self._engine.system_info()
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Cancel every turn, stop the thread, and deliver the events still in flight (so
+        stopped replies get saved) before returning."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self._engine.shutdown(timeout)
+        QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+
+    @Slot(object)
+    def _dispatch(self, event: EngineEvent) -> None:
+        if isinstance(event, BackendLoading):
+            self._set_state("loading")
+        elif isinstance(event, BackendReady):
+            self.model_info = dict(event.model_info)
+            self.max_context = event.max_context
+            self._set_state("ready")
+        elif isinstance(event, BackendFailed):
+            self.backend_error = event.message
+            self._set_state("failed")
+        rid = getattr(event, "request_id", None)
+        if rid is not None:
+            listener = self._listeners.get(rid)
+            if isinstance(event, (Finished, Failed)):
+                self._listeners.pop(rid, None)
+            if listener is not None:
+                listener(event)
+        self.engineEvent.emit(event)
+
+    def _set_state(self, state: str) -> None:
+        self.backend_state = state
+        self.backendStateChanged.emit(state)

@@ -1,0 +1,371 @@
+"""One conversation pane: transcript, input, Send/Stop, prefill progress, state, settings.
+
+A pane runs at most one turn at a time. Its life cycle:
+
+    send      the user message is saved (one transaction), shown, and submitted; the input
+              is cleared; the assistant header appears with the state "queued".
+    events    Queued / Started / Prefilling update the state label and the prefill bar;
+              Token / Tail deltas are appended to the transcript (O(delta)).
+    Finished  the reply is saved with its token ids, stats and stop reason, and re-rendered
+              once as Markdown with a stats line. CANCELLED is a normal end: "stopped".
+    Failed    the turn is undone: the user message is deleted from the store and the
+              transcript, an inline error explains why, and the text goes back to the input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from typing import Any, Mapping
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+    QWidgetAction,
+)
+
+from ..chat.api import ChatMessage
+from ..engine.progress import StopReason
+from ..service import Failed, Finished, Prefilling, Queued, Started, Tail, Token, TurnRequest, TurnStats
+from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
+from .bridge import EngineBridge
+from .chat_input import ChatInput
+from .formatting import rate_label, seconds_label, stats_line
+from .transcript import Entry, Transcript
+from .turn_settings import TurnSettingsForm, merged, to_turn_settings
+
+_ERRORS = {
+    "context_overflow": "This conversation no longer fits the model's context window ({m}). "
+    "Start a new conversation, or lower “Max new tokens” in this pane's settings.",
+    "empty_prompt": "There is nothing to send ({m}).",
+    "zero_budget": "The reply has no token budget ({m}). Raise “Max new tokens”.",
+    "model_failure": "The model failed while answering: {m}",
+    "backend_unavailable": "No model is loaded: {m}. "
+    "Fetch the default model with `turbospark model fetch`, or start with --model FILE.",
+}
+
+
+def model_identity(model_info: Mapping[str, Any]) -> str:
+    """What identifies the tokenizer an assistant reply's token ids belong to."""
+    for key in ("sha256", "file", "path", "name"):
+        value = model_info.get(key)
+        if value:
+            return str(value)
+    return ""
+
+
+def entry_for(message: StoredMessage) -> Entry:
+    """How a saved message is shown."""
+    footer = ""
+    if message.role == "assistant" and message.stats:
+        footer = stats_line(TurnStats.from_json(message.stats))
+    return Entry(message.role, message.content, footer, stopped=message.stop_reason == "cancelled")
+
+
+class ConversationPane(QWidget):
+    """See the module docstring."""
+
+    titleChanged = Signal(str, str)  # conversation id, title
+    busyChanged = Signal(str, bool)  # conversation id, a turn is running
+    turnEnded = Signal(str, str)  # conversation id, "finished" | "failed"
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        store: Store,
+        bridge: EngineBridge,
+        defaults: Mapping[str, Any] | None = None,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("conversationPane")
+        self.conversation = conversation
+        self._store = store
+        self._bridge = bridge
+        self._settings = merged(conversation.settings, defaults)
+        self.messages: list[StoredMessage] = store.messages(conversation.id)
+        self.request_id: int | None = None
+        self.state = "idle"
+        self._pending_user: StoredMessage | None = None
+        self._sent_text = ""
+        self._mark: tuple[int, int] = (0, 0)
+        self._tokens = 0
+        self._first_token_at: float | None = None
+        self._dispose_when_idle = False
+        self._build()
+        self.transcript.set_entries([entry_for(m) for m in self.messages])
+        self._set_state("idle")
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.transcript = Transcript(self)
+        self.state_label = QLabel(self)
+        self.state_label.setObjectName("stateLabel")
+        self.state_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.prefill_bar = QProgressBar(self)
+        self.prefill_bar.setObjectName("prefillBar")
+        self.prefill_bar.setFixedWidth(180)
+        self.prefill_bar.setMaximumHeight(14)
+        self.prefill_bar.setFormat("prefill %v/%m")
+        self.prefill_bar.setVisible(False)
+        self.settings_form = TurnSettingsForm()
+        self.settings_form.set_values(self._settings, self.conversation.system_prompt)
+        self.settings_form.changed.connect(self._save_settings)
+        menu = QMenu(self)
+        action = QWidgetAction(menu)
+        action.setDefaultWidget(self.settings_form)
+        menu.addAction(action)
+        self.settings_button = QToolButton(self)
+        self.settings_button.setObjectName("settingsButton")
+        self.settings_button.setText("Settings")
+        self.settings_button.setToolTip("Generation settings for this conversation")
+        self.settings_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.settings_button.setMenu(menu)
+        self.settings_button.setAutoRaise(True)
+        self.input = ChatInput(self)
+        self.input.submitted.connect(self.send)
+        self.input.stopRequested.connect(self.stop)
+        self.send_button = QPushButton("Send", self)
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setMinimumWidth(84)
+        self.send_button.clicked.connect(self._send_or_stop)
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop,
+                  context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
+
+        status_row = QHBoxLayout()
+        status_row.setSpacing(10)
+        status_row.addWidget(self.state_label, 1)
+        status_row.addWidget(self.prefill_bar)
+        status_row.addWidget(self.settings_button)
+        input_row = QHBoxLayout()
+        input_row.setSpacing(8)
+        input_row.addWidget(self.input, 1)
+        input_row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+        footer = QVBoxLayout()
+        footer.setContentsMargins(12, 4, 12, 12)
+        footer.setSpacing(6)
+        footer.addLayout(status_row)
+        footer.addLayout(input_row)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.transcript, 1)
+        layout.addLayout(footer)
+        self.setFocusProxy(self.input)
+
+    # -- public ----------------------------------------------------------------------------
+
+    @property
+    def conversation_id(self) -> str:
+        """The conversation shown (also the backend session id)."""
+        return self.conversation.id
+
+    @property
+    def busy(self) -> bool:
+        """True while a turn of this pane is queued or running."""
+        return self.request_id is not None
+
+    def set_title(self, title: str) -> None:
+        """The conversation was renamed elsewhere (the sidebar)."""
+        self.conversation = dataclasses.replace(self.conversation, title=title)
+
+    def send(self) -> None:
+        """Send the input's text as the next user message (ignored while busy or empty)."""
+        text = self.input.toPlainText()
+        if self.busy or not text.strip():
+            return
+        cid = self.conversation.id
+        try:
+            user = self._store.add_message(cid, "user", text)
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"Could not save your message: {e}. It is still in the input box.")
+            return
+        self._pending_user, self._sent_text = user, text
+        self._mark = self.transcript.mark()
+        self.input.clear()
+        self.messages.append(user)
+        self.transcript.append_message("user", text)
+        self.transcript.begin_reply()
+        self._auto_title(text)
+        request = TurnRequest(cid, self._history(), to_turn_settings(self._settings, self.conversation.system_prompt))
+        self._tokens, self._first_token_at = 0, None
+        self.request_id = self._bridge.submit(request, self._on_event)
+        self._set_state("queued")
+        self.busyChanged.emit(cid, True)
+
+    def stop(self) -> None:
+        """Stop the running turn; the partial reply is kept (ends within one forward step)."""
+        if self.request_id is not None and self.state != "stopping":
+            self._bridge.cancel(self.request_id)
+            self._set_state("stopping")
+
+    def dispose(self) -> None:
+        """Close the pane: stop its turn first, and delete it once the turn has ended (so a
+        stopped reply is still saved)."""
+        if self.busy:
+            self._dispose_when_idle = True
+            self.stop()
+        else:
+            self.deleteLater()
+
+    # -- turn events (GUI thread, via the bridge) -------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, Token):
+            if self._first_token_at is None:
+                self._first_token_at = time.monotonic()
+                self.prefill_bar.setVisible(False)
+            self._tokens += 1
+            self.transcript.append_delta(event.delta)
+            if self.state != "stopping":
+                self._set_state("generating")
+        elif isinstance(event, Tail):
+            self.transcript.append_delta(event.text)
+        elif isinstance(event, Prefilling):
+            self.prefill_bar.setRange(0, max(1, event.total))
+            self.prefill_bar.setValue(event.done)
+            if self.state != "stopping":
+                self._set_state("prefilling", f"{event.done}/{event.total} tok")
+        elif isinstance(event, Started):
+            self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
+            self.prefill_bar.setValue(0)
+            self.prefill_bar.setVisible(True)
+            if self.state != "stopping":
+                self._set_state("prefilling")
+        elif isinstance(event, Queued):
+            if self.state != "stopping":
+                self._set_state("queued", f"{event.position} ahead" if event.position else "")
+        elif isinstance(event, Finished):
+            self._finish(event)
+        elif isinstance(event, Failed):
+            self._fail(event)
+
+    def _finish(self, event: Finished) -> None:
+        stopped = event.result.reason is StopReason.CANCELLED
+        stats = event.stats.to_json()
+        stats["model_id"] = model_identity(self._bridge.model_info)
+        footer = stats_line(event.stats)
+        self.transcript.end_reply(event.text, footer, stopped=stopped)
+        try:
+            reply = self._store.add_message(
+                self.conversation.id, "assistant", event.text,
+                token_ids=event.generated_ids, stats=stats, stop_reason=event.result.reason.value,
+            )
+            self.messages.append(reply)
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"The reply could not be saved: {e}")
+        if stopped:
+            self._set_state("stopped", f"in {seconds_label(event.stats.stop_latency)}"
+                            if event.stats.stop_latency is not None else "")
+        else:
+            self._set_state("done", rate_label(event.stats.decode_tokens_per_sec))
+        self._end_turn("finished")
+
+    def _fail(self, event: Failed) -> None:
+        self.transcript.truncate(self._mark)
+        template = _ERRORS.get(event.kind, "{m}")
+        self.transcript.append_error(
+            template.format(m=event.message) + "\nYour message was put back in the input box."
+        )
+        if self._pending_user is not None:
+            try:
+                self._store.delete_message(self._pending_user.id)
+            except sqlite3.Error:
+                pass  # it stays saved; the text is in the input box either way
+            if self._pending_user in self.messages:
+                self.messages.remove(self._pending_user)
+        typed_since = self.input.toPlainText()
+        restored = self._sent_text + ("\n\n" + typed_since if typed_since.strip() else "")
+        self.input.setPlainText(restored)
+        self.input.moveCursor(self.input.textCursor().MoveOperation.End)
+        self._set_state("error", event.error_type)
+        self._end_turn("failed")
+
+    def _end_turn(self, how: str) -> None:
+        self.request_id = None
+        self._pending_user = None
+        self.prefill_bar.setVisible(False)
+        self.busyChanged.emit(self.conversation.id, False)
+        self.turnEnded.emit(self.conversation.id, how)
+        if self._dispose_when_idle:
+            self.deleteLater()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _send_or_stop(self) -> None:
+        if self.busy:
+            self.stop()
+        else:
+            self.send()
+
+    def _history(self) -> tuple[ChatMessage, ...]:
+        """The messages for the prompt. Token ids are only passed when they came from the
+        model loaded now (another model's ids would be another vocabulary)."""
+        current = model_identity(self._bridge.model_info)
+        out = []
+        for m in self.messages:
+            ids = m.token_ids
+            if ids is not None and (m.stats or {}).get("model_id", current) != current:
+                ids = None
+            out.append(ChatMessage(m.role, m.content, ids))  # type: ignore[arg-type]
+        return tuple(out)
+
+    def _auto_title(self, text: str) -> None:
+        if self.conversation.title != DEFAULT_TITLE or len(self.messages) != 1:
+            return
+        first = " ".join(text.split())
+        title = first if len(first) <= 48 else first[:47].rstrip() + "…"
+        try:
+            self._store.rename_conversation(self.conversation.id, title)
+        except sqlite3.Error:
+            return
+        self.set_title(title)
+        self.titleChanged.emit(self.conversation.id, title)
+
+    def _save_settings(self) -> None:
+        self._settings = merged(self.settings_form.values())
+        system_prompt = self.settings_form.system_prompt_text()
+        try:
+            self._store.update_conversation(self.conversation.id, system_prompt=system_prompt,
+                                            settings=self._settings)
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"Settings could not be saved: {e}")
+            return
+        self.conversation = dataclasses.replace(
+            self.conversation, system_prompt=system_prompt, settings=dict(self._settings)
+        )
+
+    def _set_state(self, state: str, detail: str = "") -> None:
+        self.state = state
+        text = {
+            "idle": "Ready",
+            "queued": "Queued",
+            "prefilling": "Prefilling",
+            "generating": "Generating",
+            "stopping": "Stopping…",
+            "stopped": "Stopped",
+            "done": "Done",
+            "error": "Error",
+        }[state]
+        if state == "generating" and self._first_token_at is not None:
+            elapsed = time.monotonic() - self._first_token_at
+            rate = (self._tokens - 1) / elapsed if elapsed > 0 and self._tokens > 1 else 0.0
+            detail = f"{self._tokens} tok · {rate_label(rate)}"
+        if state == "queued" and self._bridge.backend_state == "loading":
+            detail = "waiting for the model to load"
+        self.state_label.setText(f"{text} · {detail}" if detail else text)
+        busy = state in ("queued", "prefilling", "generating", "stopping")
+        self.send_button.setText("Stop" if busy else "Send")
+        self.send_button.setToolTip("Stop generating (Esc)" if busy else "Send (Enter)")
+        self.send_button.setEnabled(state != "stopping")

@@ -1,0 +1,116 @@
+"""Text for figures: stats lines, rates, sizes, readings. Pure functions (no Qt)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..service import TurnStats
+
+_REASONS = {
+    "end_of_turn": "end of turn",
+    "tool_calls": "tool call",
+    "eos": "end of sequence",
+    "stop_string": "stop string",
+    "max_tokens": "token limit",
+    "cancelled": "stopped",
+}
+
+
+def reason_label(reason: str | None) -> str:
+    """A StopReason value in words."""
+    if not reason:
+        return "unknown"
+    return _REASONS.get(reason, reason.replace("_", " "))
+
+
+def seconds_label(seconds: float | None) -> str:
+    """0.0123 -> "12 ms", 2.5 -> "2.50 s"."""
+    if seconds is None:
+        return "–"
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def rate_label(tokens_per_sec: float | None) -> str:
+    """Tokens per second with one decimal."""
+    if not tokens_per_sec:
+        return "– tok/s"
+    return f"{tokens_per_sec:.1f} tok/s"
+
+
+def bytes_label(n: int | float | None) -> str:
+    """312_000_000 -> "298 MB" (binary units, like Activity Monitor)."""
+    if n is None:
+        return "–"
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit in ("B", "KB", "MB") else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"  # pragma: no cover - unreachable
+
+
+def stats_line(stats: TurnStats) -> str:
+    """The line under a reply: prompt, reused, new, TTFT, decode rate, stop reason, latency."""
+    if not stats.started:
+        latency = f" after {seconds_label(stats.stop_latency)}" if stats.stop_latency is not None else ""
+        return f"stopped while queued{latency} · the model was not run"
+    parts = [
+        f"prompt {stats.prompt_tokens} tok",
+        f"reused {stats.reused_prefix_tokens}",
+        f"new {stats.new_tokens} tok",
+        f"TTFT {seconds_label(stats.time_to_first_token)}",
+        f"decode {rate_label(stats.decode_tokens_per_sec)}",
+    ]
+    if stats.stop_reason == "cancelled":
+        stop = "stopped"
+        if stats.stop_latency is not None:
+            stop += f" in {seconds_label(stats.stop_latency)}"
+        if stats.new_tokens == 0:
+            stop += " (during prefill)"
+        parts.append(stop)
+    else:
+        parts.append(reason_label(stats.stop_reason))
+    if stats.slot_evicted:
+        parts.append("evicted another conversation's KV")
+    return " · ".join(parts)
+
+
+def slot_outcome(stats: TurnStats, last_turn: Mapping[str, Any] | None = None) -> str:
+    """hit / miss / evicted for the last turn: the backend's word when it gives one."""
+    if last_turn:
+        for key in ("slot_outcome", "outcome", "slot"):
+            value = last_turn.get(key)
+            if isinstance(value, str) and value:
+                return value
+    if stats.slot_evicted:
+        return "evicted"
+    return "hit" if stats.reused_prefix_tokens > 0 else "miss"
+
+
+def reading_label(reading: Any) -> str:
+    """A thermal / memory reading from system_info: its label, honest about simulation and
+    absence ("serious (simulated)", "unavailable")."""
+    if not isinstance(reading, Mapping):
+        return "unavailable"
+    label = reading.get("label")
+    if isinstance(label, str) and label:
+        return label
+    level = reading.get("level")
+    if level is None or reading.get("available") is False:
+        return "unavailable"
+    text = str(level).lower()
+    return f"{text} (simulated)" if reading.get("simulated") else text
+
+
+def nested(info: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
+    """`nested(info, "process.rss_bytes")`; also accepts a flat "process.rss_bytes" key."""
+    if dotted in info:
+        return info[dotted]
+    node: Any = info
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return default
+        node = node[part]
+    return node

@@ -1,0 +1,342 @@
+"""The main window: sidebar | conversation panes (tabs + splits), menus, status bar.
+
+Layout (which conversations are open, how they are grouped, splitter sizes, window geometry)
+lives in QSettings and is restored at start; conversations and messages live in the Store.
+Closing the window stops every running turn (the stopped replies are still saved), then
+stops the engine thread and closes the store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
+
+from ..store import Store
+from .bridge import EngineBridge
+from .conversation_pane import ConversationPane
+from .pane_area import PaneArea
+from .settings import read_json, write_json
+from .sidebar import Sidebar, dot_icon
+from .status_bar import EngineStatusBar, model_label
+from .turn_settings import DEFAULTS
+
+DEFAULT_SIZE = (1280, 820)
+
+
+class MainWindow(QMainWindow):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        store: Store,
+        bridge: EngineBridge,
+        settings: QSettings,
+        *,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.store = store
+        self.bridge = bridge
+        self.settings = settings
+        self._closed = False
+        self._notices: list[tuple[str, str]] = []
+        self.defaults: dict[str, Any] = {**DEFAULTS, **read_json(settings, "defaults/generation", {})}
+        self.sidebar = Sidebar(self)
+        self.area = PaneArea(self._make_pane, self)
+        self.status = EngineStatusBar(bridge, self)
+        self.setStatusBar(self.status)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.setObjectName("mainSplitter")
+        self.splitter.addWidget(self.sidebar)
+        self.splitter.addWidget(self.area)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 1)
+        self.splitter.setCollapsible(1, False)
+        self.setCentralWidget(self.splitter)
+        self.setMinimumSize(720, 480)
+        self._build_menus()
+
+        self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
+        self.sidebar.newRequested.connect(self.new_conversation)
+        self.sidebar.renamed.connect(self.rename_conversation)
+        self.sidebar.deleteRequested.connect(self.delete_conversation)
+        self.area.currentPaneChanged.connect(self._current_pane_changed)
+        self.bridge.backendStateChanged.connect(self._backend_state_changed)
+        self._restore()
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, name: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            action.setShortcut(QKeySequence(shortcut))
+        action.triggered.connect(slot)
+        if name:
+            action.setObjectName(name)
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file = bar.addMenu("&File")
+        self._action(file, "&New Conversation", self.new_conversation, QKeySequence.StandardKey.New, "actionNew")
+        self._action(file, "&Close Pane", self.close_current_pane, QKeySequence.StandardKey.Close, "actionClosePane")
+        file.addSeparator()
+        quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit, "actionQuit")
+        quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        conv = bar.addMenu("&Conversation")
+        self._action(conv, "&Stop Generating", self.stop_current, "Ctrl+.", "actionStop")
+        self._action(conv, "&Rename…", self.rename_current, "F2", "actionRename")
+        self._action(conv, "&Delete…", self.delete_current, "Ctrl+Shift+Backspace", "actionDelete")
+        view = bar.addMenu("&View")
+        self._action(view, "Split &Right", self.split_right, "Ctrl+\\", "actionSplitRight")
+        self._action(view, "&Unsplit", self.area.unsplit, "Ctrl+Shift+\\", "actionUnsplit")
+        self._action(view, "&Move Pane to Next Group", self.area.move_current_to_next_group,
+                     "Ctrl+Alt+Right", "actionMovePane")
+        view.addSeparator()
+        self.toggle_sidebar_action = self._action(view, "Show &Sidebar", self._toggle_sidebar, "Ctrl+Shift+S",
+                                                  "actionSidebar")
+        self.toggle_sidebar_action.setCheckable(True)
+        self.toggle_sidebar_action.setChecked(True)
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&Model Info…", self.show_model_info, None, "actionModelInfo")
+        about = self._action(help_menu, "&About TurboSpark", self.show_about, None, "actionAbout")
+        about.setMenuRole(QAction.MenuRole.AboutRole)
+
+    def _make_pane(self, conversation_id: str) -> ConversationPane | None:
+        conv = self.store.conversation(conversation_id)
+        if conv is None:
+            return None
+        pane = ConversationPane(conv, self.store, self.bridge, self.defaults)
+        pane.titleChanged.connect(self._title_changed)
+        pane.busyChanged.connect(self._busy_changed)
+        pane.turnEnded.connect(lambda cid, _how: self.sidebar.touch(cid))
+        return pane
+
+    def _restore(self) -> None:
+        self.sidebar.set_conversations(self.store.conversations())
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, (QByteArray, bytes)) and self.restoreGeometry(QByteArray(geometry)):
+            pass
+        else:
+            self.resize(*DEFAULT_SIZE)
+        sizes = read_json(self.settings, "window/splitter", None)
+        self.splitter.setSizes(sizes if isinstance(sizes, list) and len(sizes) == 2 else [250, DEFAULT_SIZE[0] - 250])
+        sidebar_visible = read_json(self.settings, "window/sidebar", True) is not False
+        self.sidebar.setVisible(sidebar_visible)
+        self.toggle_sidebar_action.setChecked(sidebar_visible)
+        layout = read_json(self.settings, "layout/panes", {})
+        if isinstance(layout, dict):
+            self.area.restore_layout(layout)
+        if not self.area.panes():
+            ids = self.sidebar.conversation_ids()
+            if ids:
+                self.area.open(ids[0])
+            else:
+                self.new_conversation()
+        self._current_pane_changed(self.area.current_pane())
+
+    def save_layout(self) -> None:
+        """Write the open panes, geometry and splitter sizes to QSettings."""
+        write_json(self.settings, "layout/panes", self.area.layout_state())
+        write_json(self.settings, "window/splitter", self.splitter.sizes())
+        write_json(self.settings, "window/sidebar", self.sidebar.isVisible())
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.sync()
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def new_conversation(self) -> ConversationPane | None:
+        """Create a conversation and open it in the current group."""
+        try:
+            conv = self.store.create_conversation(settings=dict(self.defaults))
+        except sqlite3.Error as e:
+            self._warn("Could not create a conversation", str(e))
+            return None
+        self.sidebar.add_conversation(conv)
+        pane = self.area.open(conv.id)
+        self.sidebar.select(conv.id)
+        return pane
+
+    def rename_conversation(self, conversation_id: str, title: str) -> None:
+        """Save a new title and show it everywhere."""
+        try:
+            self.store.rename_conversation(conversation_id, title)
+        except sqlite3.Error as e:
+            self._warn("Could not rename the conversation", str(e))
+            return
+        self._title_changed(conversation_id, title)
+
+    def rename_current(self) -> None:
+        """Inline-rename the current pane's conversation in the sidebar."""
+        pane = self.area.current_pane()
+        if pane is not None:
+            if not self.sidebar.isVisible():
+                self._toggle_sidebar()
+            self.sidebar.begin_rename(pane.conversation_id)
+
+    def delete_conversation(self, conversation_id: str) -> None:
+        """Delete a conversation after confirmation (its turn is stopped, its KV freed)."""
+        conv = self.store.conversation(conversation_id)
+        if conv is None:
+            return
+        answer = QMessageBox.question(
+            self, "Delete conversation",
+            f"Delete “{conv.title}” and all its messages? This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        found = self.area.find(conversation_id)
+        if found is not None:
+            pane = found[0].widget(found[1])
+            assert isinstance(pane, ConversationPane)
+            pane.turnEnded.disconnect()  # no more saves for a deleted conversation
+            pane._dispose_when_idle = True
+            self.area.close_pane(pane)
+        try:
+            self.store.delete_conversation(conversation_id)
+        except sqlite3.Error as e:
+            self._warn("Could not delete the conversation", str(e))
+            return
+        self.bridge.drop_session(conversation_id)
+        self.sidebar.remove(conversation_id)
+        if not self.area.panes():
+            ids = self.sidebar.conversation_ids()
+            if ids:
+                self.area.open(ids[0])
+            else:
+                self.new_conversation()
+
+    def delete_current(self) -> None:
+        """Delete the current pane's conversation (asks first)."""
+        pane = self.area.current_pane()
+        if pane is not None:
+            self.delete_conversation(pane.conversation_id)
+
+    def stop_current(self) -> None:
+        """Stop the current pane's turn."""
+        pane = self.area.current_pane()
+        if pane is not None:
+            pane.stop()
+
+    def close_current_pane(self) -> None:
+        """Close the current pane (keeps at least one open)."""
+        pane = self.area.current_pane()
+        if pane is None:
+            return
+        self.area.close_pane(pane)
+        if not self.area.panes():
+            ids = [c for c in self.sidebar.conversation_ids() if c != pane.conversation_id]
+            if ids:
+                self.area.open(ids[0])
+            else:
+                self.new_conversation()
+
+    def split_right(self) -> None:
+        """Split: a second group of panes side by side."""
+        def next_conversation() -> str | None:
+            for cid in self.sidebar.conversation_ids():
+                if self.area.find(cid) is None:
+                    return cid
+            conv = self.store.create_conversation(settings=dict(self.defaults))
+            self.sidebar.add_conversation(conv)
+            return conv.id
+
+        self.area.split_right(next_conversation)
+
+    def show_model_info(self) -> None:
+        """A dialog with the model's facts (or why there is none)."""
+        info = self.bridge.model_info
+        if info:
+            text = "\n".join(f"{k}: {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+        elif self.bridge.backend_state == "failed":
+            text = f"The model could not be loaded:\n{self.bridge.backend_error}"
+        else:
+            text = "The model is still loading."
+        box = QMessageBox(QMessageBox.Icon.Information, "Model", text, QMessageBox.StandardButton.Ok, self)
+        box.open()
+
+    def show_about(self) -> None:
+        """About TurboSpark."""
+        from .. import __version__
+
+        QMessageBox.about(
+            self, "About TurboSpark",
+            f"TurboSpark {__version__}\nA local language model, and an honest view of what it is doing.",
+        )
+
+    # -- reactions -------------------------------------------------------------------------
+
+    def _toggle_sidebar(self) -> None:
+        visible = not self.sidebar.isVisible()
+        self.sidebar.setVisible(visible)
+        self.toggle_sidebar_action.setChecked(visible)
+
+    def _title_changed(self, conversation_id: str, title: str) -> None:
+        self.sidebar.set_title(conversation_id, title)
+        self.area.set_tab_title(conversation_id, title)
+        found = self.area.find(conversation_id)
+        if found is not None:
+            pane = found[0].widget(found[1])
+            if isinstance(pane, ConversationPane):
+                pane.set_title(title)
+        self._current_pane_changed(self.area.current_pane())
+
+    def _busy_changed(self, conversation_id: str, busy: bool) -> None:
+        self.sidebar.set_busy(conversation_id, busy)
+        icon = dot_icon(self.palette().color(QPalette.ColorRole.Highlight)) if busy else QIcon()
+        self.area.set_tab_busy(conversation_id, icon)
+
+    def _current_pane_changed(self, pane: ConversationPane | None) -> None:
+        if pane is None:
+            self.setWindowTitle("TurboSpark")
+            return
+        self.setWindowTitle(f"{pane.conversation.title} — TurboSpark")
+        self.sidebar.select(pane.conversation_id)
+
+    def _backend_state_changed(self, state: str) -> None:
+        if state == "failed":
+            self._warn(
+                "The model could not be loaded",
+                f"{self.bridge.backend_error}\n\nYour conversations are still here; replies need a "
+                "model. Fetch the default one with `turbospark model fetch`, or start with --model FILE.",
+            )
+        elif state == "ready":
+            self.status.labels["model"].setText(model_label(self.bridge.model_info))
+
+    def add_notice(self, title: str, text: str) -> None:
+        """A warning for the user, shown now or as soon as the window is shown."""
+        if self.isVisible():
+            self._warn(title, text)
+        else:
+            self._notices.append((title, text))
+
+    def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
+        """Show notices queued before the window was visible."""
+        super().showEvent(event)
+        notices, self._notices = self._notices, []
+        for title, text in notices:
+            self._warn(title, text)
+
+    def _warn(self, title: str, text: str) -> None:
+        """A window-modal warning that does not block the event loop (streams go on)."""
+        box = QMessageBox(QMessageBox.Icon.Warning, title, text, QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("warningBox")
+        box.open()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        """Save the layout, stop every turn (their replies are saved), stop the engine."""
+        if not self._closed:
+            self._closed = True
+            self.save_layout()
+            self.status.timer.stop()
+            self.bridge.shutdown()
+            self.store.close()
+        super().closeEvent(event)

@@ -1,0 +1,158 @@
+"""The status bar: what the engine is doing, honestly.
+
+    model       loading / name / failed to load
+    reuse       the last turn's prefix reuse ("reused 412/430 tok · slot hit")
+    prefill     the last turn's prefill rate
+    decode      live decode rate (tokens in the last two seconds, every pane together);
+                between turns, the last turn's rate
+    thermal     the thermal level ("nominal", "serious (simulated)", "unavailable")
+    memory      the memory pressure, the same way
+    RSS         this process's resident memory
+
+Thermal, memory and RSS come from `system_info`, polled by a QTimer about every second,
+during and between generations. The poll reads a lock-protected snapshot plus live process
+readings, so it never waits behind a forward step.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from ..service import BackendFailed, BackendLoading, BackendReady, Finished, Token
+from .bridge import EngineBridge
+from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome
+
+POLL_MS = 1000
+LIVE_WINDOW_S = 2.0
+
+
+def model_label(info: dict[str, Any]) -> str:
+    """A short model name: "SmolLM2-135M-Instruct · Q4_1"."""
+    name = info.get("name") or ""
+    file = info.get("file") or info.get("path") or ""
+    if not name and file:
+        name = Path(str(file)).stem
+    quant = info.get("quantization") or info.get("file_type") or ""
+    if quant and str(quant).lower() not in str(name).lower():
+        return f"{name} · {quant}" if name else str(quant)
+    return str(name or "model")
+
+
+class EngineStatusBar(QStatusBar):
+    """See the module docstring."""
+
+    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("engineStatusBar")
+        self._bridge = bridge
+        self._token_times: collections.deque[float] = collections.deque()
+        self._last_decode_rate = 0.0
+        self._last_finished: Finished | None = None
+        self.labels: dict[str, QLabel] = {}
+        for key, tip in (
+            ("model", "The model the engine thread runs"),
+            ("reuse", "Last turn: prompt tokens continued from the KV cache, and how the "
+                      "conversation got its KV slot (hit / miss / evicted another)"),
+            ("prefill", "Last turn's prefill rate (new prompt tokens per second)"),
+            ("decode", "Decode rate: live while generating (all panes), else the last turn's"),
+            ("thermal", "Thermal level (pacing slows down when hot)"),
+            ("memory", "Memory pressure (pacing slows down under pressure)"),
+            ("rss", "This process's resident memory"),
+        ):
+            label = QLabel(self)
+            label.setObjectName(f"status_{key}")
+            label.setToolTip(tip)
+            label.setContentsMargins(6, 0, 6, 0)
+            self.labels[key] = label
+            if key == "model":
+                self.addWidget(label, 1)
+            else:
+                self.addPermanentWidget(label)
+        self.labels["model"].setText("Starting…")
+        self.labels["reuse"].setText("reused –")
+        self.labels["prefill"].setText("prefill – tok/s")
+        self.labels["decode"].setText("decode – tok/s")
+        bridge.engineEvent.connect(self._on_event)
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self.poll)
+        self.timer.start()
+        self.polls = 0
+        self.poll()
+
+    def text(self, key: str) -> str:
+        """A label's text (tests and screenshots read the figures)."""
+        return self.labels[key].text()
+
+    def poll(self) -> None:
+        """Refresh the readings from system_info (cheap; never waits on the engine)."""
+        self.polls += 1
+        info = self._bridge.system_info()
+        thermal = info.get("thermal")
+        memory = info.get("memory_pressure")
+        self.labels["thermal"].setText(f"thermal {reading_label(thermal)}")
+        self.labels["memory"].setText(f"memory {reading_label(memory)}")
+        for key, reading in (("thermal", thermal), ("memory", memory)):
+            if isinstance(reading, dict):
+                source = reading.get("source") or "no source"
+                detail = reading.get("detail") or ""
+                self.labels[key].setToolTip(f"{self.labels[key].toolTip().splitlines()[0]}\n"
+                                            f"source: {source}" + (f"\n{detail}" if detail else ""))
+        rss = nested(info, "process.rss_bytes")
+        self.labels["rss"].setText(f"RSS {bytes_label(rss)}")
+        self._update_decode()
+        last = info.get("last_turn")
+        if self._last_finished is not None and isinstance(last, dict):
+            self._show_reuse(self._last_finished, last)
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, Token):
+            now = time.monotonic()
+            self._token_times.append(now)
+            # Throttled: a label update per token would cost more than the token at 100 tok/s.
+            if len(self._token_times) % 4 == 1:
+                self._update_decode(now)
+        elif isinstance(event, Finished):
+            self._last_finished = event
+            if event.stats.decode_tokens_per_sec:
+                self._last_decode_rate = event.stats.decode_tokens_per_sec
+            self.labels["prefill"].setText(f"prefill {rate_label(event.stats.prefill_tokens_per_sec)}")
+            self._show_reuse(event, None)
+            self._update_decode()
+        elif isinstance(event, BackendLoading):
+            self.labels["model"].setText("Loading model…")
+        elif isinstance(event, BackendReady):
+            self.labels["model"].setText(model_label(event.model_info))
+            self.labels["model"].setToolTip(
+                "\n".join(f"{k}: {v}" for k, v in event.model_info.items() if not isinstance(v, (dict, list)))
+                + f"\nloaded in {event.load_seconds:.1f} s"
+            )
+        elif isinstance(event, BackendFailed):
+            self.labels["model"].setText("Model failed to load")
+            self.labels["model"].setToolTip(f"{event.error_type}: {event.message}")
+
+    def _show_reuse(self, event: Finished, last_turn: dict[str, Any] | None) -> None:
+        stats = event.stats
+        if not stats.started:
+            return
+        outcome = slot_outcome(stats, last_turn)
+        self.labels["reuse"].setText(
+            f"reused {stats.reused_prefix_tokens}/{stats.prompt_tokens} tok · slot {outcome}"
+        )
+
+    def _update_decode(self, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        while self._token_times and now - self._token_times[0] > LIVE_WINDOW_S:
+            self._token_times.popleft()
+        if len(self._token_times) >= 2:
+            span = self._token_times[-1] - self._token_times[0]
+            rate = (len(self._token_times) - 1) / span if span > 0 else 0.0
+            self.labels["decode"].setText(f"decode {rate_label(rate)} live")
+        else:
+            self.labels["decode"].setText(f"decode {rate_label(self._last_decode_rate)}")
