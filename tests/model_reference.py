@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 QK_K = 256
+REFERENCE_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 
 
 def _f16(b: np.ndarray) -> np.ndarray:

@@ -265,3 +265,177 @@ def failing_factory(message: str = "no such model file") -> Callable[[], Any]:
         raise FileNotFoundError(message)
 
     return make
+
+
+# ---------------------------------------------------------------------------------------------
+# The same protocol over the REAL engine step loop (stream_raw_completion_chunked) with the
+# engine helper's ScriptedProducer + ByteTokenizer, and the real prompt builder.
+# ---------------------------------------------------------------------------------------------
+
+
+class ChatMLTemplate:
+    """A tiny ChatML renderer (what SmolLM2's template produces)."""
+
+    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+        text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
+
+
+class EngineLoopBackend:
+    """ChatBackend whose turns run the engine's chunked step loop over a ScriptedProducer per
+    session (true prefix reuse), spelling `replies` byte by byte. `step_delay` / `gate` slow
+    every producer call down like FakeBackend's."""
+
+    def __init__(
+        self,
+        replies: Sequence[str] = ("Hi from the *engine* loop.",),
+        *,
+        max_context: int = 2048,
+        chunk_size: int = 16,
+        step_delay: float = 0.0,
+        gate: StepGate | None = None,
+    ) -> None:
+        from fakes import ByteTokenizer
+
+        self.replies = list(replies)
+        self.max_context = max_context
+        self.chunk_size = chunk_size
+        self.step_delay = step_delay
+        self.gate = gate
+        self.tokenizer = ByteTokenizer()
+        self.template = ChatMLTemplate()
+        self.producers: dict[str, Any] = {}
+        self.turns = 0
+        self.calls: list[tuple[str, int]] = []
+
+    def _record(self, name: str) -> None:
+        self.calls.append((name, threading.get_ident()))
+
+    def _producer(self, session_id: str) -> Any:
+        from fakes import ScriptedProducer
+
+        backend = self
+
+        class Slowed(ScriptedProducer):
+            def _feed(self, tokens: Sequence[int], position: int) -> None:
+                backend._record("forward")
+                if backend.gate is not None:
+                    backend.gate.pass_step()
+                if backend.step_delay:
+                    time.sleep(backend.step_delay)
+                super()._feed(tokens, position)
+
+        if session_id not in self.producers:
+            self.producers[session_id] = Slowed(self.tokenizer.VOCAB_SIZE, reuse=None, poison_prefill=False)
+        return self.producers[session_id]
+
+    def prepare_turn(self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings) -> PreparedTurn:
+        from turbospark_app.chat.prompt import build_prompt_ids
+        from turbospark_app.engine.raw_completion import check_admission
+
+        self._record("prepare_turn")
+        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
+        check_admission(ids, settings.generation, self.max_context)
+        return PreparedTurn(session_id, tuple(ids), settings)
+
+    def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]):
+        from turbospark_app.engine import stream_raw_completion_chunked
+
+        self._record("stream_turn")
+        reply = self.replies[min(self.turns, len(self.replies) - 1)]
+        self.turns += 1
+        producer = self._producer(turn.session_id)
+        n = len(turn.prompt_ids)
+        spelled = list(reply.encode("utf-8")) + [self.tokenizer.END_OF_TURN]
+        producer.script = {n - 1 + i: tok for i, tok in enumerate(spelled)}
+        return stream_raw_completion_chunked(
+            producer, self.tokenizer, turn.prompt_ids, turn.settings.generation, self.max_context,
+            self.tokenizer.VOCAB_SIZE, cancel, chunk_size=self.chunk_size,
+        )
+
+    def drop_session(self, session_id: str) -> None:
+        self._record("drop_session")
+        self.producers.pop(session_id, None)
+
+    def system_info(self) -> dict[str, Any]:
+        self._record("system_info")
+        return {
+            "thermal": {"level": "fair", "label": "fair (simulated)", "source": "simulated",
+                        "simulated": True, "available": True},
+            "memory_pressure": {"level": "normal", "label": "normal", "source": "fake",
+                                "simulated": False, "available": True},
+            "sessions": [{"slot": i, "session_id": s, "kv_bytes": len(p.kv)} for i, (s, p) in
+                         enumerate(self.producers.items())],
+        }
+
+    def model_info(self) -> dict[str, Any]:
+        self._record("model_info")
+        return {"name": "scripted-bytes", "file": "scripted.gguf", "context_length": self.max_context}
+
+
+# ---------------------------------------------------------------------------------------------
+# A harness for window tests: isolated data folder + QSettings, windows closed at the end.
+# ---------------------------------------------------------------------------------------------
+
+
+class UiHarness:
+    """Builds MainWindows over one tmp data folder (store + settings.ini), so a second window
+    is a "restart" of the first. Opens every gate and closes every window at tear-down."""
+
+    def __init__(self, qtbot: Any, data_dir: Any) -> None:
+        self.qtbot = qtbot
+        self.data_dir = data_dir
+        self.windows: list[Any] = []
+        self.gates: list[StepGate] = []
+
+    @property
+    def store_path(self) -> Any:
+        from turbospark_app.store import STORE_FILENAME
+
+        return self.data_dir / STORE_FILENAME
+
+    def settings(self) -> Any:
+        from PySide6.QtCore import QSettings
+
+        return QSettings(str(self.data_dir / "settings.ini"), QSettings.Format.IniFormat)
+
+    def window(self, backend: Any = None, *, factory: Any = None, slots: int = 4, ready: bool = True) -> Any:
+        """A shown MainWindow over `backend` (waits for the backend unless ready=False)."""
+        from turbospark_app.ui.app import build_window
+
+        if backend is not None and getattr(backend, "gate", None) is not None:
+            self.gates.append(backend.gate)
+        w = build_window(factory or fake_factory(backend), session_slots=slots,
+                         store_path=self.store_path, settings=self.settings())
+        self.qtbot.addWidget(w)
+        w.show()
+        self.windows.append(w)
+        if ready:
+            self.qtbot.waitUntil(lambda: w.bridge.backend_state in ("ready", "failed"), timeout=5000)
+        return w
+
+    def close(self, window: Any) -> None:
+        """Close a window the way the user does (saves layout, stops turns, closes the store)."""
+        for gate in self.gates:
+            gate.open()
+        window.close()
+
+    def teardown(self) -> None:
+        for gate in self.gates:
+            gate.open()
+        for w in self.windows:
+            w.close()
+
+
+def send(qtbot: Any, pane: Any, text: str) -> None:
+    """Type `text` into the pane's input and press Enter."""
+    from PySide6.QtCore import Qt
+
+    pane.input.setFocus()
+    pane.input.setPlainText(text)
+    qtbot.keyClick(pane.input, Qt.Key.Key_Return)
+
+
+def wait_idle(qtbot: Any, pane: Any, timeout: int = 10000) -> None:
+    """Wait for the pane's turn to end."""
+    qtbot.waitUntil(lambda: not pane.busy, timeout=timeout)

@@ -171,13 +171,10 @@ def _weights_from_arrays(arrays: dict[str, np.ndarray], origin: str, cache_path:
 
 
 def default_cache_dir() -> Path:
-    """$TURBOSPARK_CACHE_DIR if set, else platformdirs' per-user cache dir for TurboSpark."""
-    env = os.environ.get("TURBOSPARK_CACHE_DIR")
-    if env:
-        return Path(env)
-    import platformdirs
+    """The app's per-user cache folder: $TURBOSPARK_CACHE_DIR if set, else platformdirs'."""
+    from turbospark_app.paths import cache_dir
 
-    return Path(platformdirs.user_cache_dir("TurboSpark"))
+    return cache_dir()
 
 
 def file_identity(path: Path) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """The Qt adapter over the engine thread: engine events become GUI-thread calls.
 
-The EngineThread calls `on_event` on ITS thread. Here that callback is the `_relay` signal's
-`emit`; `_relay` is connected to `_dispatch` with an explicit QueuedConnection and the bridge
+The EngineThread calls `on_event` on ITS thread. Here that callback emits the `_relay` signal;
+`_relay` is connected to `_dispatch` with an explicit QueuedConnection and the bridge
 lives in the GUI thread, so Qt posts every event to the GUI thread's event loop (in order) and
-`_dispatch` runs there. The worker never touches a widget, and no Python callable is ever
-invoked on the engine thread except `emit`.
+`_dispatch` runs there. The worker never touches a widget: the emit is the only thing the
+engine thread does here.
 
 `_dispatch` hands each event to the listener registered for its request (a pane) and then
 re-emits it on `engineEvent` (the status bar). Backend load events update `backend_state`.

@@ -9,6 +9,7 @@ from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
+
 MIN_LINES = 2
 MAX_LINES = 8
 

@@ -1,0 +1,301 @@
+"""The settings of the PyInstaller build, as plain data a test can check without building.
+
+`packaging/turbospark.spec` imports this module; `tests/test_packaging.py` imports it too, so
+"what we exclude" and "what Info.plist says" are checked in a fast test, and the slow test
+builds the real app from the very same values.
+
+Nothing here imports PyInstaller at module level (only `hidden_imports` does, lazily), nor
+anything heavy from the app: the version is read from `turbospark_app/__init__.py` as text.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+PACKAGING_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGING_DIR.parent
+APP_PACKAGE_DIR = REPO_ROOT / "turbospark_app"
+ENTRY_SCRIPT = PACKAGING_DIR / "launcher.py"
+ICON_PNG = REPO_ROOT / "resources" / "icon.png"
+
+APP_NAME = "TurboSpark"
+BUNDLE_ID = "app.turbospark.TurboSpark"
+MIN_MACOS_VERSION = "12.0"
+COPYRIGHT = "Copyright © TurboSpark contributors. Apache-2.0."
+
+BUNDLED_MODELS_DIR = "models"  # must match turbospark_app.bundle.BUNDLED_MODELS_DIR
+BUNDLED_RESOURCES_DIR = "resources"  # must match turbospark_app.bundle.BUNDLED_RESOURCES_DIR
+BUNDLE_MODEL_ENV = "TURBOSPARK_BUNDLE_MODEL"
+"""Build with this GGUF as the embedded default model instead of the fetched one (it is still
+embedded under the default model's file name)."""
+
+# --- Qt modules ----------------------------------------------------------------------------------
+
+QT_MODULES_ALWAYS: tuple[str, ...] = ("QtCore", "QtGui", "QtWidgets")
+"""The Qt modules the app is built on; kept even if a source scan were to miss them."""
+
+QT_MODULES_KNOWN_UNUSED: tuple[str, ...] = (
+    # Web, QML/Quick and 3D are the big ones (hundreds of MB with their plugins and resources).
+    "QtWebEngineCore", "QtWebEngineWidgets", "QtWebEngineQuick", "QtWebChannel", "QtWebSockets",
+    "QtWebView", "QtQml", "QtQuick", "QtQuick3D", "QtQuickControls2", "QtQuickWidgets",
+    "QtQuickTest", "QtQmlFeatures", "Qt3DCore", "Qt3DRender", "Qt3DInput", "Qt3DLogic",
+    "Qt3DExtras", "Qt3DAnimation",
+    # Media, documents, devices, data.
+    "QtMultimedia", "QtMultimediaWidgets", "QtSpatialAudio", "QtTextToSpeech", "QtPdf",
+    "QtPdfWidgets", "QtBluetooth", "QtNfc", "QtSensors", "QtSerialPort", "QtSerialBus",
+    "QtPositioning", "QtLocation", "QtSql", "QtCharts", "QtDataVisualization", "QtGraphs",
+    "QtGraphsWidgets", "QtCanvasPainter",
+    # Tooling and everything else the app never imports.
+    "QtDesigner", "QtHelp", "QtUiTools", "QtTest", "QtXml", "QtSvg", "QtSvgWidgets",
+    "QtOpenGL", "QtOpenGLWidgets", "QtPrintSupport", "QtConcurrent", "QtDBus", "QtNetwork",
+    "QtNetworkAuth", "QtHttpServer", "QtRemoteObjects", "QtScxml", "QtStateMachine",
+    "QtLabsStyleKit", "QtAxContainer", "QtAsyncio",
+)
+"""PySide6 modules to exclude unless the app's sources import them (then they are kept)."""
+
+_QT_IMPORT_RE = re.compile(r"\bPySide6\.(Qt\w+)|\bfrom\s+PySide6\s+import\s+\(?([^)\n]+)")
+
+# --- Python modules ------------------------------------------------------------------------------
+
+PYTHON_EXCLUDES: tuple[str, ...] = (
+    # GUI toolkits and Qt bindings the app does not use (qasync names them all).
+    "tkinter", "_tkinter", "turtle", "turtledemo", "idlelib", "PyQt5", "PyQt6", "PySide2",
+    # Test and build tooling that is installed next to the app in the venv.
+    "test", "pytest", "_pytest", "pytestqt", "hypothesis", "PyInstaller", "pip", "setuptools",
+    "pkg_resources", "distutils", "lib2to3", "pydoc_data",
+    # Optional imports of dependencies that the app never reaches.
+    "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
+    "numpy.f2py", "numpy.distutils",
+)
+
+HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = ("qasync", "psutil", "platformdirs", "jinja2", "yaml")
+"""Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
+
+QT_PLUGIN_DIRS_EXCLUDED: tuple[str, ...] = (
+    # Plugins of Qt modules the app excludes.
+    "qmltooling", "sqldrivers", "multimedia", "position", "sensors", "webview", "designer",
+    "renderers", "sceneparsers", "geometryloaders", "texttospeech", "canbus", "printsupport",
+    "networkinformation", "tls", "assetimporters", "qmllint", "scxmldatamodel",
+    # Embedded-Linux input and EGL device integrations (no desktop uses them).
+    "egldeviceintegrations", "generic",
+)
+"""Folders under PySide6/Qt/plugins whose plugins are all dropped from the bundle."""
+
+QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
+    # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
+    "imageformats": ("qpdf",),
+    "platforminputcontexts": ("qtvirtualkeyboardplugin",),
+    # Embedded/remote platforms: the desktop app runs on xcb, wayland, cocoa or offscreen.
+    "platforms": ("qeglfs", "qlinuxfb", "qminimalegl", "qvnc", "qvkkhrdisplay"),
+}
+"""Single plugins dropped, by folder and plugin name (file name without lib/suffix)."""
+
+QT_LIBRARIES_EXCLUDED: tuple[str, ...] = (
+    "Quick", "Qml", "QmlModels", "QmlMeta", "QmlWorkerScript", "VirtualKeyboard",
+    "VirtualKeyboardQml", "Pdf", "Network", "EglFSDeviceIntegration", "EglFsKmsSupport",
+)
+"""Qt shared libraries (libQt6<X>.so, Qt<X>.framework, Qt6<X>.dll) that only the dropped
+plugins need; the slow test checks that no kept library or plugin links against one."""
+
+_QT_LIB_PATTERNS = (
+    re.compile(r"^libQt6(\w+?)\.so(\.\d+)*$"),  # Linux
+    re.compile(r"^libQt6(\w+?)(\.\d+)*\.dylib$"),  # macOS (non-framework builds)
+    re.compile(r"^Qt(\w+?)\.framework$"),  # macOS frameworks: a path component
+    re.compile(r"^Qt6(\w+?)\.dll$"),  # Windows
+)
+
+
+def app_version() -> str:
+    """`turbospark_app.__version__`, read from the source without importing the package."""
+    tree = ast.parse((APP_PACKAGE_DIR / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, str):
+                return value
+    raise RuntimeError("turbospark_app/__init__.py defines no __version__ string")
+
+
+def scan_qt_imports(package_dir: Path = APP_PACKAGE_DIR) -> set[str]:
+    """The `PySide6.Qt*` modules the app's Python sources import (a textual scan)."""
+    used: set[str] = set()
+    for source in sorted(package_dir.rglob("*.py")):
+        text = source.read_text(encoding="utf-8", errors="replace")
+        for dotted, from_list in _QT_IMPORT_RE.findall(text):
+            if dotted:
+                used.add(dotted)
+            for name in re.split(r"[,\s]+", from_list or ""):
+                if name.startswith("Qt"):
+                    used.add(name.split(" as ")[0])
+    return used
+
+
+def installed_qt_modules() -> set[str]:
+    """The binding modules of the installed PySide6 (empty when PySide6 is not importable)."""
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("PySide6")
+    except (ImportError, ValueError):
+        return set()
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    found: set[str] = set()
+    for folder in spec.submodule_search_locations:
+        for entry in Path(folder).iterdir():
+            name = entry.name.split(".", 1)[0]
+            if name.startswith("Qt") and entry.suffix in (".so", ".pyd", ".pyi"):
+                found.add(name)
+    return found
+
+
+def used_qt_modules() -> set[str]:
+    """The Qt modules to keep: the base three plus whatever the sources import."""
+    return set(QT_MODULES_ALWAYS) | scan_qt_imports()
+
+
+def excluded_qt_modules() -> list[str]:
+    """Dotted `PySide6.Qt*` names to exclude: every known or installed module not in use."""
+    unused = (set(QT_MODULES_KNOWN_UNUSED) | installed_qt_modules()) - used_qt_modules()
+    return sorted(f"PySide6.{name}" for name in unused)
+
+
+def excludes() -> list[str]:
+    """The Analysis `excludes`: unused Qt modules and the Python packages listed above."""
+    return excluded_qt_modules() + list(PYTHON_EXCLUDES)
+
+
+def hidden_imports() -> list[str]:
+    """Every `turbospark_app` submodule (the CLI imports subcommands lazily) plus the extras."""
+    from PyInstaller.utils.hooks import collect_submodules
+
+    ours = collect_submodules("turbospark_app")
+    return sorted(set(ours) | set(HIDDEN_IMPORTS_EXTRA))
+
+
+def _toc_path_parts(dest: str) -> tuple[str, ...]:
+    return tuple(part for part in re.split(r"[\\/]", dest) if part)
+
+
+def plugin_name(file_name: str) -> str:
+    """`libqxcb.so` -> "qxcb", `libqcocoa.dylib` -> "qcocoa", `qwindows.dll` -> "qwindows"."""
+    stem = file_name.split(".", 1)[0]
+    return stem.removeprefix("lib")
+
+
+def qt_library_module(dest: str) -> str | None:
+    """The Qt module of a bundled Qt library path ("Quick" for .../libQt6Quick.so.6 or
+    .../QtQuick.framework/...), or None when `dest` is not a Qt library."""
+    for part in _toc_path_parts(dest):
+        for pattern in _QT_LIB_PATTERNS:
+            match = pattern.match(part)
+            if match:
+                return match.group(1)
+    return None
+
+
+def keep_toc_entry(dest: str) -> bool:
+    """False for a collected file the app cannot use: a plugin of an excluded kind, a Qt
+    library only those plugins need, or a Qt translation of a module we exclude."""
+    parts = _toc_path_parts(dest)
+    if "plugins" in parts:
+        i = parts.index("plugins")
+        folder = parts[i + 1] if i + 1 < len(parts) else ""
+        if folder in QT_PLUGIN_DIRS_EXCLUDED:
+            return False
+        if i + 2 < len(parts) and plugin_name(parts[i + 2]) in QT_PLUGINS_EXCLUDED.get(folder, ()):
+            return False
+    if "PySide6" in parts and qt_library_module(dest) in QT_LIBRARIES_EXCLUDED:
+        return False
+    if "translations" in parts and parts[-1].endswith(".qm"):
+        stem = parts[-1].split("_", 1)[0]
+        # qtbase_*.qm covers QtCore/QtGui/QtWidgets; the rest translate excluded modules.
+        return stem in ("qt", "qtbase")
+    return True
+
+
+def filter_toc(entries: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """`entries` without the files `keep_toc_entry` rejects."""
+    return [entry for entry in entries if keep_toc_entry(entry[0])]
+
+
+def model_to_bundle() -> Path:
+    """The GGUF to embed: `$TURBOSPARK_BUNDLE_MODEL`, else the fetched, verified default model.
+
+    Raises SystemExit with the fix when there is none, so the build stops before PyInstaller
+    spends minutes on an app that would not work offline.
+    """
+    override = os.environ.get(BUNDLE_MODEL_ENV, "").strip()
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise SystemExit(f"{BUNDLE_MODEL_ENV}={override}: no such file")
+        return path.resolve()
+    sys.path.insert(0, str(REPO_ROOT))
+    from turbospark_app.model.fetch import (
+        DEFAULT_MODEL_SHA256,
+        default_model_path,
+        hash_file,
+        is_verified,
+    )
+
+    path = default_model_path()
+    if not path.is_file():
+        raise SystemExit(
+            f"the default model is not at {path}: run `make model` (or `turbospark model fetch`) "
+            f"first, or set {BUNDLE_MODEL_ENV} to a GGUF"
+        )
+    if not is_verified(path) and hash_file(path) != DEFAULT_MODEL_SHA256:
+        raise SystemExit(f"{path} fails its sha256 check: run `turbospark model fetch` again")
+    return path.resolve()
+
+
+def bundled_model_dest() -> str:
+    """Where the model goes inside the bundle, relative to its data root."""
+    sys.path.insert(0, str(REPO_ROOT))
+    from turbospark_app.model.fetch import DEFAULT_MODEL_FILENAME
+
+    return f"{BUNDLED_MODELS_DIR}/{DEFAULT_MODEL_FILENAME}"
+
+
+def info_plist() -> dict[str, Any]:
+    """Info.plist keys for the macOS BUNDLE (PyInstaller adds the executable/icon keys).
+
+    CFBundleIdentifier and CFBundleShortVersionString are also passed as BUNDLE arguments;
+    they are repeated here so this one dict is the whole reviewed Info.plist content.
+    """
+    version = app_version()
+    return {
+        "CFBundleName": APP_NAME,
+        "CFBundleDisplayName": APP_NAME,
+        "CFBundleIdentifier": BUNDLE_ID,
+        "CFBundleShortVersionString": version,
+        "CFBundleVersion": version,
+        "CFBundlePackageType": "APPL",
+        "CFBundleDevelopmentRegion": "en",
+        "LSApplicationCategoryType": "public.app-category.productivity",
+        "LSMinimumSystemVersion": MIN_MACOS_VERSION,
+        "NSHighResolutionCapable": True,
+        "NSSupportsAutomaticGraphicsSwitching": True,
+        "NSRequiresAquaSystemAppearance": False,  # follow the system's dark mode
+        "NSHumanReadableCopyright": COPYRIGHT,
+    }
+
+
+def pyinstaller_flags() -> dict[str, Any]:
+    """The EXE/COLLECT options that matter for size and behaviour (checked by the fast test)."""
+    return {
+        "name": APP_NAME,
+        "console": False,  # no console window; `--self-test` still prints from a terminal
+        "upx": False,  # UPX breaks Qt plugins and code signatures, and saves little
+        "strip": False,  # stripping Qt/numpy libraries breaks macOS signatures
+        "argv_emulation": False,  # the app takes no file-open Apple Events
+        "noarchive": False,
+    }

@@ -1,0 +1,69 @@
+"""Prompt building keeps generated ids, so every turn's prompt extends the previous KV."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turbospark_app.chat.api import ChatMessage
+from turbospark_app.chat.prompt import build_prompt_ids
+from turbospark_app.model.chat_template import ChatTemplate
+
+
+class CharTokenizer:
+    """One id per character (ord), so re-tokenization is visible as different ids."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+
+def chatml() -> ChatTemplate:
+    return ChatTemplate(None)  # the ChatML fallback
+
+
+def test_assistant_ids_are_spliced_not_retokenized() -> None:
+    generated = (9001, 9002, 9003)  # ids that encode(text) would never produce
+    msgs = [
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", "hello", generated),
+        ChatMessage("user", "bye"),
+    ]
+    ids = build_prompt_ids(chatml(), CharTokenizer(), msgs)
+    text = "".join(chr(i) if i < 9000 else "|" for i in ids)
+    assert "<|im_start|>assistant\n|||<|im_end|>" in text
+    assert text.endswith("<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_each_turn_prompt_extends_the_previous_prompt_and_reply() -> None:
+    tok, tpl = CharTokenizer(), chatml()
+    msgs: list[ChatMessage] = []
+    previous: list[int] = []
+    for turn in range(5):
+        msgs.append(ChatMessage("user", f"question {turn}"))
+        ids = build_prompt_ids(tpl, tok, msgs, system_prompt="be brief")
+        assert ids[: len(previous)] == previous  # the whole previous turn is a prefix
+        reply = (7000 + turn, 7100 + turn)
+        msgs.append(ChatMessage("assistant", "x", reply))
+        previous = ids + list(reply)
+
+
+def test_system_prompt_replaces_a_stored_system_message() -> None:
+    msgs = [ChatMessage("system", "old"), ChatMessage("user", "q")]
+    ids = build_prompt_ids(chatml(), CharTokenizer(), msgs, system_prompt="new")
+    text = "".join(map(chr, ids))
+    assert "new" in text and "old" not in text
+
+
+def test_assistant_without_ids_is_tokenized_from_text() -> None:
+    msgs = [ChatMessage("user", "a"), ChatMessage("assistant", "imported"), ChatMessage("user", "b")]
+    text = "".join(map(chr, build_prompt_ids(chatml(), CharTokenizer(), msgs)))
+    assert "<|im_start|>assistant\nimported<|im_end|>" in text
+
+
+def test_template_that_drops_old_assistant_turns() -> None:
+    class DropsAssistant:
+        def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
+            return "".join(f"[{m['role']}:{m['content']}]" for m in messages if m["role"] != "assistant")
+
+    msgs = [ChatMessage("user", "a"), ChatMessage("assistant", "x", (9999,)), ChatMessage("user", "b")]
+    ids = build_prompt_ids(DropsAssistant(), CharTokenizer(), msgs)
+    assert 9999 not in ids and "".join(map(chr, ids)) == "[user:a][user:b]"

@@ -1,0 +1,62 @@
+"""Golden test on the real default model (SmolLM2-135M-Instruct Q4_1): greedy reply mentions Paris."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+PROMPT = (
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+)
+
+
+def _real_model_path() -> Path:
+    """TURBOSPARK_MODEL if set, else the fetched default model; skip when there is none."""
+    env = os.environ.get("TURBOSPARK_MODEL", "").strip()
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_file():
+            pytest.skip(f"TURBOSPARK_MODEL={env} does not exist")
+        return path
+    try:
+        from turbospark_app.model.fetch import default_model_path
+    except ImportError as exc:
+        pytest.skip(f"no TURBOSPARK_MODEL and the default-model module is unavailable ({exc})")
+    path = default_model_path()
+    if not path.is_file():
+        pytest.skip(f"default model not fetched yet ({path}); run `make model` or set TURBOSPARK_MODEL")
+    return path
+
+
+@pytest.mark.real_model
+def test_greedy_reply_mentions_paris() -> None:
+    from turbospark_app.model.llama import LlamaModel
+    from turbospark_app.model.producer import LlamaProducer
+
+    tokenizer_mod = pytest.importorskip("turbospark_app.model.tokenizer")
+    path = _real_model_path()
+    model = LlamaModel.from_gguf(path)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
+    tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
+    ids = tokenizer.encode(PROMPT)
+    assert ids[:3] == [1, 9690, 198]  # <|im_start|> system \n
+
+    producer = LlamaProducer(model)
+    logits = np.empty(model.config.vocab_size, np.float32)
+    producer.produce_chunk(ids[:-1], 0, None)
+    producer.produce(ids[-1], len(ids) - 1, logits)
+    stop = set(tokenizer.end_of_turn_ids) | set(tokenizer.eos_ids)
+    reply: list[int] = []
+    for _ in range(40):
+        token = int(np.argmax(logits))
+        if token in stop:
+            break
+        reply.append(token)
+        producer.produce(token, len(ids) + len(reply) - 1, logits)
+    text = tokenizer.decode(reply)
+    assert "Paris" in text, text
+    assert producer.mirror == tuple(ids + reply)  # every fed token, the stop token not fed

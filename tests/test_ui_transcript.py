@@ -1,0 +1,166 @@
+"""The transcript: O(delta) streaming appends, one Markdown render at the end, palette re-render."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtGui import QFontInfo, QPalette, QTextCursor
+
+from turbospark_app.ui.transcript import Entry, Transcript
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+
+
+def history(tokens: int) -> list[Entry]:
+    """Finished messages totalling about `tokens` word-tokens."""
+    entries: list[Entry] = []
+    n = 0
+    while n < tokens:
+        words = [WORDS[(n + i) % len(WORDS)] for i in range(100)]
+        n += 100
+        text = " ".join(words[:50]) + "\n\n" + " ".join(words[50:])
+        entries.append(Entry("user", "question " + str(n)))
+        entries.append(Entry("assistant", text, footer="prompt 1 tok · new 100 tok"))
+    return entries
+
+
+class ChangeLog:
+    """Records QTextDocument.contentsChange(position, removed, added)."""
+
+    def __init__(self, view: Transcript) -> None:
+        self.changes: list[tuple[int, int, int]] = []
+        view.document().contentsChange.connect(lambda p, r, a: self.changes.append((p, r, a)))
+
+
+def deltas(n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        word = WORDS[i % len(WORDS)]
+        out.append("\n\n" if i % 97 == 96 else " " + word)
+    return out
+
+
+def test_streaming_appends_touch_only_the_delta(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.resize(700, 500)
+    view.show()
+    view.set_entries(history(5000))  # a 5,000-token transcript above the reply
+    before = view.document().toPlainText()
+    view.begin_reply()
+    log = ChangeLog(view)
+    stream = deltas(5000)  # ...and a 5,000-token reply
+    for d in stream:
+        end = view.document().characterCount() - 1
+        n = len(log.changes)
+        view.append_delta(d)
+        # Exactly one change per delta: at the end, nothing removed, len(delta) added.
+        assert log.changes[n:] == [(end, 0, len(d))]
+    assert view.streamed_text() == "".join(stream)
+    assert view.document().toPlainText().startswith(before)
+
+
+def test_append_cost_does_not_grow_with_the_transcript(qtbot) -> None:
+    """The last 500 appends of a 5,000-token reply under a 5,000-token history cost about
+    what the first 500 appends into an empty transcript cost (a re-render would be ~50x)."""
+
+    def cost(view: Transcript, stream: list[str]) -> float:
+        t0 = time.perf_counter()
+        for d in stream:
+            view.append_delta(d)
+        view.viewport().repaint()  # include layout + paint
+        return time.perf_counter() - t0
+
+    small = Transcript()
+    big = Transcript()
+    for v in (small, big):
+        qtbot.addWidget(v)
+        v.resize(700, 500)
+        v.show()
+    big.set_entries(history(5000))
+    small.begin_reply()
+    big.begin_reply()
+    stream = deltas(5000)
+    for d in stream[:4500]:
+        big.append_delta(d)
+    # Best of three rounds each: robust against a busy machine.
+    small_costs, big_costs = [], []
+    for r in range(3):
+        chunk = deltas(500)
+        small_costs.append(cost(small, chunk))
+        big_costs.append(cost(big, chunk))
+    ratio = min(big_costs) / min(small_costs)
+    assert ratio < 4.0, f"append cost grew {ratio:.1f}x with the transcript"
+
+
+def test_end_reply_renders_markdown_in_place_once(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.set_entries([Entry("user", "show me code")])
+    prefix = view.document().toPlainText()
+    view.begin_reply()
+    text = "Here is **bold** and `inline`.\n\n```python\nprint('hi')\n```\n\nDone."
+    for piece in text.split(" "):
+        view.append_delta(piece + " ")
+    log = ChangeLog(view)
+    view.end_reply(text, "prompt 12 tok · new 9 tok", stopped=False)
+    plain = view.document().toPlainText()
+    assert plain.startswith(prefix)  # the history was not touched
+    assert "**" not in plain and "```" not in plain and "print('hi')" in plain
+    assert "prompt 12 tok" in plain
+    body_start = min(p for p, _, _ in log.changes)
+    assert body_start >= len(prefix)
+    # The bold run is bold; the code block and inline code are in a fixed-pitch font.
+    doc = view.document()
+    bold = doc.find("bold")
+    assert bold.charFormat().fontWeight() > 500
+    code = doc.find("print('hi')")
+    inline = doc.find("inline")
+    for cursor in (code, inline):
+        c = QTextCursor(cursor)
+        c.setPosition(cursor.selectionStart() + 1)
+        assert QFontInfo(c.charFormat().font()).fixedPitch()
+    assert view.entries[-1].text == text and not view.is_streaming
+
+
+def test_a_stopped_empty_reply_says_so(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    view.end_reply("", "stopped in 3 ms (during prefill)", stopped=True)
+    plain = view.document().toPlainText()
+    assert "stopped before any text" in plain and "■ stopped" in plain
+
+
+def test_truncate_removes_exactly_the_failed_turn(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.set_entries([Entry("user", "one"), Entry("assistant", "reply one")])
+    kept = view.document().toPlainText()
+    mark = view.mark()
+    view.append_message("user", "two")
+    view.begin_reply()
+    view.append_delta("partial")
+    view.truncate(mark)
+    assert view.document().toPlainText() == kept
+    assert [e.text for e in view.entries] == ["one", "reply one"] and not view.is_streaming
+    view.append_error("The model failed")
+    assert "The model failed" in view.document().toPlainText()
+
+
+def test_palette_change_rerenders_and_keeps_streaming(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.set_entries([Entry("user", "hi"), Entry("assistant", "**hello**", footer="stats")])
+    view.begin_reply()
+    view.append_delta("streaming so far")
+    text_before = view.document().toPlainText()
+    pal = view.palette()
+    pal.setColor(QPalette.ColorRole.Base, pal.color(QPalette.ColorRole.Text))
+    pal.setColor(QPalette.ColorRole.Text, pal.color(QPalette.ColorRole.Window))
+    view.setPalette(pal)
+    assert view.document().toPlainText() == text_before
+    assert view.is_streaming and view.streamed_text() == "streaming so far"
+    view.append_delta(" and more")
+    view.end_reply("streaming so far and more", "")
+    assert view.document().toPlainText().endswith("streaming so far and more")

@@ -1,0 +1,148 @@
+"""Write tiny random Llama/Qwen2 GGUF files for the model tests (not imported by the app).
+
+`write_tiny_gguf(path, **options)` writes a 2-layer model whose tensors use many GGML types
+(quantized with `gguf.quants.quantize` where it can, raw random blocks for the K-quants) and
+returns `(weights, cfg)`: the float64 weights as the test's own reference dequantizer reads
+them, and the hyper-parameters `model_reference.ref_forward` needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gguf
+import numpy as np
+from gguf import GGMLQuantizationType as Q
+
+from model_reference import REFERENCE_TYPES, ref_dequantize
+
+# Tensor types per layer: every type TurboSpark claims appears at least once.
+LAYER_TYPES: list[dict[str, str]] = [
+    {"attn_q": "Q4_K", "attn_k": "Q5_K", "attn_v": "Q6_K", "attn_output": "Q8_0",
+     "ffn_gate": "Q4_0", "ffn_up": "Q4_1", "ffn_down": "Q5_0"},
+    {"attn_q": "F16", "attn_k": "BF16", "attn_v": "Q5_1", "attn_output": "F32",
+     "ffn_gate": "Q6_K", "ffn_up": "Q5_K", "ffn_down": "Q4_K"},
+]
+_K_D_OFFSETS = {"Q4_K": 0, "Q5_K": 0, "Q6_K": 208}  # byte offset of the f16 `d` of a block
+
+
+def encode_tensor(values: np.ndarray, qtype: str, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+    """(array to hand to GGUFWriter.add_tensor, raw_dtype) for float `values` (rows, cols).
+
+    K-quants have no quantizer in gguf-py: their blocks are random bytes with small scales
+    (the values then come from the reference dequantizer, not from `values`).
+    """
+    if qtype == "F32":
+        return values.astype(np.float32), None
+    if qtype == "F16":
+        return values.astype(np.float16), None
+    qt = Q[qtype]
+    if qtype in _K_D_OFFSETS:
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        n_blocks = values.size // block
+        raw = rng.integers(0, 256, size=(n_blocks, size), dtype=np.uint8)
+        off = _K_D_OFFSETS[qtype]
+        d = np.full(n_blocks, 1e-5 if qtype == "Q6_K" else 1e-4, np.float16)
+        raw[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+        if qtype != "Q6_K":  # dmin
+            raw[:, 2:4] = np.full(n_blocks, 5e-5, np.float16).view(np.uint8).reshape(-1, 2)
+        return raw.reshape(values.shape[0], -1), qt
+    try:
+        return gguf.quants.quantize(values.astype(np.float32), qt), qt
+    except NotImplementedError:  # a type TurboSpark does not claim (error tests): random blocks
+        block, size = gguf.GGML_QUANT_SIZES[qt]
+        raw = rng.integers(0, 256, size=(values.size // block, size), dtype=np.uint8)
+        return raw.reshape(values.shape[0], -1), qt
+
+
+def write_tiny_gguf(
+    path: Path,
+    *,
+    arch: str = "llama",
+    seed: int = 0,
+    n_layers: int = 2,
+    dim: int = 256,
+    n_heads: int = 4,
+    n_kv: int = 2,
+    ffn: int = 512,
+    vocab: int = 300,
+    context: int = 1024,
+    rope_base: float = 10000.0,
+    rope_dims: int | None = None,
+    linear_scale: float | None = None,
+    rope_freqs: bool = False,
+    tied: bool = True,
+    eps: float = 1e-5,
+    layer_types: list[dict[str, str]] | None = None,
+    skip_tensor: str | None = None,
+    skip_metadata: str | None = None,
+    embd_type: str = "Q8_0",
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Write the GGUF; return (reference float64 weights by tensor name, cfg)."""
+    rng = np.random.default_rng(seed)
+    head_dim = dim // n_heads
+    rope_dims = rope_dims or head_dim
+    layer_types = layer_types or LAYER_TYPES
+    w = gguf.GGUFWriter(str(path), arch)
+    meta = {
+        "block_count": lambda: w.add_block_count(n_layers),
+        "context_length": lambda: w.add_context_length(context),
+        "embedding_length": lambda: w.add_embedding_length(dim),
+        "feed_forward_length": lambda: w.add_feed_forward_length(ffn),
+        "head_count": lambda: w.add_head_count(n_heads),
+        "head_count_kv": lambda: w.add_head_count_kv(n_kv),
+        "layer_norm_rms_epsilon": lambda: w.add_layer_norm_rms_eps(eps),
+        "rope_freq_base": lambda: w.add_rope_freq_base(rope_base),
+        "rope_dimension_count": lambda: w.add_rope_dimension_count(rope_dims),
+    }
+    for key, add in meta.items():
+        if key != skip_metadata:
+            add()
+    if linear_scale is not None:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(linear_scale)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    weights: dict[str, np.ndarray] = {}
+
+    def add(name: str, values: np.ndarray, qtype: str) -> None:
+        if name == skip_tensor:
+            return
+        arr, raw_dtype = encode_tensor(values, qtype, rng)
+        w.add_tensor(name, arr, raw_dtype=raw_dtype)
+        if qtype in ("F32", "F16"):
+            weights[name] = arr.astype(np.float64)
+        elif qtype in REFERENCE_TYPES:
+            weights[name] = ref_dequantize(arr.view(np.uint8), qtype, values.shape)
+
+    def norm_vec() -> np.ndarray:
+        return 1.0 + 0.1 * rng.standard_normal(dim)
+
+    add("token_embd.weight", rng.standard_normal((vocab, dim)) * 0.5, embd_type)
+    add("output_norm.weight", norm_vec(), "F32")
+    if not tied:
+        add("output.weight", rng.standard_normal((vocab, dim)) * 0.05, "F16")
+    if rope_freqs:
+        add("rope_freqs.weight", 1.0 + rng.random(rope_dims // 2) * 3.0, "F32")
+    q_dim, kv_dim = n_heads * head_dim, n_kv * head_dim
+    shapes = {"attn_q": (q_dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim),
+              "attn_output": (dim, q_dim), "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim),
+              "ffn_down": (dim, ffn)}
+    for layer in range(n_layers):
+        p = f"blk.{layer}."
+        types = layer_types[layer % len(layer_types)]
+        add(p + "attn_norm.weight", norm_vec(), "F32")
+        add(p + "ffn_norm.weight", norm_vec(), "F32")
+        for kind, shape in shapes.items():
+            add(f"{p}{kind}.weight", rng.standard_normal(shape) * 0.06, types[kind])
+        if arch == "qwen2":
+            for kind, n in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)):
+                add(f"{p}{kind}.bias", rng.standard_normal(n) * 0.1, "F32")
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    cfg = {"arch": arch, "n_layers": n_layers, "n_heads": n_heads, "n_kv": n_kv,
+           "head_dim": head_dim, "eps": eps, "rope_base": rope_base, "rope_dims": rope_dims,
+           "linear_scale": linear_scale or 1.0, "vocab": vocab, "context": context}
+    return weights, cfg
