@@ -28,5 +28,13 @@ test: $(STAMP) model
 bench: $(STAMP) model
 	$(BIN)/python benchmarks/bench_model.py
 
+# The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
+# self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where
+# packaging/build_macos.sh also signs it).
+package: $(STAMP) model
+	$(BIN)/python -m PyInstaller --noconfirm --workpath build/pyinstaller --distpath dist packaging/turbospark.spec
+	QT_QPA_PLATFORM=$${QT_QPA_PLATFORM:-offscreen} dist/TurboSpark/TurboSpark --self-test
+	@du -sh dist/TurboSpark
+
 clean:
 	rm -rf $(VENV) build dist .pytest_cache

@@ -178,10 +178,15 @@ def main() -> int:
         ids = [int(t) for t in np.random.default_rng(42).integers(100, c.vocab_size, args.prompt_tokens)]
         prefill_chunked(producer, ids, 128, logits)  # warm-up: page the mapped weights in
         n = len(ids)
-        off = statistics.median(prefill_off(producer, ids, logits) for _ in range(args.repeats))
+        runs: dict[str, list[float]] = {"off": [], **{str(ch): [] for ch in chunks}}
+        for _ in range(args.repeats):  # interleaved, so every mode sees the same machine load
+            runs["off"].append(prefill_off(producer, ids, logits))
+            for chunk in chunks:
+                runs[str(chunk)].append(prefill_chunked(producer, ids, chunk, logits))
+        off = statistics.median(runs["off"])
         print(f"prefill off      {n / off:7.1f} tok/s  ({n} tokens in {off:.2f} s)")
         for chunk in chunks:
-            sec = statistics.median(prefill_chunked(producer, ids, chunk, logits) for _ in range(args.repeats))
+            sec = statistics.median(runs[str(chunk)])
             print(f"prefill chunk {chunk:<3d}{n / sec:7.1f} tok/s  ({sec:.3f} s, {off / sec:.1f}x off mode)")
 
         steps, bare = bench_decode(model, producer, ids, args.decode_tokens, logits)

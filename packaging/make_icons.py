@@ -40,16 +40,20 @@ _BOLT = ((0.58, 0.12), (0.28, 0.55), (0.48, 0.55), (0.40, 0.88), (0.74, 0.42), (
 
 
 def _ensure_gui_app() -> object:
-    """A QGuiApplication (offscreen when there is no display) so QPainter can rasterize."""
-    from PySide6.QtGui import QGuiApplication
+    """A Qt application (offscreen when there is no display) so QPainter can rasterize.
 
-    app = QGuiApplication.instance()
+    A QApplication rather than a bare QGuiApplication, so that code sharing the process later
+    (a test session) can still create widgets.
+    """
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance()
     if app is None:
         if sys.platform.startswith("linux") and not (
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
         ):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-        app = QGuiApplication(["make_icons"])
+        app = QApplication(["make_icons"])
     return app
 
 

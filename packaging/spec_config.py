@@ -11,7 +11,9 @@ anything heavy from the app: the version is read from `turbospark_app/__init__.p
 from __future__ import annotations
 
 import ast
+import functools
 import os
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -58,7 +60,7 @@ QT_MODULES_KNOWN_UNUSED: tuple[str, ...] = (
 )
 """PySide6 modules to exclude unless the app's sources import them (then they are kept)."""
 
-_QT_IMPORT_RE = re.compile(r"\bPySide6\.(Qt\w+)|\bfrom\s+PySide6\s+import\s+\(?([^)\n]+)")
+_QT_DOTTED_RE = re.compile(r"\bPySide6\.(Qt\w+)")
 
 # --- Python modules ------------------------------------------------------------------------------
 
@@ -76,15 +78,18 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = ("qasync", "psutil", "platformdirs", "jinja2", "yaml")
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 
-QT_PLUGIN_DIRS_EXCLUDED: tuple[str, ...] = (
-    # Plugins of Qt modules the app excludes.
-    "qmltooling", "sqldrivers", "multimedia", "position", "sensors", "webview", "designer",
-    "renderers", "sceneparsers", "geometryloaders", "texttospeech", "canbus", "printsupport",
-    "networkinformation", "tls", "assetimporters", "qmllint", "scxmldatamodel",
-    # Embedded-Linux input and EGL device integrations (no desktop uses them).
-    "egldeviceintegrations", "generic",
-)
-"""Folders under PySide6/Qt/plugins whose plugins are all dropped from the bundle."""
+QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
+    # Plugin folders of Qt modules the app does not use -> that module (kept if it is used).
+    "qmltooling": "QtQml", "qmllint": "QtQml", "sqldrivers": "QtSql", "multimedia": "QtMultimedia",
+    "position": "QtPositioning", "sensors": "QtSensors", "webview": "QtWebView",
+    "designer": "QtDesigner", "renderers": "Qt3DRender", "sceneparsers": "Qt3DRender",
+    "geometryloaders": "Qt3DRender", "assetimporters": "QtQuick3D", "texttospeech": "QtTextToSpeech",
+    "canbus": "QtSerialBus", "printsupport": "QtPrintSupport", "networkinformation": "QtNetwork",
+    "tls": "QtNetwork", "scxmldatamodel": "QtScxml",
+    # Embedded-Linux input and EGL device integrations: no desktop uses them (None = always).
+    "egldeviceintegrations": None, "generic": None,
+}
+"""Folders under PySide6/Qt/plugins whose plugins are dropped, unless their module is used."""
 
 QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
     # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
@@ -100,7 +105,8 @@ QT_LIBRARIES_EXCLUDED: tuple[str, ...] = (
     "VirtualKeyboardQml", "Pdf", "Network", "EglFSDeviceIntegration", "EglFsKmsSupport",
 )
 """Qt shared libraries (libQt6<X>.so, Qt<X>.framework, Qt6<X>.dll) that only the dropped
-plugins need; the slow test checks that no kept library or plugin links against one."""
+plugins need. One is kept when the sources use its module (`Qt<X>`); the slow test checks with
+ldd that no kept library, binding or plugin links against a dropped one."""
 
 _QT_LIB_PATTERNS = (
     re.compile(r"^libQt6(\w+?)\.so(\.\d+)*$"),  # Linux
@@ -123,17 +129,25 @@ def app_version() -> str:
     raise RuntimeError("turbospark_app/__init__.py defines no __version__ string")
 
 
+def _qt_names_in(source_text: str) -> set[str]:
+    """Qt modules named by the imports of one source file, plus any dotted `PySide6.QtX`
+    mention (e.g. an `importlib.import_module("PySide6.QtCharts")` string)."""
+    found = set(_QT_DOTTED_RE.findall(source_text))
+    try:
+        tree = ast.parse(source_text)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "PySide6":
+            found.update(alias.name for alias in node.names if alias.name.startswith("Qt"))
+    return found
+
+
 def scan_qt_imports(package_dir: Path = APP_PACKAGE_DIR) -> set[str]:
-    """The `PySide6.Qt*` modules the app's Python sources import (a textual scan)."""
+    """The `PySide6.Qt*` modules the app's Python sources import or name."""
     used: set[str] = set()
     for source in sorted(package_dir.rglob("*.py")):
-        text = source.read_text(encoding="utf-8", errors="replace")
-        for dotted, from_list in _QT_IMPORT_RE.findall(text):
-            if dotted:
-                used.add(dotted)
-            for name in re.split(r"[,\s]+", from_list or ""):
-                if name.startswith("Qt"):
-                    used.add(name.split(" as ")[0])
+        used |= _qt_names_in(source.read_text(encoding="utf-8", errors="replace"))
     return used
 
 
@@ -201,18 +215,30 @@ def qt_library_module(dest: str) -> str | None:
     return None
 
 
-def keep_toc_entry(dest: str) -> bool:
+@functools.lru_cache(maxsize=1)
+def _used_for_filtering() -> frozenset[str]:
+    # keep_toc_entry runs for thousands of entries: scan the sources once per build.
+    return frozenset(used_qt_modules())
+
+
+def keep_toc_entry(dest: str, used: Iterable[str] | None = None) -> bool:
     """False for a collected file the app cannot use: a plugin of an excluded kind, a Qt
-    library only those plugins need, or a Qt translation of a module we exclude."""
+    library only those plugins need, or a Qt translation of a module we exclude.
+
+    `used` is the set of Qt modules in use (default: `used_qt_modules()`); a plugin folder or a
+    library that belongs to a used module is kept.
+    """
+    used = _used_for_filtering() if used is None else frozenset(used)
     parts = _toc_path_parts(dest)
     if "plugins" in parts:
         i = parts.index("plugins")
         folder = parts[i + 1] if i + 1 < len(parts) else ""
-        if folder in QT_PLUGIN_DIRS_EXCLUDED:
+        if folder in QT_PLUGIN_DIRS_EXCLUDED and QT_PLUGIN_DIRS_EXCLUDED[folder] not in used:
             return False
         if i + 2 < len(parts) and plugin_name(parts[i + 2]) in QT_PLUGINS_EXCLUDED.get(folder, ()):
             return False
-    if "PySide6" in parts and qt_library_module(dest) in QT_LIBRARIES_EXCLUDED:
+    library = qt_library_module(dest)
+    if library in QT_LIBRARIES_EXCLUDED and f"Qt{library}" not in used:
         return False
     if "translations" in parts and parts[-1].endswith(".qm"):
         stem = parts[-1].split("_", 1)[0]
@@ -221,9 +247,31 @@ def keep_toc_entry(dest: str) -> bool:
     return True
 
 
-def filter_toc(entries: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
-    """`entries` without the files `keep_toc_entry` rejects."""
-    return [entry for entry in entries if keep_toc_entry(entry[0])]
+TocEntry = tuple[str, str, str]
+"""A PyInstaller TOC entry: (destination in the bundle, source path or symlink target, typecode)."""
+
+
+def _symlink_target(entry: TocEntry) -> str:
+    """The bundle path a SYMLINK entry points at (its target is relative to its own folder)."""
+    dest, target, _ = entry
+    return posixpath.normpath(posixpath.join(posixpath.dirname(dest.replace("\\", "/")),
+                                             target.replace("\\", "/")))
+
+
+def keep_toc(entry: TocEntry) -> bool:
+    """`keep_toc_entry` for a TOC entry; a SYMLINK is judged by its own path and its target's,
+    so PyInstaller's top-level `libQt6Quick.so.6 -> PySide6/Qt/lib/libQt6Quick.so.6` goes when
+    the library goes, instead of being left dangling."""
+    if not keep_toc_entry(entry[0]):
+        return False
+    return entry[2] != "SYMLINK" or keep_toc_entry(_symlink_target(entry))
+
+
+def filter_tocs(
+    datas: Iterable[TocEntry], binaries: Iterable[TocEntry]
+) -> tuple[list[TocEntry], list[TocEntry]]:
+    """`datas` and `binaries` without the entries `keep_toc` rejects."""
+    return [e for e in datas if keep_toc(e)], [e for e in binaries if keep_toc(e)]
 
 
 def model_to_bundle() -> Path:
@@ -265,11 +313,28 @@ def bundled_model_dest() -> str:
     return f"{BUNDLED_MODELS_DIR}/{DEFAULT_MODEL_FILENAME}"
 
 
-def info_plist() -> dict[str, Any]:
+def effective_min_macos(binary_sources: Iterable[str]) -> str:
+    """`MIN_MACOS_VERSION`, raised to the highest deployment target among the bundled binaries
+    (a wheel built for a newer macOS would crash the app on an older one)."""
+    if str(PACKAGING_DIR) not in sys.path:
+        sys.path.insert(0, str(PACKAGING_DIR))
+    import macho
+
+    highest, found = macho.highest_min_macos(Path(source) for source in binary_sources)
+    floor = macho.parse_version(MIN_MACOS_VERSION)
+    if highest is None or highest <= floor:
+        return MIN_MACOS_VERSION
+    print(f"TurboSpark spec: LSMinimumSystemVersion raised from {MIN_MACOS_VERSION} to "
+          f"{macho.format_version(highest)}: {found[0][0]} needs it")
+    return macho.format_version(highest)
+
+
+def info_plist(min_macos: str = MIN_MACOS_VERSION) -> dict[str, Any]:
     """Info.plist keys for the macOS BUNDLE (PyInstaller adds the executable/icon keys).
 
     CFBundleIdentifier and CFBundleShortVersionString are also passed as BUNDLE arguments;
     they are repeated here so this one dict is the whole reviewed Info.plist content.
+    `min_macos` is `effective_min_macos(...)` of the bundled binaries.
     """
     version = app_version()
     return {
@@ -281,7 +346,7 @@ def info_plist() -> dict[str, Any]:
         "CFBundlePackageType": "APPL",
         "CFBundleDevelopmentRegion": "en",
         "LSApplicationCategoryType": "public.app-category.productivity",
-        "LSMinimumSystemVersion": MIN_MACOS_VERSION,
+        "LSMinimumSystemVersion": min_macos,
         "NSHighResolutionCapable": True,
         "NSSupportsAutomaticGraphicsSwitching": True,
         "NSRequiresAquaSystemAppearance": False,  # follow the system's dark mode

@@ -389,3 +389,37 @@ def test_every_request_ends_exactly_once_in_order(plan, max_active) -> None:
         assert peak <= max_active
     finally:
         assert eng.shutdown()
+
+
+class _FixedSource:
+    """A platform source that always reads one level."""
+
+    def __init__(self, name: str, level: Any) -> None:
+        self.name = name
+        self.level = level
+
+    def read(self) -> tuple[Any, str]:
+        return self.level, "fixed for the test"
+
+
+def test_system_info_reads_the_monitors_live_while_a_step_blocks(make_engine) -> None:
+    from turbospark_app.engine.power import MemoryPressure, ThermalLevel
+    from turbospark_app.readings import MemoryMonitor, ThermalMonitor
+
+    thermal = ThermalMonitor(_FixedSource("test thermal", ThermalLevel.NOMINAL))
+    memory = MemoryMonitor(_FixedSource("test memory", None))
+    gate = StepGate()
+    backend = FakeBackend(gate=gate)
+    eng, rec = make_engine(backend, monitors=(thermal, memory))
+    eng.submit(request("c"))
+    assert gate.wait_blocked()  # the engine thread is inside a forward step
+    info = eng.system_info()
+    assert info["thermal"]["label"] == "nominal" and info["memory_pressure"]["label"] == "unavailable"
+    assert info["model"] == {"name": "fake-model"}  # from the engine thread's snapshot
+    thermal.set_simulated(ThermalLevel.SERIOUS)  # what a QA control does, on the GUI thread
+    memory.set_simulated(MemoryPressure.WARNING)
+    info = eng.system_info()  # still inside the same step: the levels are live anyway
+    assert gate.passed == 0
+    assert info["thermal"]["label"] == "serious (simulated)"
+    assert info["memory_pressure"]["label"] == "warning (simulated)"
+    assert info["process"]["rss_bytes"] > 0 and info["engine"]["active_turns"] == 1

@@ -98,7 +98,8 @@ def test_float32_everywhere(tiny) -> None:
     assert model.forward([1], cache).dtype == np.float32
     out = np.full(model.config.vocab_size, np.nan, np.float32)
     assert model.forward([2], cache, logits_out=out) is out and np.isfinite(out).all()
-    assert cache.layer(0).dtype == np.float32 and cache.keys(1).dtype == np.float32
+    assert cache.k_store(0).dtype == np.float32 and cache.v_store(1).dtype == np.float32
+    assert cache.keys(1).dtype == np.float32
     assert model._rope_table(4).dtype == np.complex64  # pairs of float32
     buf = model._buffers()
     for name in ("x", "xn", "tmp", "qkv", "gu", "act"):
@@ -127,10 +128,11 @@ def test_kv_cache_unit_behaviour() -> None:
     cache = KVCache(n_layers=2, n_kv_heads=1, head_dim=4, max_context=600, step=256)
     cache.reserve(10)
     assert cache.capacity == 256
-    cache.layer(0)[:, :, :10] = 1.0
+    cache.k_store(0)[:, :, :10] = 1.0
+    cache.v_store(0)[:, :10] = 1.0
     cache.advance(10)
     cache.reserve(300)
-    assert cache.capacity == 512 and (cache.keys(0) == 1.0).all()
+    assert cache.capacity == 512 and (cache.keys(0) == 1.0).all() and (cache.values(0) == 1.0).all()
     cache.reserve(600)
     assert cache.capacity == 600  # bounded by max_context, never beyond
     with pytest.raises(KVCacheFull, match="600"):
@@ -140,7 +142,7 @@ def test_kv_cache_unit_behaviour() -> None:
     cache.trim(4)
     assert cache.offset == 4 and cache.keys(1).shape == (1, 4, 4)
     cache.shrink()
-    assert cache.capacity == 256 and (cache.keys(0) == 1.0).all()
+    assert cache.capacity == 256 and (cache.keys(0) == 1.0).all() and (cache.values(0) == 1.0).all()
     cache.release()
     assert cache.offset == 0 and cache.capacity == 0 and cache.nbytes == 0
 
@@ -173,3 +175,21 @@ def test_config_from_metadata(tmp_path: Path) -> None:
     assert c.quantization == "Q8_0" and c.file_type == 7
     expected_params = 300 * 256 * 2 + 256 + 2 * (2 * 256 + 256 * 256 * 2 + 128 * 256 * 2 + 3 * 512 * 256)
     assert c.n_params == expected_params
+
+
+@pytest.mark.parametrize("block", [1, 5, 128])
+def test_chunked_attention_in_query_blocks(tiny, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks longer than the attention's query block (and starting mid-cache) stay exact."""
+    import turbospark_app.model.llama as llama_mod
+
+    model, _, _ = tiny
+    tokens = [(i * 37) % 300 for i in range(150)]
+    cache = model.new_cache()
+    for token in tokens[:-1]:
+        model.forward([token], cache, want_logits=False)
+    by_token = model.forward(tokens[-1:], cache)
+    monkeypatch.setattr(llama_mod, "_ATTN_QUERY_BLOCK", block)
+    chunked_cache = model.new_cache()
+    model.forward(tokens[:11], chunked_cache, want_logits=False)
+    chunked = model.forward(tokens[11:], chunked_cache)  # 139 tokens at position 11
+    np.testing.assert_allclose(chunked, by_token, rtol=1e-4, atol=1e-4)

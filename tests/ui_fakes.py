@@ -251,8 +251,9 @@ def fake_factory(backend: FakeBackend) -> Callable[[], FakeBackend]:
 
     def make() -> FakeBackend:
         backend._record("load")
-        if backend.load_delay:
-            time.sleep(backend.load_delay)
+        delay = getattr(backend, "load_delay", 0.0)
+        if delay:
+            time.sleep(delay)
         return backend
 
     return make

@@ -11,16 +11,15 @@ The packaging spec (`packaging/turbospark.spec`) puts the default model at
 first launch works offline. In an ordinary (unfrozen) install every function here says "not
 bundled" and `resource_path` resolves against the repository's `resources/` folder.
 
-Importing this module is cheap: it imports nothing beyond the standard library and the
-lightweight `model.fetch` constants.
+Importing this module is cheap and safe from anywhere: it imports only the standard library
+at module level (`model.fetch` is imported inside `bundled_model_path`, so `fetch` itself may
+import this module to prefer the bundled model without an import cycle).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-
-from .model.fetch import DEFAULT_MODEL_FILENAME
 
 BUNDLED_MODELS_DIR = "models"
 """The folder, relative to the bundle's data root, that holds the embedded GGUF."""
@@ -71,12 +70,20 @@ def _data_roots() -> list[Path]:
     return unique
 
 
-def bundled_model_path(filename: str = DEFAULT_MODEL_FILENAME) -> Path | None:
+def bundled_model_path(filename: str | None = None) -> Path | None:
     """The GGUF embedded in the frozen app (`<data root>/models/<filename>`), or None.
 
-    None when not frozen or when the bundle has no such file (a build without the model).
+    `filename` defaults to the default model's file name. None when not frozen or when the
+    bundle has no such file (a build without the model).
     """
-    for root in _data_roots():
+    roots = _data_roots()
+    if not roots:
+        return None
+    if filename is None:
+        from .model.fetch import DEFAULT_MODEL_FILENAME
+
+        filename = DEFAULT_MODEL_FILENAME
+    for root in roots:
         candidate = root / BUNDLED_MODELS_DIR / filename
         if candidate.is_file():
             return candidate

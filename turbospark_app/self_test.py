@@ -86,12 +86,15 @@ class SelfTestReport:
 # --- Qt ------------------------------------------------------------------------------------------
 
 
-def _requested_platform() -> str:
-    """The QPA platform Qt will load: QT_QPA_PLATFORM (without its ":options"), else native."""
+def requested_platforms() -> list[str]:
+    """The QPA platforms Qt will try, in order: QT_QPA_PLATFORM's ";"-separated candidates
+    (without their ":options"), else the native one. Empty when neither is known."""
     requested = os.environ.get("QT_QPA_PLATFORM", "").strip()
     if requested:
-        return requested.split(":", 1)[0].split(";", 1)[0]
-    return NATIVE_QT_PLATFORM.get(sys.platform, "")
+        names = [part.split(":", 1)[0].strip() for part in requested.split(";")]
+        return [name for name in names if name]
+    native = NATIVE_QT_PLATFORM.get(sys.platform)
+    return [native] if native else []
 
 
 def _default_to_offscreen_without_display() -> None:
@@ -165,11 +168,11 @@ def check_qt(*, frozen: bool) -> QtReport:
         raise SelfTestError(f"Qt (PySide6) does not import: {exc}") from exc
 
     available = available_platform_plugins()
-    requested = _requested_platform()
+    requested = requested_platforms()
     # Checked before QApplication exists: a missing platform plugin makes Qt abort the process.
-    if requested and requested not in available:
+    if requested and not set(requested) & set(available):
         raise SelfTestError(
-            f"the Qt platform plugin {requested!r} is missing (plugins found: "
+            f"the Qt platform plugin {' or '.join(map(repr, requested))} is missing (plugins found: "
             f"{', '.join(available) or 'none'}; searched {', '.join(map(str, _plugin_dirs()))})"
         )
     native = NATIVE_QT_PLATFORM.get(sys.platform)
@@ -181,8 +184,7 @@ def check_qt(*, frozen: bool) -> QtReport:
 
     app = QApplication.instance()
     if app is None:
-        app = QApplication([sys.argv[0] if sys.argv else "turbospark", "-platform", requested]
-                           if requested else [sys.argv[0] if sys.argv else "turbospark"])
+        app = QApplication([sys.argv[0] if sys.argv else "turbospark"])
     if not isinstance(app, QApplication):
         raise SelfTestError(f"a non-widget {type(app).__name__} already exists in this process")
 

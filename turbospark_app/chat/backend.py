@@ -209,8 +209,13 @@ def load_backend(
     max_kv_bytes: int | None = None,
     max_context: int | None = None,
     cache_dir: Path | None = None,
+    thermal: ThermalMonitor | None = None,
+    memory: MemoryMonitor | None = None,
 ) -> LlamaChatBackend:
-    """Load a GGUF (weights through the cache) and build the backend. Raises EngineError."""
+    """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
+
+    `thermal` / `memory`: monitors to pace on (the desktop app passes its own, so a level forced
+    from the QA panel survives a model switch); by default they come from the environment."""
     path = Path(model_path)
     start = time.perf_counter()
     model = LlamaModel.from_gguf(path, cache_dir)
@@ -224,5 +229,7 @@ def load_backend(
         session_slots=session_slots,
         max_kv_bytes=max_kv_bytes,
         max_context=max_context,
+        thermal=thermal,
+        memory=memory,
         load_seconds=time.perf_counter() - start,
     )

@@ -77,14 +77,17 @@ def default_model_path() -> Path:
 
 
 def resolve_model_path(cli_value: str | None) -> Path:
-    """The GGUF to use: the CLI flag, else `TURBOSPARK_MODEL`, else the default model's path.
+    """The GGUF to use: the CLI flag, else `TURBOSPARK_MODEL`, else the model embedded in a
+    frozen app, else the default model's path.
 
     The path is not checked for existence (the caller reports a missing file in its own terms).
     """
     for value in (cli_value, os.environ.get(MODEL_ENV)):
         if value and value.strip():
             return Path(value.strip()).expanduser()
-    return default_model_path()
+    from ..bundle import bundled_model_path
+
+    return bundled_model_path() or default_model_path()
 
 
 def _sidecar(path: Path) -> Path:

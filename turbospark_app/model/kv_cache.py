@@ -1,8 +1,16 @@
 """The KV cache: per-layer keys and values with an `offset` cursor, grown in steps.
 
-One float32 buffer of shape (n_layers, 2, n_kv_heads, capacity, head_dim) holds every layer's
-K (index 0) and V (index 1). Per layer, `layer(l)` is a (2, n_kv, capacity, head_dim) view, so
-writing a token's K and V is one assignment and `[:, :, :offset]` is a cheap strided view.
+Two float32 buffers hold every layer:
+
+    keys, TRANSPOSED:  (n_layers, n_kv_heads, head_dim, capacity)
+    values:            (n_layers, n_kv_heads, capacity, head_dim)
+
+Per layer, `k_store(l)` is a (n_kv, head_dim, capacity) view and `v_store(l)` a
+(n_kv, capacity, head_dim) view. Keys are kept transposed because attention reads them as
+`q @ K^T`: with K^T rows contiguous along positions, both decode products (q . K and p . V)
+are BLAS matrix-vector products that stream memory row by row — measured ~8% faster than a
+(n_kv, capacity, head_dim) key layout on the decode step's attention. Slicing the first
+`offset` positions is a view either way; appending a token writes head_dim strided floats.
 
 Capacity starts at 0 and grows on demand (`reserve`) in multiples of `step` tokens — by at least
 `step` or a quarter of the current capacity — never beyond `max_context`. The cache is
@@ -47,8 +55,14 @@ class KVCache:
         self.max_context = max_context
         self.step = step
         self._offset = 0
-        self._buf = np.empty((n_layers, 2, n_kv_heads, 0, head_dim), np.float32)
-        self._layers: list[np.ndarray] = list(self._buf)
+        self._alloc(0)
+
+    def _alloc(self, capacity: int) -> None:
+        shape = (self.n_layers, self.n_kv_heads, self.head_dim, capacity)
+        self._k = np.empty(shape, np.float32)  # (L, n_kv, head_dim, capacity)
+        self._v = np.empty((self.n_layers, self.n_kv_heads, capacity, self.head_dim), np.float32)
+        self.k_layers: list[np.ndarray] = list(self._k)  # per layer (n_kv, head_dim, capacity)
+        self.v_layers: list[np.ndarray] = list(self._v)  # per layer (n_kv, capacity, head_dim)
 
     # -- size -------------------------------------------------------------------------------
 
@@ -60,16 +74,16 @@ class KVCache:
     @property
     def capacity(self) -> int:
         """Allocated positions (>= offset)."""
-        return self._buf.shape[3]
+        return self._v.shape[2]
 
     @property
     def nbytes(self) -> int:
         """Bytes allocated (not just used)."""
-        return self._buf.nbytes
+        return self._k.nbytes + self._v.nbytes
 
     @property
     def dtype(self) -> np.dtype:
-        return self._buf.dtype
+        return self._v.dtype
 
     def reserve(self, n_tokens: int) -> None:
         """Make room for `n_tokens` positions in total (KVCacheFull beyond max_context)."""
@@ -79,35 +93,35 @@ class KVCache:
         if n_tokens > self.max_context:
             raise KVCacheFull(n_tokens, self.max_context)
         want = max(n_tokens, cap + max(self.step, cap // 4))
-        new_cap = min(-(-want // self.step) * self.step, self.max_context)
-        self._realloc(new_cap)
+        self._realloc(min(-(-want // self.step) * self.step, self.max_context))
 
     def _realloc(self, new_cap: int) -> None:
-        new = np.empty(
-            (self.n_layers, 2, self.n_kv_heads, new_cap, self.head_dim), np.float32
-        )  # (L, 2, n_kv, capacity, head_dim)
-        n = self._offset
+        old_k, old_v, n = self._k, self._v, self._offset
+        self._alloc(new_cap)
         if n:
-            new[:, :, :, :n] = self._buf[:, :, :, :n]
-        self._buf = new
-        self._layers = list(new)
+            self._k[..., :n] = old_k[..., :n]
+            self._v[:, :, :n] = old_v[:, :, :n]
 
     # -- access -----------------------------------------------------------------------------
 
-    def layer(self, index: int) -> np.ndarray:
-        """Layer `index`'s K/V storage, (2, n_kv, capacity, head_dim); positions >= offset are junk.
+    def k_store(self, index: int) -> np.ndarray:
+        """Layer `index`'s key storage, TRANSPOSED: (n_kv, head_dim, capacity).
 
-        The view is invalidated by `reserve`/`shrink`/`release` when they reallocate.
+        Positions >= offset are junk. Invalidated when `reserve`/`shrink`/`release` reallocate.
         """
-        return self._layers[index]
+        return self.k_layers[index]
+
+    def v_store(self, index: int) -> np.ndarray:
+        """Layer `index`'s value storage: (n_kv, capacity, head_dim) (same caveats)."""
+        return self.v_layers[index]
 
     def keys(self, index: int) -> np.ndarray:
         """Valid keys of a layer: (n_kv, offset, head_dim) view."""
-        return self._layers[index][0, :, : self._offset]
+        return self.k_layers[index][:, :, : self._offset].transpose(0, 2, 1)
 
     def values(self, index: int) -> np.ndarray:
         """Valid values of a layer: (n_kv, offset, head_dim) view."""
-        return self._layers[index][1, :, : self._offset]
+        return self.v_layers[index][:, : self._offset]
 
     # -- cursor -----------------------------------------------------------------------------
 
@@ -132,7 +146,7 @@ class KVCache:
     def release(self) -> None:
         """Trim to 0 and free every allocation."""
         self._offset = 0
-        self._realloc(0)
+        self._alloc(0)
 
     def __repr__(self) -> str:
         return (

@@ -28,6 +28,7 @@ from .weights import LlamaWeights, load_weights
 _F32 = np.float32
 _ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
 _ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
+_ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
 
 
 class _DecodeBuffers:
@@ -44,9 +45,10 @@ class _DecodeBuffers:
         qk = self.qkv[: c.q_dim + c.kv_dim].view(np.complex64)
         # (n_heads + n_kv, rope_dims/2) complex view of q and k: adjacent pairs = (re, im)
         self.qk_rot = qk.reshape(c.n_heads + c.n_kv_heads, c.head_dim // 2)[:, : c.rope_dims // 2]
-        # (n_kv, g, hd, 1): each query head as a column vector
-        self.q = self.qkv[: c.q_dim].reshape(c.n_kv_heads, c.group_size, c.head_dim, 1)
-        self.kv = self.qkv[c.q_dim :].reshape(2, c.n_kv_heads, c.head_dim)  # (2, n_kv, hd)
+        # (n_kv, g, 1, hd): each query head as a row vector
+        self.q = self.qkv[: c.q_dim].reshape(c.n_kv_heads, c.group_size, 1, c.head_dim)
+        self.k = self.qkv[c.q_dim : c.q_dim + c.kv_dim].reshape(c.n_kv_heads, c.head_dim)
+        self.v = self.qkv[c.q_dim + c.kv_dim :].reshape(c.n_kv_heads, c.head_dim)
         self.gate = self.gu[: c.ffn_dim]
         self.up = self.gu[c.ffn_dim :]
 
@@ -166,28 +168,30 @@ class LlamaModel:
         cache.reserve(n)
         rot = self._rope_table(n)[pos]  # (rope_dims/2,) complex64
         x, xn, tmp, qkv, gu, act = b.x, b.xn, b.tmp, b.qkv, b.gu, b.act
-        qk_rot, q, kv_new, gate, up = b.qk_rot, b.q, b.kv, b.gate, b.up
+        qk_rot, q, k_new, v_new, gate, up = b.qk_rot, b.q, b.k, b.v, b.gate, b.up
+        k_layers, v_layers = cache.k_layers, cache.v_layers  # after reserve(): current
         q_dim, inv_dim, eps = c.q_dim, 1.0 / c.dim, c.norm_eps
         wqkv_t, wo_t, wgu_t, wd_t, bqkv = self._wqkv_t, self._wo_t, self._wgu_t, self._wd_t, self._bqkv
         dot, matmul, multiply, exp, sqrt = np.dot, np.matmul, np.multiply, np.exp, math.sqrt
         max_reduce, add_reduce = np.maximum.reduce, np.add.reduce
         np.copyto(x, self._embd[token])
         for i in range(c.n_layers):
-            kvl = cache.layer(i)  # (2, n_kv, capacity, hd)
+            kt, vv = k_layers[i], v_layers[i]  # (n_kv, hd, capacity), (n_kv, capacity, hd)
             # attention
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
             matmul(xn, wqkv_t[i], out=qkv)  # (nqkv,)
             if bqkv is not None:
                 qkv += bqkv[i]
             multiply(qk_rot, rot, out=qk_rot)  # RoPE on q and k at once
-            kvl[:, :, pos] = kv_new
-            # Batched matrix-VECTOR products (BLAS gemv): ~2x faster than (g x hd) @ (hd x n)
-            # gemms, which OpenBLAS handles poorly for a 3-row left operand.
-            s = matmul(kvl[0, :, None, :n], q)  # (n_kv, 1, n, hd) @ (n_kv, g, hd, 1) -> (n_kv, g, n, 1)
-            s -= max_reduce(s, axis=2, keepdims=True)
+            kt[:, :, pos] = k_new
+            vv[:, pos] = v_new
+            # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
+            # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
+            s = matmul(q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
+            s -= max_reduce(s, axis=3, keepdims=True)
             exp(s, out=s)
-            o = matmul(kvl[1, :, None, :n].transpose(0, 1, 3, 2), s)  # -> (n_kv, g, hd, 1)
-            o /= add_reduce(s, axis=2, keepdims=True)
+            o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
+            o /= add_reduce(s, axis=3, keepdims=True)
             matmul(o.reshape(q_dim), wo_t[i], out=tmp)  # (dim,)
             x += tmp
             # feed-forward
@@ -214,16 +218,17 @@ class LlamaModel:
         half, q_dim, qk_dim, f = c.rope_dims // 2, c.q_dim, c.q_dim + c.kv_dim, c.ffn_dim
         x = self._embd[ids]  # (T, dim) copy
         for i in range(c.n_layers):
-            kvl = cache.layer(i)  # (2, n_kv, capacity, hd)
+            kt, vv = cache.k_layers[i], cache.v_layers[i]  # (n_kv, hd, cap), (n_kv, cap, hd)
             qkv = self._rms(x) @ self._wqkv_t[i]  # (T, nqkv)
             if self._bqkv is not None:
                 qkv += self._bqkv[i]
             qk = qkv[:, :qk_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
             qk[:, :, :half] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
             kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
-            kvl[:, :, p:n] = kv_new.transpose(1, 2, 0, 3)  # (2, n_kv, T, hd)
+            kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
+            vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
             q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
-            x += self._attend(q.transpose(1, 0, 2, 3), kvl, p) @ self._wo_t[i]
+            x += self._attend(q.transpose(1, 0, 2, 3), kt, vv, p) @ self._wo_t[i]
             gu = self._rms(x) @ self._wgu_t[i]  # (T, 2 ffn)
             gate = gu[:, :f]
             h = np.exp(-gate)
@@ -240,22 +245,28 @@ class LlamaModel:
         r = 1.0 / np.sqrt(ss * (1.0 / self.config.dim) + self.config.norm_eps)
         return x * r[:, None]
 
-    def _attend(self, q: np.ndarray, kvl: np.ndarray, p: int) -> np.ndarray:
-        """Causal GQA of a chunk. q: (n_kv, T, g, hd) at positions p..p+T-1 -> (T, q_dim)."""
+    def _attend(self, q: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int) -> np.ndarray:
+        """Causal GQA of a chunk at positions p..p+T-1 over the cache -> (T, q_dim).
+
+        q: (n_kv, T, g, hd); kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd).
+        Queries go in blocks of <= 128 tokens: a block attends to keys [0, p + its end) only (the
+        later ones are masked for all of its queries anyway), and only its own diagonal block
+        of keys needs the causal mask. Scores stay small enough for the L2 cache.
+        """
         n_kv, t_len, g, hd = q.shape
         out = np.empty((t_len, n_kv, g, hd), _F32)  # (T, n_kv, g, hd)
-        block = max(1, _ATTN_BLOCK_ELEMS // (n_kv * g * (p + t_len)))
+        block = max(1, min(t_len, _ATTN_QUERY_BLOCK, _ATTN_BLOCK_ELEMS // (n_kv * g * (p + t_len))))
+        tri = np.triu(np.full((block, block), -np.inf, _F32), k=1)  # (block, block) causal mask
         for t0 in range(0, t_len, block):
             t1 = min(t_len, t0 + block)
-            nb, n_keys = t1 - t0, p + t1  # later keys are masked for every query of the block
+            nb, n_keys = t1 - t0, p + t1
             qb = q[:, t0:t1].reshape(n_kv, nb * g, hd)  # (n_kv, nb*g, hd)
-            s = np.matmul(qb, kvl[0, :, :n_keys].transpose(0, 2, 1))  # (n_kv, nb*g, n_keys)
+            s = np.matmul(qb, kt[:, :, :n_keys])  # (n_kv, nb*g, n_keys)
             s4 = s.reshape(n_kv, nb, g, n_keys)
-            future = np.arange(n_keys)[None, :] > (p + np.arange(t0, t1))[:, None]  # (nb, n_keys)
-            s4 += np.where(future, _F32(-np.inf), _F32(0.0))[None, :, None, :]
+            s4[..., p + t0 :] += tri[None, :nb, None, :nb]  # keys of the block itself
             s -= np.maximum.reduce(s, axis=2, keepdims=True)
             np.exp(s, out=s)
-            o = np.matmul(s, kvl[1, :, :n_keys])  # (n_kv, nb*g, hd)
+            o = np.matmul(s, vv[:, :n_keys])  # (n_kv, nb*g, hd)
             o /= np.add.reduce(s, axis=2, keepdims=True)
             out[t0:t1] = o.reshape(n_kv, nb, g, hd).transpose(1, 0, 2, 3)
         return out.reshape(t_len, n_kv * g * hd)

@@ -16,8 +16,10 @@ scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal th
 thread (see `turbospark_app.ui.bridge`).
 
 `system_info()` never waits behind a forward step: it merges a lock-protected snapshot (the
-backend's document, refreshed by the engine thread between steps) with live process readings
-taken on the caller's thread.
+backend's document, refreshed by the engine thread between steps and after every turn) with
+live readings taken on the caller's thread: this process's memory and CPU and, when the app
+hands its thermal / memory monitors in (`monitors=`), the two levels too, so a level forced
+from a QA control shows at the next poll even while the engine is idle or inside a step.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 
 BackendFactory = Callable[[], ChatBackend]
 Clock = Callable[[], float]
+Monitors = tuple[Any, Any]  # (readings.ThermalMonitor, readings.MemoryMonitor): read() is thread-safe
 
 # The backend's system_info is re-read at most this often while turns are being stepped.
 SNAPSHOT_REFRESH_SECONDS = 0.5
@@ -260,17 +263,20 @@ class EngineThread:
         *,
         max_active: int = 4,
         clock: Clock = time.monotonic,
+        monitors: Monitors | None = None,
         name: str = "turbospark-engine",
     ) -> None:
         """`max_active` turns are stepped at once (use the backend's session slots: more turns
         than KV slots would only queue inside the backend); the rest wait in FIFO order.
-        `clock` must be the clock PaceWait deadlines are on (RateConfig.clock)."""
+        `clock` must be the clock PaceWait deadlines are on (RateConfig.clock). `monitors`:
+        the (thermal, memory) monitors the backend paces on, read live by `system_info`."""
         if max_active < 1:
             raise ValueError(f"max_active must be >= 1 (got {max_active})")
         self._factory = backend_factory
         self._on_event = on_event
         self._max_active = max_active
         self._clock = clock
+        self._monitors = monitors
         self._cond = threading.Condition()
         self._pending: collections.deque[_Job] = collections.deque()
         self._active: list[_Job] = []
@@ -360,23 +366,32 @@ class EngineThread:
 
     def system_info(self) -> dict[str, Any]:
         """The backend's last `system_info` document (refreshed between steps) merged with live
-        readings of this process, taken here on the caller's thread. Never blocks on a step."""
+        readings taken here on the caller's thread. Never blocks on a step."""
         with self._snapshot_lock:
             info = copy.deepcopy(self._snapshot)
             snapshot_at = self._snapshot_at
         with self._cond:
             active = len(self._active)
             queued = len(self._pending)
-        try:
-            mem = self._process.memory_info()
-            process = info.setdefault("process", {})
-            process["rss_bytes"] = mem.rss
-            process["cpu_percent"] = self._process.cpu_percent(None)
-            info.setdefault("system", {})["available_memory_bytes"] = (
-                psutil.virtual_memory().available
-            )
-        except psutil.Error as e:  # a reading gone missing is shown, not raised
-            info.setdefault("process", {})["error"] = str(e)
+        if self._monitors is not None:
+            from ..readings.system_info import system_info as live_document
+
+            thermal, memory = self._monitors
+            info.update(live_document(
+                model=info.get("model"), sessions=list(info.get("sessions") or []),
+                last_turn=info.get("last_turn"), thermal=thermal, memory=memory,
+            ))
+        else:
+            try:
+                mem = self._process.memory_info()
+                process = info.setdefault("process", {})
+                process["rss_bytes"] = mem.rss
+                process["cpu_percent"] = self._process.cpu_percent(None)
+                info.setdefault("system", {})["available_memory_bytes"] = (
+                    psutil.virtual_memory().available
+                )
+            except psutil.Error as e:  # a reading gone missing is shown, not raised
+                info.setdefault("process", {})["error"] = str(e)
         info["engine"] = {
             "state": self._state,
             "active_turns": active,

@@ -15,9 +15,11 @@ from typing import Callable
 
 import qasync
 from PySide6.QtCore import QSettings, QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ..chat.api import ChatBackend
+from ..readings import SimulationError, monitors_from_environment
+from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
 from .bridge import EngineBridge
 from .icon import app_icon
@@ -36,9 +38,11 @@ def configure_application(app: QApplication) -> None:
     app.setWindowIcon(app_icon())
 
 
-def real_backend_factory(model: str | None, session_slots: int) -> Callable[[], ChatBackend]:
-    """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model).
-    Called on the engine thread."""
+def real_backend_factory(
+    model: str | None, session_slots: int, monitors: Monitors | None = None
+) -> Callable[[], ChatBackend]:
+    """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
+    pacing on `monitors` (thermal, memory). Called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend
@@ -46,8 +50,11 @@ def real_backend_factory(model: str | None, session_slots: int) -> Callable[[], 
 
         path = resolve_model_path(model)
         if not path.exists():
-            raise FileNotFoundError(f"no model file at {path}")
-        return load_backend(path, session_slots=session_slots)
+            raise FileNotFoundError(
+                f"no model file at {path} (fetch the default model with `turbospark model fetch`)"
+            )
+        thermal, memory = monitors if monitors is not None else (None, None)
+        return load_backend(path, session_slots=session_slots, thermal=thermal, memory=memory)
 
     return load
 
@@ -76,10 +83,13 @@ def build_window(
     session_slots: int = DEFAULT_SESSION_SLOTS,
     store_path: Path | None = None,
     settings: QSettings | None = None,
+    monitors: Monitors | None = None,
 ) -> MainWindow:
-    """Store + engine thread (started) + window: everything except the event loop."""
+    """Store + engine thread (started) + window: everything except the event loop.
+    `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
+    status bar)."""
     store, notice = open_store(store_path)
-    bridge = EngineBridge(backend_factory, max_active=max(1, session_slots))
+    bridge = EngineBridge(backend_factory, max_active=max(1, session_slots), monitors=monitors)
     window = MainWindow(store, bridge, settings if settings is not None else app_settings())
     bridge.setParent(window)
     bridge.start()
@@ -94,7 +104,15 @@ def run_app(args: argparse.Namespace) -> int:
     assert isinstance(app, QApplication)
     configure_application(app)
     slots = getattr(args, "session_slots", None) or DEFAULT_SESSION_SLOTS
-    window = build_window(real_backend_factory(getattr(args, "model", None), slots), session_slots=slots)
+    try:
+        # Created once, here: the backend paces on them and the status bar reads them live.
+        monitors = monitors_from_environment()
+    except SimulationError as e:  # a bad TURBOSPARK_SIMULATE_* value: say which, don't start
+        print(f"turbospark: {e}", file=sys.stderr)
+        QMessageBox.critical(None, "TurboSpark", str(e))
+        return 2
+    factory = real_backend_factory(getattr(args, "model", None), slots, monitors)
+    window = build_window(factory, session_slots=slots, monitors=monitors)
     window.show()
 
     # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only

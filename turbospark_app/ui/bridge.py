@@ -26,7 +26,7 @@ from ..service import (
     Finished,
     TurnRequest,
 )
-from ..service.engine_thread import BackendFactory
+from ..service.engine_thread import BackendFactory, Monitors
 
 Listener = Callable[[Any], None]
 
@@ -43,11 +43,16 @@ class EngineBridge(QObject):
         backend_factory: BackendFactory,
         *,
         max_active: int = 4,
+        monitors: Monitors | None = None,
         parent: QObject | None = None,
     ) -> None:
+        """`monitors`: the (thermal, memory) monitors the backend paces on, so `system_info`
+        reads the levels live (see EngineThread)."""
         super().__init__(parent)
         self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
-        self._engine = EngineThread(backend_factory, self._relay.emit, max_active=max_active)
+        self._engine = EngineThread(
+            backend_factory, self._relay.emit, max_active=max_active, monitors=monitors
+        )
         self._listeners: dict[int, Listener] = {}
         self._shut_down = False
         self.backend_state = "idle"

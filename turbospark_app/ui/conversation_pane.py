@@ -56,7 +56,10 @@ _ERRORS = {
 
 
 def model_identity(model_info: Mapping[str, Any]) -> str:
-    """What identifies the tokenizer an assistant reply's token ids belong to."""
+    """What identifies the tokenizer an assistant reply's token ids belong to: the model file
+    (name and size, so the same file still matches after a move or inside the app bundle)."""
+    if model_info.get("file_name") and model_info.get("file_size_bytes"):
+        return f"{model_info['file_name']}:{model_info['file_size_bytes']}"
     for key in ("sha256", "file", "path", "name"):
         value = model_info.get(key)
         if value:

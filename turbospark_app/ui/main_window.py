@@ -304,8 +304,8 @@ class MainWindow(QMainWindow):
     def _backend_state_changed(self, state: str) -> None:
         if state == "failed":
             self._warn(
-                "The model could not be loaded",
-                f"{self.bridge.backend_error}\n\nYour conversations are still here; replies need a "
+                "Model",
+                f"The model could not be loaded:\n{self.bridge.backend_error}\n\nYour conversations are still here; replies need a "
                 "model. Fetch the default one with `turbospark model fetch`, or start with --model FILE.",
             )
         elif state == "ready":

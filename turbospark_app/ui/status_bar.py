@@ -33,15 +33,17 @@ LIVE_WINDOW_S = 2.0
 
 
 def model_label(info: dict[str, Any]) -> str:
-    """A short model name: "SmolLM2-135M-Instruct · Q4_1"."""
-    name = info.get("name") or ""
-    file = info.get("file") or info.get("path") or ""
-    if not name and file:
-        name = Path(str(file)).stem
-    quant = info.get("quantization") or info.get("file_type") or ""
-    if quant and str(quant).lower() not in str(name).lower():
-        return f"{name} · {quant}" if name else str(quant)
-    return str(name or "model")
+    """A short model name: the file's ("SmolLM2-135M-Instruct · Q4_1"), else the GGUF's."""
+    file = info.get("file_name") or info.get("file") or info.get("path") or ""
+    name = Path(str(file)).stem if file else str(info.get("name") or "model")
+    quant = str(info.get("quantization") or "")
+    if quant:
+        for sep in (".", "-", "_"):
+            if name.lower().endswith((sep + quant).lower()):
+                name = name[: -len(quant) - 1]
+                break
+        return f"{name} · {quant}"
+    return name
 
 
 class EngineStatusBar(QStatusBar):
@@ -124,7 +126,7 @@ class EngineStatusBar(QStatusBar):
                 self._last_decode_rate = event.stats.decode_tokens_per_sec
             self.labels["prefill"].setText(f"prefill {rate_label(event.stats.prefill_tokens_per_sec)}")
             self._show_reuse(event, None)
-            self._update_decode()
+            self.poll()  # the engine refreshed its snapshot at the end of the turn
         elif isinstance(event, BackendLoading):
             self.labels["model"].setText("Loading model…")
         elif isinstance(event, BackendReady):
@@ -133,6 +135,7 @@ class EngineStatusBar(QStatusBar):
                 "\n".join(f"{k}: {v}" for k, v in event.model_info.items() if not isinstance(v, (dict, list)))
                 + f"\nloaded in {event.load_seconds:.1f} s"
             )
+            self.poll()  # the backend's first snapshot: thermal, memory, sessions
         elif isinstance(event, BackendFailed):
             self.labels["model"].setText("Model failed to load")
             self.labels["model"].setToolTip(f"{event.error_type}: {event.message}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import (
+    QColor,
     QFont,
     QFontDatabase,
     QPalette,
@@ -24,10 +25,12 @@ from PySide6.QtGui import (
     QTextCursor,
     QTextDocument,
     QTextFormat,
+    QTextFrameFormat,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+ERROR_HUE = QColor(220, 50, 47)  # mixed into the palette's colours, never used as is
 
 
 @dataclass
@@ -172,25 +175,26 @@ class Transcript(QTextBrowser):
         cursor = self._end_cursor()
         cursor.beginEditBlock()
         self._insert_header(cursor, entry.role if entry.kind == "message" else "error")
-        cursor.insertBlock(self._body_block_format(entry), self._plain_format())
-        self._insert_body(cursor, entry)
+        if entry.kind == "error" or entry.role != "assistant":
+            self._insert_boxed(cursor, entry)
+        else:
+            cursor.insertBlock(self._body_block_format(), self._plain_format())
+            self._insert_body(cursor, entry)
         cursor.endEditBlock()
 
     def _insert_header(self, cursor: QTextCursor, role: str) -> None:
-        pal = self.palette()
+        """The role line. Reuses the empty block the document ends with (a fresh document,
+        or the block Qt keeps after a frame), so no blank line creeps in."""
         block = QTextBlockFormat()
-        first = self.document().isEmpty()
-        block.setTopMargin(0 if first else 18)
-        block.setBottomMargin(2)
+        block.setTopMargin(0 if self.document().isEmpty() else 14)
+        block.setBottomMargin(3)
         fmt = QTextCharFormat()
         fmt.setFontWeight(QFont.Weight.Bold)
         if role == "assistant":
-            fmt.setForeground(pal.color(QPalette.ColorRole.Link))
+            fmt.setForeground(self.palette().color(QPalette.ColorRole.Highlight))
         elif role == "error":
-            fmt.setForeground(pal.color(QPalette.ColorRole.BrightText)
-                              if pal.color(QPalette.ColorRole.BrightText) != pal.color(QPalette.ColorRole.Base)
-                              else pal.color(QPalette.ColorRole.Text))
-        if first:
+            fmt.setForeground(self._tint(0.75, ERROR_HUE, QPalette.ColorRole.Text))
+        if cursor.block().length() <= 1:
             cursor.setBlockFormat(block)
             cursor.setBlockCharFormat(fmt)
         else:
@@ -198,14 +202,29 @@ class Transcript(QTextBrowser):
         label = ROLE_NAMES.get(role, "Error" if role == "error" else role.title())
         cursor.insertText(label, fmt)
 
-    def _body_block_format(self, entry: Entry | None = None) -> QTextBlockFormat:
+    def _insert_boxed(self, cursor: QTextCursor, entry: Entry) -> None:
+        """User text (verbatim) or an error, in a padded frame with a palette-derived tint."""
+        frame = QTextFrameFormat()
+        frame.setPadding(8)
+        frame.setTopMargin(2)
+        frame.setBorder(0)
+        if entry.kind == "error":
+            frame.setBackground(self._tint(0.12, ERROR_HUE))
+            frame.setBorder(1)
+            frame.setBorderBrush(self._tint(0.45, ERROR_HUE))
+            frame.setBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+        else:
+            frame.setBackground(self._tint(0.10, self.palette().color(QPalette.ColorRole.Highlight)))
+        cursor.insertFrame(frame)
+        for i, line in enumerate(entry.text.split("\n")):
+            if i:
+                cursor.insertBlock(QTextBlockFormat(), self._plain_format())
+            cursor.insertText(line, self._plain_format())
+        cursor.movePosition(QTextCursor.MoveOperation.End)  # out of the frame
+
+    def _body_block_format(self) -> QTextBlockFormat:
         block = QTextBlockFormat()
         block.setTopMargin(2)
-        if entry is not None and entry.kind == "error":
-            block.setBackground(self._error_background())
-            block.setLeftMargin(4)
-        elif entry is not None and entry.role == "user":
-            block.setBackground(self.palette().color(QPalette.ColorRole.AlternateBase))
         return block
 
     def _plain_format(self) -> QTextCharFormat:
@@ -213,35 +232,28 @@ class Transcript(QTextBrowser):
         fmt.setForeground(self.palette().color(QPalette.ColorRole.Text))
         return fmt
 
-    def _error_background(self):  # type: ignore[no-untyped-def]
-        # A tint of the palette's highlight so it works in light and dark mode alike.
-        base = self.palette().color(QPalette.ColorRole.Base)
-        accent = self.palette().color(QPalette.ColorRole.Highlight)
-        mix = base.toRgb()
-        mix.setRedF(0.85 * base.redF() + 0.15 * max(accent.redF(), 0.8))
-        mix.setGreenF(0.85 * base.greenF() + 0.15 * accent.greenF() * 0.3)
-        mix.setBlueF(0.85 * base.blueF() + 0.15 * accent.blueF() * 0.3)
-        return mix
+    def _tint(self, amount: float, accent: QColor, towards: QPalette.ColorRole = QPalette.ColorRole.Base) -> QColor:
+        """`accent` mixed into a palette colour: follows light and dark mode."""
+        base = self.palette().color(towards)
+        return QColor.fromRgbF(
+            base.redF() * (1 - amount) + accent.redF() * amount,
+            base.greenF() * (1 - amount) + accent.greenF() * amount,
+            base.blueF() * (1 - amount) + accent.blueF() * amount,
+        )
 
     def _insert_body(self, cursor: QTextCursor, entry: Entry) -> None:
-        """Insert the entry's body at `cursor` (which sits in an empty body block)."""
-        if entry.role == "assistant" and entry.kind == "message":
-            start = cursor.position()
-            if entry.text.strip():
-                cursor.insertMarkdown(entry.text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
-            else:
-                italic = self._plain_format()
-                italic.setFontItalic(True)
-                italic.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
-                cursor.insertText("(stopped before any text was generated)" if entry.stopped
-                                  else "(no text)", italic)
-            self._style_code(start, cursor.position())
+        """An assistant reply's body at `cursor` (an empty body block): Markdown, then stats."""
+        start = cursor.position()
+        if entry.text.strip():
+            cursor.insertMarkdown(entry.text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
         else:
-            lines = entry.text.split("\n")
-            for i, line in enumerate(lines):
-                if i:
-                    cursor.insertBlock(self._body_block_format(entry), self._plain_format())
-                cursor.insertText(line, self._plain_format())
+            italic = self._plain_format()
+            italic.setFontItalic(True)
+            italic.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            cursor.insertText(
+                "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
+            )
+        self._style_code(start, cursor.position())
         if entry.footer:
             self._insert_footer(cursor, entry.footer, entry.stopped)
 

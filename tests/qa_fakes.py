@@ -1,0 +1,104 @@
+"""Fakes for the QA panel, settings, models and first-run tests (issue 6).
+
+* `PacedLoopBackend`: ui_fakes.EngineLoopBackend (the REAL engine step loop over a scripted
+  byte-level producer) that paces on given thermal / memory monitors, as LlamaChatBackend does,
+  and reports their readings in system_info. So a level forced on the monitors changes the
+  real pacer's cap within THERMAL_POLL_TOKENS tokens.
+* `fixed_monitors()`: monitors over sources that always read NOMINAL / NORMAL (a test must not
+  depend on the machine's real temperature).
+* `StubBridge`: the bridge surface the QA panel uses, driven by hand (no engine thread).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from PySide6.QtCore import QObject, Signal
+
+from turbospark_app.chat.api import PreparedTurn
+from turbospark_app.engine.power import MemoryPressure, ThermalLevel
+from turbospark_app.readings import MemoryMonitor, ThermalMonitor
+from turbospark_app.readings.system_info import _reading_dict
+from turbospark_app.ui.power_controls import PowerControls
+from ui_fakes import EngineLoopBackend
+
+
+class _FixedSource:
+    def __init__(self, name: str, level: Any) -> None:
+        self.name = name
+        self.level = level
+
+    def read(self) -> tuple[Any, str]:
+        return self.level, "fixed for tests"
+
+
+def fixed_monitors() -> tuple[ThermalMonitor, MemoryMonitor]:
+    """Monitors whose real readings are NOMINAL / NORMAL."""
+    return (ThermalMonitor(_FixedSource("test thermal", ThermalLevel.NOMINAL)),
+            MemoryMonitor(_FixedSource("test memory", MemoryPressure.NORMAL)))
+
+
+def fixed_power() -> PowerControls:
+    """PowerControls over `fixed_monitors()`."""
+    return PowerControls(*fixed_monitors())
+
+
+class PacedLoopBackend(EngineLoopBackend):
+    """See the module docstring."""
+
+    def __init__(self, thermal: ThermalMonitor, memory: MemoryMonitor,
+                 replies: Sequence[str] = ("x" * 400,), **kwargs: Any) -> None:
+        super().__init__(replies, **kwargs)
+        self.thermal = thermal
+        self.memory = memory
+
+    def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]):
+        """The real step loop, with the monitors as its pacing probes (as LlamaChatBackend)."""
+        gen = turn.settings.generation
+        rate = dataclasses.replace(gen.rate, thermal_probe=self.thermal.probe, memory_probe=self.memory.probe)
+        settings = dataclasses.replace(turn.settings, generation=dataclasses.replace(gen, rate=rate))
+        return super().stream_turn(dataclasses.replace(turn, settings=settings), cancel)
+
+    def system_info(self) -> dict[str, Any]:
+        """The base document with the monitors' real readings."""
+        info = super().system_info()
+        info["thermal"] = _reading_dict(self.thermal.read())
+        info["memory_pressure"] = _reading_dict(self.memory.read())
+        return info
+
+
+class StubBridge(QObject):
+    """What QAPanel reads from the EngineBridge, set by the test."""
+
+    engineEvent = Signal(object)
+
+    def __init__(self, power: PowerControls | None = None) -> None:
+        super().__init__()
+        self.power = power
+        self.info: dict[str, Any] = {
+            "thermal": {"level": "nominal", "label": "nominal"},
+            "memory_pressure": {"level": "normal", "label": "normal"},
+        }
+        self.requests: dict[int, Any] = {}
+        self.forced: list[tuple[str, Any]] = []
+
+    def system_info(self) -> dict[str, Any]:
+        return self.info
+
+    def turn_request(self, request_id: int) -> Any:
+        return self.requests.get(request_id)
+
+    def force_thermal(self, level: ThermalLevel | None) -> None:
+        self.forced.append(("thermal", level))
+        if self.power is not None:
+            self.power.force_thermal(level)
+        name = (level or ThermalLevel.NOMINAL).name.lower()
+        self.info["thermal"] = {"level": name, "label": name + (" (simulated)" if level is not None else "")}
+
+    def force_memory(self, level: MemoryPressure | None) -> None:
+        self.forced.append(("memory", level))
+        if self.power is not None:
+            self.power.force_memory(level)
+        name = (level or MemoryPressure.NORMAL).name.lower()
+        self.info["memory_pressure"] = {"level": name, "label": name + (" (simulated)" if level is not None else "")}

@@ -1,0 +1,68 @@
+"""The words and numbers the UI shows: stats lines, model names, readings, sizes."""
+
+from __future__ import annotations
+
+from turbospark_app.service import TurnStats
+from turbospark_app.ui.formatting import bytes_label, nested, reading_label, slot_outcome, stats_line
+from turbospark_app.ui.status_bar import model_label
+
+
+def stats(**kw) -> TurnStats:
+    base = dict(prompt_tokens=430, reused_prefix_tokens=412, new_tokens=57, stop_reason="end_of_turn",
+                started=True, queued_seconds=0.0, time_to_first_token=0.31, prefill_seconds=0.02,
+                decode_seconds=2.4, prefill_tokens_per_sec=900.0, decode_tokens_per_sec=23.75,
+                stop_latency=None, slot_evicted=False)
+    base.update(kw)
+    return TurnStats(**base)
+
+
+def test_stats_line_for_a_finished_reply() -> None:
+    assert stats_line(stats()) == (
+        "prompt 430 tok · reused 412 · new 57 tok · TTFT 310 ms · decode 23.8 tok/s · end of turn"
+    )
+
+
+def test_stats_line_for_stopped_replies() -> None:
+    assert stats_line(stats(stop_reason="cancelled", stop_latency=0.0123)).endswith("stopped in 12 ms")
+    line = stats_line(stats(stop_reason="cancelled", stop_latency=0.004, new_tokens=0,
+                            time_to_first_token=None, decode_tokens_per_sec=0.0))
+    assert "TTFT –" in line and "decode – tok/s" in line and line.endswith("stopped in 4 ms (during prefill)")
+    queued = stats_line(stats(started=False, stop_reason="cancelled", stop_latency=0.001))
+    assert queued == "stopped while queued after 1 ms · the model was not run"
+    assert "evicted another conversation's KV" in stats_line(stats(slot_evicted=True))
+
+
+def test_stats_round_trip_through_json() -> None:
+    s = stats(stop_reason="cancelled", stop_latency=0.02)
+    assert TurnStats.from_json({**s.to_json(), "model_id": "x"}) == s
+    assert TurnStats.from_json({}).prompt_tokens == 0
+
+
+def test_slot_outcome_prefers_the_backends_word() -> None:
+    assert slot_outcome(stats(), {"slot_outcome": "evicted"}) == "evicted"
+    assert slot_outcome(stats(), None) == "hit"
+    assert slot_outcome(stats(reused_prefix_tokens=0), None) == "miss"
+    assert slot_outcome(stats(slot_evicted=True), {}) == "evicted"
+
+
+def test_readings_are_honest() -> None:
+    assert reading_label({"label": "serious (simulated)"}) == "serious (simulated)"
+    assert reading_label({"level": None, "available": False}) == "unavailable"
+    assert reading_label({"level": "fair", "simulated": True}) == "fair (simulated)"
+    assert reading_label(None) == "unavailable"
+
+
+def test_model_label() -> None:
+    info = {"name": "Smollm2 135M 8k Lc100K Mix1 Ep2", "file_name": "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "quantization": "Q4_1"}
+    assert model_label(info) == "SmolLM2-135M-Instruct · Q4_1"
+    assert model_label({"name": "tiny"}) == "tiny"
+    assert model_label({"path": "/m/other-q8_0.gguf", "quantization": "Q8_0"}) == "other · Q8_0"
+
+
+def test_sizes_and_nested_keys() -> None:
+    assert bytes_label(312 * 2**20) == "312 MB" and bytes_label(3 * 2**30) == "3.0 GB"
+    assert bytes_label(None) == "–"
+    info = {"process": {"rss_bytes": 5}, "flat.key": 7}
+    assert nested(info, "process.rss_bytes") == 5 and nested(info, "flat.key") == 7
+    assert nested(info, "process.missing", "d") == "d"

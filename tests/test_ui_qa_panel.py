@@ -1,0 +1,179 @@
+"""The pacing / cancellation QA panel: cadence, cap and level lines, overrides, stops, counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from turbospark_app.chat.api import ChatMessage, TurnSettings
+from turbospark_app.engine.config import GenerationConfig, RateConfig
+from turbospark_app.engine.power import MemoryPressure, ThermalLevel
+from turbospark_app.engine.progress import RawDecodeResult, StopReason
+from turbospark_app.service import Finished, Started, Token, TurnRequest, TurnStats
+from turbospark_app.ui.qa_data import QAData
+from turbospark_app.ui.qa_panel import QAPanel
+from qa_fakes import StubBridge, fixed_power
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def request(cap: float | None) -> TurnRequest:
+    return TurnRequest("c1", (ChatMessage("user", "hi"),),
+                       TurnSettings(GenerationConfig(rate=RateConfig(max_tokens_per_sec=cap))))
+
+
+def stats(**kw) -> TurnStats:
+    base = dict(prompt_tokens=40, reused_prefix_tokens=30, new_tokens=7, stop_reason="cancelled",
+                started=True, queued_seconds=0.0, time_to_first_token=0.1, prefill_seconds=0.01,
+                decode_seconds=1.0, prefill_tokens_per_sec=1000.0, decode_tokens_per_sec=7.0,
+                stop_latency=0.012, slot_evicted=False)
+    base.update(kw)
+    return TurnStats(**base)
+
+
+def finished(rid: int, st: TurnStats, cid: str = "c1") -> Finished:
+    result = RawDecodeResult(st.prompt_tokens, st.new_tokens, 0.0, 0.0, StopReason(st.stop_reason), 0)
+    return Finished(rid, cid, result, (), (), "", st)
+
+
+# -- the data model ------------------------------------------------------------------------------
+
+
+def test_cadence_is_the_rolling_rate_of_the_followed_turn() -> None:
+    d = QAData()
+    d.started(1, 5.0, 0.0)
+    rates = [d.token(1, 0.2 * i) for i in range(10)]
+    assert rates[0] is None
+    assert all(r == pytest.approx(5.0) for r in rates[1:])
+    d.started(2, None, 2.0)  # a newer turn is followed; the older one is no longer plotted
+    assert d.token(1, 2.1) is None and d.followed == 2
+
+
+def test_cap_steps_with_the_levels_and_back() -> None:
+    d = QAData()
+    d.started(1, 5.0, 0.0)
+    d.levels("nominal", "normal", 0.0)
+    assert d.current_cap() == 5.0
+    assert d.levels("serious", "normal", 1.0) is True
+    assert d.current_cap() == 2.5
+    d.levels("serious", "critical", 2.0)  # the more restrictive reading decides
+    assert d.current_cap() == 1.25
+    d.levels("nominal", "normal", 3.0)
+    assert d.current_cap() == 5.0
+    # The cap line is a step line: each change holds the old value up to the change time.
+    assert list(d.cap) == [(0.0, 5.0), (1.0, 5.0), (1.0, 2.5), (2.0, 2.5), (2.0, 1.25), (3.0, 1.25), (3.0, 5.0)]
+    assert [p[1] for p in d.thermal][-1] == 0.0 and max(p[1] for p in d.thermal) == 2.0
+
+
+def test_uncapped_turn_is_capped_by_a_hot_machine() -> None:
+    d = QAData()
+    d.started(1, None, 0.0)
+    d.levels("nominal", None, 0.0)  # memory unavailable counts as normal for pacing
+    assert d.current_cap() is None  # uncapped
+    assert d.cap[-1][1] == -1.0  # drawn off the axis
+    d.levels("critical", None, 1.0)
+    assert d.current_cap() == pytest.approx(7.5)  # 30 tok/s base x 0.25
+    assert d.memory[-1][1] == -1.0  # "unavailable" is drawn off the axis, not as step 0
+
+
+def test_stops_and_counters() -> None:
+    d = QAData()
+    d.started(1, None, 0.0)
+    d.ended(1, stats(), "c1", 1.0)
+    d.started(2, None, 1.0)
+    d.ended(2, stats(stop_reason="end_of_turn", stop_latency=None, slot_evicted=True,
+                     reused_prefix_tokens=0, prompt_tokens=50), "c1", 2.0)
+    d.ended(3, stats(started=False, new_tokens=0, prompt_tokens=0, reused_prefix_tokens=0,
+                     stop_latency=0.002), "c2", 3.0)
+    d.ended(4, stats(new_tokens=0, stop_latency=0.030), "c1", 4.0)
+    assert [s.phase for s in d.stops] == ["decode", "queued", "prefill"]
+    assert d.turns == 3 and d.evictions == 1
+    assert d.last_reused == (30, 40) and d.reused_total == 60 and d.prompt_total == 130
+    assert d.stop_summary() == "3 stops · median 12 ms · max 30 ms"
+
+
+# -- the widget ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def panel(qtbot):
+    clock = FakeClock()
+    bridge = StubBridge(fixed_power())
+    p = QAPanel(bridge, clock=clock)
+    qtbot.addWidget(p)
+    p.show()
+    return p, bridge, clock
+
+
+def test_forcing_levels_calls_the_thread_safe_setters(panel, qtbot) -> None:
+    p, bridge, _clock = panel
+    p.thermal_combo.setCurrentIndex(p.thermal_combo.findText("serious"))
+    p.thermal_combo.activated.emit(p.thermal_combo.currentIndex())
+    p.memory_combo.activated.emit(p.memory_combo.findText("warning"))
+    assert bridge.forced == [("thermal", ThermalLevel.SERIOUS), ("memory", MemoryPressure.WARNING)]
+    assert bridge.power.forced() == (ThermalLevel.SERIOUS, MemoryPressure.WARNING)
+    assert bridge.power.thermal.probe() is ThermalLevel.SERIOUS  # what the engine paces on
+    p.thermal_combo.activated.emit(p.thermal_combo.findText("real"))
+    assert bridge.power.forced()[0] is None and bridge.power.thermal.probe() is ThermalLevel.NOMINAL
+
+
+def test_plot_shows_cadence_cap_and_levels(panel, qtbot) -> None:
+    p, bridge, clock = panel
+    bridge.requests[7] = request(5.0)
+    bridge.engineEvent.emit(Started(7, "c1", 40))
+    for i in range(12):
+        clock.t += 0.2
+        bridge.engineEvent.emit(Token(7, "c1", i, 1000 + i, "x"))
+    bridge.force_thermal(ThermalLevel.SERIOUS)
+    p.poll()
+    for i in range(12, 24):
+        clock.t += 0.4
+        bridge.engineEvent.emit(Token(7, "c1", i, 1000 + i, "x"))
+    p.poll()
+    p.flush()
+    cadence = [pt.y() for pt in p.cadence_series.points()]
+    caps = [pt.y() for pt in p.cap_series.points()]
+    thermal = [pt.y() for pt in p.thermal_series.points()]
+    assert cadence[0] == pytest.approx(5.0) and cadence[-1] == pytest.approx(2.5)
+    assert caps[0] == -1.0  # before the turn: uncapped, drawn below the axis
+    assert 5.0 in caps and caps[-1] == 2.5
+    assert thermal[0] == 0.0 and thermal[-1] == 2.0
+    assert "2.5 tok/s" in p.cap_label.text() and "serious (simulated)" in p.cap_label.text()
+    assert p.rate_axis.max() >= 5.0
+
+
+def test_every_stop_is_listed_with_its_latency(panel, qtbot) -> None:
+    p, bridge, clock = panel
+    bridge.engineEvent.emit(Started(1, "c1", 40))
+    bridge.engineEvent.emit(finished(1, stats(stop_latency=0.0123)))
+    bridge.engineEvent.emit(Started(2, "c1", 40))
+    bridge.engineEvent.emit(finished(2, stats(stop_reason="max_tokens", stop_latency=None, slot_evicted=True)))
+    bridge.engineEvent.emit(finished(3, stats(started=False, new_tokens=0, stop_latency=0.004)))
+    table = p.stop_table
+    assert table.rowCount() == 2
+    assert [table.item(r, 2).text() for r in range(2)] == ["decode", "queued"]
+    assert table.item(0, 4).text() == "12 ms" and table.item(1, 4).text() == "4 ms"
+    assert p.evictions_label.text() == "1 in 2 turns"
+    assert p.reuse_label.text().startswith("last 30/40 tok")
+    assert "2 stops" in p.stops_label.text()
+    p.clear()
+    assert table.rowCount() == 0 and p.stops_label.text() == "no stops yet"
+
+
+def test_without_app_monitors_the_overrides_are_disabled(qtbot) -> None:
+    p = QAPanel(StubBridge(power=None))
+    qtbot.addWidget(p)
+    assert not p.thermal_combo.isEnabled() and not p.memory_combo.isEnabled()
+
+
+def test_levels_forced_at_startup_are_shown(qtbot) -> None:
+    power = fixed_power()
+    power.force_thermal(ThermalLevel.FAIR)
+    p = QAPanel(StubBridge(power))
+    qtbot.addWidget(p)
+    assert p.thermal_combo.currentText() == "fair" and p.memory_combo.currentText() == "real"

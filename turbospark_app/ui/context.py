@@ -1,0 +1,159 @@
+"""How much of the model's context a conversation uses, and what to do when it no longer fits.
+
+The meter: after each turn the conversation holds `prompt tokens + reply tokens` of the
+context (both exact, from the turn's stats). A reopened conversation shows its last reply's
+figure, when that reply came from the model loaded now (another model tokenizes differently,
+so its count would be a guess: the meter says "–" until the next turn).
+
+Overflow (`Failed.kind == "context_overflow"`, raised by prepare_turn before the model is
+touched): the pane keeps the message in its input and offers
+    New Conversation    the message moves to a fresh conversation
+    Drop Oldest Turns   the oldest user/assistant exchanges are deleted from this conversation
+                        until the prompt plus the reply budget fits, then the message is resent
+`turns_to_drop` estimates how many exchanges cover the excess from their token counts; if the
+estimate falls short the resend overflows again and one more is dropped, until only the new
+message is left (then the message itself is too long, which is said plainly).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QWidget
+
+from ..store import StoredMessage
+
+# engine.errors.ContextOverflow's message: "context overflow: {p} prompt tokens + {n} new tokens > {c} context tokens"
+_OVERFLOW_RE = re.compile(r"(\d+) prompt tokens \+ (\d+) new tokens > (\d+) context tokens")
+# Rough tokens per character for messages without token counts (English BPE is ~4 chars per token;
+# 3 over-estimates on purpose, so one drop usually suffices).
+_CHARS_PER_TOKEN = 3
+_TEMPLATE_TOKENS_PER_MESSAGE = 5  # role markers and separators the chat template adds
+
+
+def overflow_numbers(message: str) -> tuple[int, int, int] | None:
+    """(prompt tokens, reply budget, context) from a context-overflow message, or None."""
+    m = _OVERFLOW_RE.search(message)
+    return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def turns(messages: Sequence[StoredMessage]) -> list[list[StoredMessage]]:
+    """The conversation as exchanges: each a user message and the replies that follow it
+    (leading non-user messages form an exchange of their own)."""
+    out: list[list[StoredMessage]] = []
+    for m in messages:
+        if m.role == "user" or not out:
+            out.append([m])
+        else:
+            out[-1].append(m)
+    return out
+
+
+def estimate_tokens(message: StoredMessage) -> int:
+    """A message's share of the prompt: its token ids when known, else a length estimate."""
+    if message.token_ids:
+        n = len(message.token_ids)
+    else:
+        n = -(-len(message.content) // _CHARS_PER_TOKEN)
+    return n + _TEMPLATE_TOKENS_PER_MESSAGE
+
+
+def turns_to_drop(history: Sequence[StoredMessage], excess: int) -> int:
+    """How many of the oldest exchanges of `history` (the messages BEFORE the new one) to drop
+    to free `excess` tokens; at least 1 when there is one, at most all of them."""
+    exchanges = turns(history)
+    freed, n = 0, 0
+    for exchange in exchanges:
+        if n and freed >= excess:
+            break
+        freed += sum(estimate_tokens(m) for m in exchange)
+        n += 1
+    return n
+
+
+def usage_from_messages(messages: Sequence[StoredMessage], model_id: str) -> int | None:
+    """Tokens the conversation holds after its last reply (prompt + reply), when that reply was
+    made by the model `model_id`; None when unknown."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    if last is None:
+        return 0 if not messages else None
+    stats = last.stats or {}
+    if not stats.get("started", True) or stats.get("model_id", model_id) != model_id:
+        return None
+    prompt, new = stats.get("prompt_tokens"), stats.get("new_tokens")
+    return prompt + new if isinstance(prompt, int) and isinstance(new, int) else None
+
+
+class ContextMeter(QWidget):
+    """A small bar: "1,234 / 2,048 tok" (palette colours only)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("contextMeter")
+        self.bar = QProgressBar(self)
+        self.bar.setObjectName("contextBar")
+        self.bar.setTextVisible(False)
+        self.bar.setFixedWidth(70)
+        self.bar.setMaximumHeight(8)
+        self.label = QLabel(self)
+        self.label.setObjectName("contextLabel")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addWidget(self.bar, 0, Qt.AlignmentFlag.AlignVCenter)
+        layout.addWidget(self.label)
+        self.used: int | None = None
+        self.max_context = 0
+        self.set_usage(None, 0)
+
+    def set_usage(self, used: int | None, max_context: int, detail: str = "") -> None:
+        """Show `used` of `max_context` tokens (None = unknown until the next turn)."""
+        self.used, self.max_context = used, max_context
+        if not max_context:
+            self.bar.setRange(0, 1)
+            self.bar.setValue(0)
+            self.label.setText("context –")
+            self.setToolTip("The model is not loaded yet")
+            return
+        self.bar.setRange(0, max_context)
+        self.bar.setValue(min(used or 0, max_context))
+        shown = "–" if used is None else f"{used:,}"
+        self.label.setText(f"{shown} / {max_context:,} tok")
+        share = "" if used is None else f" ({100 * used / max_context:.0f}%)"
+        tip = f"This conversation uses {shown} of the model's {max_context:,}-token context{share}."
+        if used is None:
+            tip += "\nCounted after the next reply (the last one was made by another model, or none yet)."
+        self.setToolTip(tip + (f"\n{detail}" if detail else ""))
+
+
+class OverflowChoice(QMessageBox):
+    """The question asked on overflow. `chosen` carries "new", "drop" or "cancel"."""
+
+    chosen = Signal(str)
+
+    def __init__(self, numbers: tuple[int, int, int] | None, droppable: int, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("overflowChoice")
+        self.setIcon(QMessageBox.Icon.Warning)
+        self.setWindowTitle("The conversation is too long")
+        self.setText("This message does not fit the model's context window.")
+        if numbers is not None:
+            prompt, budget, context = numbers
+            detail = (f"The prompt would be {prompt:,} tokens, plus up to {budget:,} for the reply, but the "
+                      f"model holds {context:,}.")
+        else:
+            detail = "The prompt plus the reply budget is longer than the model's context."
+        self.setInformativeText(detail + " Your message is still in the input box.")
+        self.new_button: QPushButton = self.addButton("New Conversation", QMessageBox.ButtonRole.AcceptRole)
+        self.drop_button: QPushButton = self.addButton("Drop Oldest Turns", QMessageBox.ButtonRole.DestructiveRole)
+        self.drop_button.setToolTip("Delete the oldest exchanges of this conversation until the message fits, "
+                                    "then send it")
+        self.drop_button.setEnabled(droppable > 0)
+        self.addButton(QMessageBox.StandardButton.Cancel)
+        self.setDefaultButton(self.new_button)
+        self.buttonClicked.connect(self._clicked)
+
+    def _clicked(self, button: Any) -> None:
+        self.chosen.emit("new" if button is self.new_button else "drop" if button is self.drop_button else "cancel")

@@ -1,0 +1,246 @@
+"""Models: File > Open Model… (validated before switching, errors explained) and Model Info.
+
+Opening a model:
+ 1. the user picks a file (`choose_model_file`);
+ 2. `check_model_file` runs in a worker thread: `open_gguf` (magic, header, truncation,
+    architecture, tensor types and shapes), the tokenizer and the chat template: everything
+    `load_backend` needs except dequantizing the weights. A problem becomes a dialog that says
+    what is wrong in plain words and what to do (`explain_model_error`);
+ 3. only a file that passed is handed to `switch` (the bridge reloads the engine's backend).
+
+Why validate first: the engine thread would report the same errors, but only after it had
+dropped the model that was working. A bad pick must leave the app as it was.
+
+Switching models and token ids: an assistant reply is stored with the token ids it was
+generated with and `stats.model_id`, the identity of the model that produced them
+(conversation_pane.model_identity: the GGUF's path). The next prompt passes a reply's ids only
+when that identity is the loaded model's, so another model's vocabulary is never fed ids it
+does not own; the text is re-tokenized instead. Conversations keep all their text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QLabel,
+    QMessageBox,
+    QPlainTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .formatting import bytes_label
+
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
+SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
+
+
+def check_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Everything `load_backend` checks except the weights; returns facts for the confirmation.
+    Raises ModelFileError / TokenizerError / TemplateError (all EngineError). Any thread."""
+    from ..model.chat_template import ChatTemplate
+    from ..model.gguf_file import open_gguf
+    from ..model.tokenizer import GGUFTokenizer
+
+    gf = open_gguf(path)
+    try:
+        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.reader)
+        template = ChatTemplate.from_tokenizer(tokenizer)
+        facts = gf.config.to_dict()
+    finally:
+        gf.close()
+    facts.update(path=str(path), file_name=Path(path).name, file_size_bytes=os.path.getsize(path),
+                 chat_template=template.source, chat_template_is_fallback=template.is_fallback)
+    return facts
+
+
+def explain_model_error(exc: BaseException) -> tuple[str, str]:
+    """(headline, explanation with what to do) for a file that cannot be used."""
+    from ..model.chat_template import TemplateError
+    from ..model.gguf_file import SUPPORTED_ARCHITECTURES, ModelFileError
+    from ..model.tokenizer import TokenizerError
+
+    if isinstance(exc, ModelFileError):
+        reason = exc.reason
+        if "not found" in reason or "is a directory" in reason or "cannot read" in reason:
+            return "The file cannot be read", f"{reason}.\n\nCheck that the file exists and that you may read it."
+        if "not a GGUF file" in reason:
+            return ("This is not a GGUF model", f"{reason}.\n\nTurboSpark runs models in the GGUF format "
+                    "(the files llama.cpp, LM Studio and Ollama use). Pick a file ending in .gguf.")
+        if "truncated" in reason:
+            return ("The model file is incomplete", f"{reason}.\n\nThe download was probably cut short. "
+                    "Download the file again and check its size against the source.")
+        if "unsupported architecture" in reason:
+            return ("This model's architecture is not supported", f"{reason}.\n\nTurboSpark runs "
+                    f"{' and '.join(SUPPORTED_ARCHITECTURES)} models (Llama 2/3, SmolLM2, TinyLlama, Qwen2). "
+                    "Pick a GGUF of one of those.")
+        if "unsupported tensor type" in reason:
+            return ("This quantization is not supported", f"{reason}.\n\nTurboSpark reads {SUPPORTED_TYPES_TEXT} "
+                    "tensors. Pick a variant of this model in one of those (e.g. Q4_K_M, Q8_0).")
+        return "The model file cannot be used", f"{reason}."
+    if isinstance(exc, TokenizerError):
+        return "The model's tokenizer cannot be used", f"{exc}.\n\nThe GGUF's vocabulary is missing or of a kind TurboSpark does not read."
+    if isinstance(exc, TemplateError):
+        return "The model's chat template cannot be used", f"{exc}."
+    return "The model file cannot be used", f"{type(exc).__name__}: {exc}"
+
+
+def choose_model_file(parent: QWidget | None, start: str = "") -> str | None:
+    """The native open-file dialog for a GGUF; None when cancelled."""
+    path, _ = QFileDialog.getOpenFileName(parent, "Open Model", start, GGUF_FILTER)
+    return path or None
+
+
+class _CheckThread(QThread):
+    """Runs `check` off the GUI thread; the result arrives as a (queued) signal."""
+
+    done = Signal(str, object, object)  # path, facts | None, exception | None
+
+    def __init__(self, path: str, check: Callable[[str], dict[str, Any]], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._path = path
+        self._check = check
+
+    def run(self) -> None:  # noqa: D102 (QThread override)
+        try:
+            facts = self._check(self._path)
+        except Exception as exc:  # every failure is explained to the user, none is raised
+            self.done.emit(self._path, None, exc)
+        else:
+            self.done.emit(self._path, facts, None)
+
+
+class ModelOpener(QObject):
+    """Pick → check in a worker → explain the problem, or hand the path to `switch(path, facts)`.
+
+    `checking` is True while a check runs (the menu action is disabled meanwhile).
+    """
+
+    checked = Signal(str, bool)  # path, usable
+
+    def __init__(self, parent: QWidget, switch: Callable[[str, dict[str, Any]], None], *,
+                 check: Callable[[str], dict[str, Any]] = check_model_file,
+                 choose: Callable[[QWidget | None, str], str | None] = choose_model_file) -> None:
+        super().__init__(parent)
+        self._parent = parent
+        self._switch = switch
+        self._check = check
+        self._choose = choose
+        self._thread: _CheckThread | None = None
+        self.last_error: tuple[str, str] | None = None
+
+    @property
+    def checking(self) -> bool:
+        """A file is being checked."""
+        return self._thread is not None
+
+    def open_dialog(self, start: str = "") -> None:
+        """File > Open Model…: ask for a file, then `open_path` it."""
+        path = self._choose(self._parent, start)
+        if path:
+            self.open_path(path)
+
+    def open_path(self, path: str) -> None:
+        """Check `path` in a worker thread; switch on success, explain on failure."""
+        if self._thread is not None:
+            return
+        self._thread = _CheckThread(path, self._check, self)
+        # A bound method of a GUI-thread object: the signal is queued to the GUI thread.
+        self._thread.done.connect(self._checked)
+        self._thread.start()
+
+    def _checked(self, path: str, facts: dict[str, Any] | None, exc: BaseException | None) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.wait()
+            thread.deleteLater()
+        if exc is not None or facts is None:
+            self.last_error = explain_model_error(exc or RuntimeError("no facts"))
+            box = QMessageBox(QMessageBox.Icon.Warning, "Open Model", self.last_error[0],
+                              QMessageBox.StandardButton.Ok, self._parent)
+            box.setObjectName("modelErrorBox")
+            box.setInformativeText(f"{Path(path).name}\n\n{self.last_error[1]}")
+            box.open()
+            self.checked.emit(path, False)
+            return
+        self.last_error = None
+        self._switch(path, facts)
+        self.checked.emit(path, True)
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None or value == "":
+        return "–"
+    if kind == "bytes":
+        return f"{bytes_label(value)} ({int(value):,} bytes)"
+    if kind == "count" and isinstance(value, (int, float)):
+        return f"{value / 1e6:,.1f} M ({int(value):,})" if value >= 1e6 else f"{int(value):,}"
+    if kind == "tokens" and isinstance(value, int):
+        return f"{value:,} tokens"
+    return str(value)
+
+
+def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The model-info view's rows from a backend's model_info (missing facts shown as –)."""
+    get = info.get
+    context = _fmt(get("context_length"), "tokens")
+    if get("max_context") and get("max_context") != get("context_length"):
+        context += f" (this app uses {get('max_context'):,})"
+    shape = "–"
+    if get("n_layers"):
+        shape = f"{get('n_layers')} layers · width {get('dim')} · {get('n_heads')} heads ({get('n_kv_heads')} KV)"
+    return [
+        ("Name", _fmt(get("name"))),
+        ("File", _fmt(get("path") or get("file"))),
+        ("Architecture", _fmt(get("architecture"))),
+        ("Parameters", _fmt(get("n_params") or get("parameters"), "count")),
+        ("Quantization", _fmt(get("quantization"))),
+        ("Context length", context),
+        ("Shape", shape),
+        ("Vocabulary", _fmt(get("vocab_size"), "tokens")),
+        ("File size", _fmt(get("file_size_bytes") or get("file_size"), "bytes")),
+        ("Loaded in", f"{get('load_seconds'):.2f} s" if isinstance(get("load_seconds"), (int, float)) else "–"),
+    ]
+
+
+class ModelInfoDialog(QDialog):
+    """Help > Model Info: the loaded model's facts and its chat template's text."""
+
+    def __init__(self, info: Mapping[str, Any], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modelInfoDialog")
+        self.setWindowTitle("Model Info")
+        self.setMinimumSize(560, 480)
+        form = QFormLayout()
+        self.values: dict[str, QLabel] = {}
+        for label, text in info_rows(info):
+            value = QLabel(text, self)
+            value.setWordWrap(True)
+            value.setTextInteractionFlags(value.textInteractionFlags() | value.textInteractionFlags().TextSelectableByMouse)
+            self.values[label] = value
+            form.addRow(label, value)
+        template = info.get("chat_template")
+        fallback = bool(info.get("chat_template_is_fallback"))
+        heading = QLabel("Chat template" + (" (the file has none: ChatML is used)" if fallback else ""), self)
+        self.template = QPlainTextEdit(self)
+        self.template.setObjectName("chatTemplate")
+        self.template.setReadOnly(True)
+        self.template.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.template.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.template.setPlainText(template if isinstance(template, str) else "– (not reported by this engine)")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(heading)
+        layout.addWidget(self.template, 1)
+        layout.addWidget(buttons)

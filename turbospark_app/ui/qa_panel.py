@@ -1,0 +1,377 @@
+"""The pacing and cancellation QA panel: a dock with a live plot, level overrides and counters.
+
+    plot        token cadence (tok/s, rolling over RATE_WINDOW_TOKENS) of the turn being
+                followed, the cap in force for it (a step line), and the thermal level and
+                memory pressure as ladder steps on a second axis (QtCharts)
+    controls    force the thermal level / memory pressure (real = the platform's reading);
+                the engine re-reads the levels every THERMAL_POLL_TOKENS tokens, so the
+                cadence steps down within that many tokens, and back up
+    stops       every Stop: phase, tokens, and the Stop-to-ended latency the engine measured
+    counters    reused prefix tokens (last turn, total) and slot evictions
+
+Data comes only through the bridge: its `engineEvent` signal (GUI thread), `system_info()`
+(polled; never waits behind a forward step), `turn_request(rid)` for the turn's own cap, and
+`force_thermal` / `force_memory`, which call the monitors' thread-safe setters. Nothing here
+touches an engine-thread object.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from PySide6.QtCharts import QCategoryAxis, QChart, QChartView, QLineSeries, QValueAxis
+from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
+from PySide6.QtGui import QGuiApplication, QPainter, QPalette, QPen
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDockWidget,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..engine.pacing import THERMAL_POLL_TOKENS
+from ..service import Failed, Finished, Started, Token
+from .formatting import nested, seconds_label
+from .power_controls import MEMORY_CHOICES, THERMAL_CHOICES
+from .qa_data import QAData, StopRecord
+from .theme import is_dark
+
+POLL_MS = 250  # level readings while the panel is visible
+FLUSH_MS = 100  # series are redrawn at most this often (a repaint per token would cost more)
+WINDOW_S = 60.0  # the plot shows the last minute
+STEP_LABELS = ("0 nominal · normal", "1 fair", "2 serious · warning", "3 critical")
+
+
+def user_cap_of(request: Any) -> float | None:
+    """The user's own cap in a TurnRequest (None = uncapped or unknown)."""
+    try:
+        return request.settings.generation.rate.max_tokens_per_sec
+    except AttributeError:
+        return None
+
+
+class QAPanel(QDockWidget):
+    """See the module docstring. `bridge` is the EngineBridge (duck-typed in tests)."""
+
+    def __init__(self, bridge: Any, parent: QWidget | None = None, *, clock: Any = time.monotonic,
+                 title_of: Callable[[str], str | None] | None = None) -> None:
+        """`title_of(conversation_id)` names a conversation in the stop list."""
+        super().__init__("Pacing && Cancellation QA", parent)
+        self.setObjectName("qaPanel")
+        self.setAllowedAreas(Qt.DockWidgetArea.BottomDockWidgetArea | Qt.DockWidgetArea.RightDockWidgetArea)
+        self._bridge = bridge
+        self._clock = clock
+        self._title_of = title_of
+        self._t0 = clock()
+        self.data = QAData()
+        self._dirty = False
+        self._level_labels = ("–", "–")  # the thermal / memory labels system_info gave last
+        self._build()
+        bridge.engineEvent.connect(self._on_event)
+        self.poll_timer = QTimer(self)
+        self.poll_timer.setInterval(POLL_MS)
+        self.poll_timer.timeout.connect(self.poll)
+        self.flush_timer = QTimer(self)
+        self.flush_timer.setInterval(FLUSH_MS)
+        self.flush_timer.timeout.connect(self.flush)
+        self.visibilityChanged.connect(self._visibility_changed)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(lambda *_: self.apply_palette())
+        self._sync_forced()
+        self.poll()
+        self.flush()
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _build(self) -> None:
+        body = QWidget(self)
+        self.chart = QChart()
+        self.chart.setMargins(self.chart.margins() * 0)
+        self.chart.legend().setAlignment(Qt.AlignmentFlag.AlignBottom)
+        self.cadence_series = self._series("cadence (tok/s)")
+        self.cap_series = self._series("cap in force")
+        self.thermal_series = self._series("thermal step")
+        self.memory_series = self._series("memory step")
+        for s in (self.cadence_series, self.cap_series, self.thermal_series, self.memory_series):
+            self.chart.addSeries(s)
+        self.x_axis = QValueAxis()
+        self.x_axis.setTitleText("seconds")
+        self.x_axis.setLabelFormat("%.0f")
+        self.rate_axis = QValueAxis()
+        self.rate_axis.setTitleText("tok/s")
+        self.rate_axis.setLabelFormat("%.0f")
+        self.level_axis = QCategoryAxis()
+        self.level_axis.setLabelsPosition(QCategoryAxis.AxisLabelsPosition.AxisLabelsPositionOnValue)
+        self.level_axis.setRange(-0.25, 3.25)
+        for i, label in enumerate(STEP_LABELS):
+            self.level_axis.append(label, i)
+        self.chart.addAxis(self.x_axis, Qt.AlignmentFlag.AlignBottom)
+        self.chart.addAxis(self.rate_axis, Qt.AlignmentFlag.AlignLeft)
+        self.chart.addAxis(self.level_axis, Qt.AlignmentFlag.AlignRight)
+        for s in (self.cadence_series, self.cap_series, self.thermal_series, self.memory_series):
+            s.attachAxis(self.x_axis)
+        for s in (self.cadence_series, self.cap_series):
+            s.attachAxis(self.rate_axis)
+        for s in (self.thermal_series, self.memory_series):
+            s.attachAxis(self.level_axis)
+        self.view = QChartView(self.chart)
+        self.view.setObjectName("qaChart")
+        self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
+        self.view.setMinimumHeight(220)
+
+        self.thermal_combo = QComboBox()
+        self.thermal_combo.setObjectName("forceThermal")
+        for name, level in THERMAL_CHOICES:
+            self.thermal_combo.addItem(name, level)
+        self.memory_combo = QComboBox()
+        self.memory_combo.setObjectName("forceMemory")
+        for name, level in MEMORY_CHOICES:
+            self.memory_combo.addItem(name, level)
+        tip = (f"Force a level for pacing QA (\"real\" = the platform's reading). The engine re-reads "
+               f"the levels every {THERMAL_POLL_TOKENS} tokens, so the cadence follows within that many.")
+        self.thermal_combo.setToolTip(tip)
+        self.memory_combo.setToolTip(tip)
+        self.thermal_combo.activated.connect(self._thermal_chosen)
+        self.memory_combo.activated.connect(self._memory_chosen)
+        clear = QPushButton("Clear")
+        clear.setObjectName("qaClear")
+        clear.clicked.connect(self.clear)
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Thermal"))
+        controls.addWidget(self.thermal_combo)
+        controls.addSpacing(12)
+        controls.addWidget(QLabel("Memory"))
+        controls.addWidget(self.memory_combo)
+        controls.addStretch(1)
+        controls.addWidget(clear)
+
+        self.cap_label = QLabel(objectName="qaCap")
+        self.reuse_label = QLabel(objectName="qaReuse")
+        self.evictions_label = QLabel(objectName="qaEvictions")
+        self.stops_label = QLabel(objectName="qaStops")
+        for label in (self.cap_label, self.reuse_label, self.evictions_label, self.stops_label):
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        figures = QFormLayout()
+        figures.addRow("Cap now", self.cap_label)
+        figures.addRow("Reused prefix", self.reuse_label)
+        figures.addRow("Slot evictions", self.evictions_label)
+        figures.addRow("Stop latency", self.stops_label)
+        self.stop_table = QTableWidget(0, 5)
+        self.stop_table.setObjectName("qaStopTable")
+        self.stop_table.setHorizontalHeaderLabels(["at", "conversation", "during", "tokens", "Stop → ended"])
+        self.stop_table.verticalHeader().setVisible(False)
+        self.stop_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.stop_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.stop_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.stop_table.horizontalHeader().setStretchLastSection(True)
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addLayout(figures)
+        side_layout.addWidget(self.stop_table, 1)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.view)
+        split.addWidget(side)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(8, 4, 8, 8)
+        layout.addLayout(controls)
+        layout.addWidget(split, 1)
+        self.setWidget(body)
+        self.apply_palette()
+
+    @staticmethod
+    def _series(name: str) -> QLineSeries:
+        series = QLineSeries()
+        series.setName(name)
+        return series
+
+    # -- public ----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds since the panel was created (the plot's x axis)."""
+        return self._clock() - self._t0
+
+    def poll(self) -> None:
+        """Read the levels from system_info (the backend's own report) and redraw the cap."""
+        info = self._bridge.system_info()
+        thermal = nested(info, "thermal.level")
+        memory = nested(info, "memory_pressure.level")
+        now = self.now()
+        self.data.levels(thermal, memory, now)
+        self.data.tick(now)
+        self._show_cap(info)
+        self._dirty = True
+
+    def flush(self) -> None:
+        """Redraw the series (only what the window shows) and the axes."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        latest = max(self.data.latest, self.now() if self.data.followed is not None else 0.0)
+        lo = max(0.0, latest - WINDOW_S)
+        hi = max(latest, lo + 10.0)
+        self.x_axis.setRange(lo, hi)
+        for series, points in ((self.cadence_series, self.data.cadence), (self.cap_series, self.data.cap),
+                               (self.thermal_series, self.data.thermal), (self.memory_series, self.data.memory)):
+            series.replace(_visible(points, lo))
+        peak = max([p[1] for p in self.data.cadence if p[0] >= lo] + [p[1] for p in self.data.cap if p[0] >= lo]
+                   + [1.0])
+        self.rate_axis.setRange(0.0, _nice_ceiling(peak * 1.15))
+
+    def clear(self) -> None:
+        """Forget the plot, the stops and the counters."""
+        self.data.clear(self.now())
+        self.stop_table.setRowCount(0)
+        self._show_figures()
+        self._dirty = True
+        self.flush()
+
+    def apply_palette(self) -> None:
+        """Chart colours from the window palette (light and dark follow the system)."""
+        self.chart.setTheme(QChart.ChartTheme.ChartThemeDark if is_dark() else QChart.ChartTheme.ChartThemeLight)
+        pal = self.palette()
+        self.chart.setBackgroundBrush(pal.color(QPalette.ColorRole.Base))
+        text = pal.color(QPalette.ColorRole.Text)
+        self.chart.legend().setLabelColor(text)
+        for axis in (self.x_axis, self.rate_axis, self.level_axis):
+            axis.setLabelsColor(text)
+            axis.setTitleBrush(text)
+            axis.setGridLineColor(pal.color(QPalette.ColorRole.Mid))
+        cadence = QPen(pal.color(QPalette.ColorRole.Highlight), 2.0)
+        self.cadence_series.setPen(cadence)
+        cap = QPen(text, 1.5, Qt.PenStyle.DashLine)
+        self.cap_series.setPen(cap)
+        # The two level lines keep the theme's series colours, thinner and dotted.
+        for series in (self.thermal_series, self.memory_series):
+            pen = QPen(series.pen())
+            pen.setWidthF(1.5)
+            pen.setStyle(Qt.PenStyle.DotLine)
+            series.setPen(pen)
+
+    # -- reactions -------------------------------------------------------------------------
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802 (Qt override)
+        """Re-colour the chart when the palette changes (system light / dark switch)."""
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self.apply_palette()
+
+    def _visibility_changed(self, visible: bool) -> None:
+        # Polling and redrawing cost nothing while the dock is hidden; events are still counted.
+        if visible:
+            self.poll_timer.start()
+            self.flush_timer.start()
+            self.poll()
+            self.flush()
+        else:
+            self.poll_timer.stop()
+            self.flush_timer.stop()
+
+    def _on_event(self, event: Any) -> None:
+        now = self.now()
+        if isinstance(event, Token):
+            self.data.token(event.request_id, now)
+            self._dirty = True
+        elif isinstance(event, Started):
+            request = getattr(self._bridge, "turn_request", lambda _rid: None)(event.request_id)
+            self.data.started(event.request_id, user_cap_of(request), now)
+            self._show_cap(None)
+            self._dirty = True
+        elif isinstance(event, Finished):
+            before = len(self.data.stops)
+            self.data.ended(event.request_id, event.stats, event.conversation_id, now)
+            for record in self.data.stops[before:]:
+                self._add_stop_row(record)
+            self._show_figures()
+            self._dirty = True
+        elif isinstance(event, Failed):
+            self.data.ended(event.request_id, None, event.conversation_id, now)
+
+    def _thermal_chosen(self, index: int) -> None:
+        self._bridge.force_thermal(self.thermal_combo.itemData(index))
+        QTimer.singleShot(60, self.poll)  # the engine refreshes its snapshot, then we read it
+
+    def _memory_chosen(self, index: int) -> None:
+        self._bridge.force_memory(self.memory_combo.itemData(index))
+        QTimer.singleShot(60, self.poll)
+
+    def _sync_forced(self) -> None:
+        """Show levels forced before the panel existed (TURBOSPARK_SIMULATE_*)."""
+        power = getattr(self._bridge, "power", None)
+        if power is None:
+            for combo in (self.thermal_combo, self.memory_combo):
+                combo.setEnabled(False)
+                combo.setToolTip("This engine does not pace on the app's monitors: nothing to force.")
+            return
+        thermal, memory = power.forced()
+        self.thermal_combo.setCurrentIndex(max(0, self.thermal_combo.findData(thermal)))
+        self.memory_combo.setCurrentIndex(max(0, self.memory_combo.findData(memory)))
+
+    # -- figures ---------------------------------------------------------------------------
+
+    def _show_cap(self, info: dict[str, Any] | None) -> None:
+        d = self.data
+        if info is not None:
+            self._level_labels = (nested(info, "thermal.label") or "unavailable",
+                                  nested(info, "memory_pressure.label") or "unavailable")
+        cap = d.current_cap()
+        user = f"your cap {d.user_cap:g} tok/s" if d.user_cap else "no cap of yours"
+        text = f"{cap:.1f} tok/s" if cap else "uncapped"
+        self.cap_label.setText(f"{text}  ({user}; thermal {self._level_labels[0]}, "
+                               f"memory {self._level_labels[1]})")
+
+    def _show_figures(self) -> None:
+        d = self.data
+        if d.last_reused is None:
+            self.reuse_label.setText("no turn yet")
+        else:
+            share = f" ({100 * d.reused_total / d.prompt_total:.0f}%)" if d.prompt_total else ""
+            self.reuse_label.setText(f"last {d.last_reused[0]}/{d.last_reused[1]} tok · total "
+                                     f"{d.reused_total:,}/{d.prompt_total:,} tok{share}")
+        self.evictions_label.setText(f"{d.evictions} in {d.turns} turn{'s' if d.turns != 1 else ''}")
+        self.stops_label.setText(d.stop_summary())
+
+    def _add_stop_row(self, record: StopRecord) -> None:
+        name = self._title_of(record.conversation_id) if self._title_of else None
+        row = self.stop_table.rowCount()
+        self.stop_table.insertRow(row)
+        cells = (f"{record.at:.1f} s", name or record.conversation_id[:8], record.phase,
+                 str(record.new_tokens), seconds_label(record.latency))
+        for col, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if col in (0, 3, 4):
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.stop_table.setItem(row, col, item)
+        self.stop_table.scrollToBottom()
+
+
+def _visible(points: Iterable[tuple[float, float]], lo: float) -> list[QPointF]:
+    """The points from just before `lo` on (the one before keeps a step line continuous)."""
+    pts = list(points)
+    start = 0
+    for i in range(len(pts) - 1, -1, -1):
+        if pts[i][0] < lo:
+            start = i
+            break
+    return [QPointF(x, y) for x, y in pts[start:]]
+
+
+def _nice_ceiling(value: float) -> float:
+    """5, 10, 20, 25, 50, 100, ... at or above `value`."""
+    step = 1.0
+    while True:
+        for m in (1.0, 2.0, 2.5, 5.0):
+            if m * step >= value:
+                return m * step
+        step *= 10.0
