@@ -38,3 +38,11 @@ package: $(STAMP) model
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache
+
+# README screenshots (docs/screenshots/): the real window over the real model, two panes streaming
+# side by side, then one stopped. Under Xvfb when xvfb-run works (apt-get install xvfb
+# libxcb-cursor0), else with Qt's offscreen platform plugin.
+screenshot: $(STAMP) model
+	@if command -v xvfb-run >/dev/null 2>&1 && \
+		xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python tools/screenshot.py --out docs/screenshots; then :; \
+	else QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshot.py --out docs/screenshots; fi

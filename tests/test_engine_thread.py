@@ -423,3 +423,35 @@ def test_system_info_reads_the_monitors_live_while_a_step_blocks(make_engine) ->
     assert info["thermal"]["label"] == "serious (simulated)"
     assert info["memory_pressure"]["label"] == "warning (simulated)"
     assert info["process"]["rss_bytes"] > 0 and info["engine"]["active_turns"] == 1
+
+
+def test_replace_backend_stops_every_turn_then_loads_the_new_model(make_engine) -> None:
+    old = FakeBackend(replies=(LONG_REPLY,), step_delay=0.005)
+    new = FakeBackend(replies=("from the new model",))
+    new.model_info = lambda: {"name": "new-model"}  # type: ignore[method-assign]
+    eng, rec = make_engine(old, max_active=1)
+    running = eng.submit(request("a"))
+    queued = eng.submit(request("b"))
+    rec.wait(lambda evs: len(rec.tokens(running)) >= 2)
+    eng.replace_backend(fake_factory(new))
+    later = eng.submit(request("c"))  # submitted during the switch: waits for the new model
+    assert rec.terminal(running).result.reason is StopReason.CANCELLED
+    assert rec.terminal(queued).result.reason is StopReason.CANCELLED
+    done = rec.terminal(later)
+    assert isinstance(done, Finished) and done.text == "from the new model"
+    readies = [e for e in rec.events if isinstance(e, BackendReady)]
+    assert [r.model_info["name"] for r in readies] == ["fake-model", "new-model"]
+    # The old model served nothing after the switch was asked for; the new one only "c".
+    assert [n for n, _ in new.calls if n == "prepare_turn"] == ["prepare_turn"]
+    assert eng.system_info()["engine"]["state"] == "ready"
+
+
+def test_a_failed_switch_is_reported_and_turns_fail_cleanly(make_engine) -> None:
+    eng, rec = make_engine(FakeBackend())
+    rec.wait(lambda evs: any(isinstance(e, BackendReady) for e in evs))
+    eng.replace_backend(failing_factory("broken.gguf: not a GGUF file"))
+    rec.wait(lambda evs: any(isinstance(e, BackendFailed) for e in evs))
+    fail = rec.terminal(eng.submit(request("c")))
+    assert fail.kind == "backend_unavailable" and "not a GGUF" in fail.message
+    eng.replace_backend(fake_factory(FakeBackend(replies=("back",))))  # and recovers
+    assert rec.terminal(eng.submit(request("d"))).text == "back"

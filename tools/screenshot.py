@@ -53,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="a GGUF (default: TURBOSPARK_MODEL, else the default model)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    # A throw-away data folder: store + settings.ini (see turbospark_app.ui.settings).
+    from turbospark_app.model.fetch import resolve_model_path
+
+    # Resolved first: the default model lives in the real data folder...
+    model = str(resolve_model_path(args.model))
+    # ...while the store and settings.ini go to a throw-away one (turbospark_app.ui.settings).
     os.environ["TURBOSPARK_DATA_DIR"] = tempfile.mkdtemp(prefix="turbospark-screenshot-")
 
     from PySide6.QtWidgets import QApplication
@@ -64,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     configure_application(app)
     monitors = monitors_from_environment()
-    window = build_window(real_backend_factory(args.model, 4, monitors), monitors=monitors)
+    window = build_window(real_backend_factory(model, 4, monitors), monitors=monitors)
     window.resize(*WINDOW_SIZE)
     window.show()
     wait_until(app, lambda: window.bridge.backend_state in ("ready", "failed"), 300, "the model to load")
@@ -81,21 +85,26 @@ def main(argv: list[str] | None = None) -> int:
     wait_until(app, lambda: not left.busy, 300, "the first reply")
 
     left.settings_form.cap.setValue(PACE_TOKENS_PER_SEC)
-    left.input.setPlainText("Show a tiny Python example of caching results in a dict.")
+    left.settings_form.max_new.setValue(240)
+    left.input.setPlainText("Give me five tips for writing readable Python code, with a short example each.")
     left.send()
     window.split_right()
     right = window.area.current_pane()
     assert right is not None and right is not left
     right.settings_form.temperature.setValue(0.0)
     right.settings_form.cap.setValue(PACE_TOKENS_PER_SEC)
-    right.settings_form.max_new.setValue(160)
-    right.input.setPlainText("Write a haiku about a language model running on a laptop.")
+    right.settings_form.max_new.setValue(240)
+    right.input.setPlainText("Write a short story about a robot who learns to paint.")
     right.send()
 
     def tokens(pane) -> int:  # type: ignore[no-untyped-def]
         return pane._tokens  # noqa: SLF001 (a screenshot script may peek)
 
-    wait_until(app, lambda: tokens(left) >= 40 and tokens(right) >= 40, 300, "both replies to stream")
+    wait_until(app, lambda: min(tokens(left), tokens(right)) >= 28 or not (left.busy and right.busy),
+               300, "both replies to stream")
+    if not (left.busy and right.busy):
+        print("screenshot: a reply ended before the capture; pick longer prompts", file=sys.stderr)
+        return 1
     settle(app, 0.3)
     first = args.out / "main-window.png"
     window.grab().save(str(first))

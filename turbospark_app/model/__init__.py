@@ -20,6 +20,12 @@ _LAZY = {
     "TokenizerError": "tokenizer",
     "ChatTemplate": "chat_template",
     "TemplateError": "chat_template",
+    "LlamaConfig": "gguf_file",
+    "ModelFileError": "gguf_file",
+    "open_gguf": "gguf_file",
+    "KVCache": "kv_cache",
+    "LlamaModel": "llama",
+    "LlamaProducer": "producer",
 }
 
 __all__ = sorted(_LAZY)

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from turbospark_app.engine.errors import EngineError
+from turbospark_app.engine.kv_prefix import common_prefix_len
 
 from .kv_cache import KVCache
 from .llama import LlamaModel
@@ -126,14 +127,7 @@ class LlamaProducer:
         logits (the first reply token's distribution) are fresh.
         """
         mirror = self._mirror
-        n = min(len(mirror), len(prompt_ids) - 1)
-        i = 0
-        step = 256  # list slices compare in C: a 4k-token history costs microseconds
-        while i + step <= n and mirror[i : i + step] == [int(t) for t in prompt_ids[i : i + step]]:
-            i += step
-        while i < n and mirror[i] == int(prompt_ids[i]):
-            i += 1
-        i = max(i, 0)
+        i = common_prefix_len(mirror, [int(t) for t in prompt_ids[: len(prompt_ids) - 1]])
         self._cache.trim(i)
         del mirror[i:]
         return i

@@ -256,6 +256,8 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any]) -> None:
         }
         del arrays, maps
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
+        if entry.exists() and _load_entry(entry, identity) is not None:
+            return  # another process finished the same entry meanwhile: keep theirs
         if entry.exists():  # stale or corrupt: move aside first (rename is atomic, rmtree is not)
             trash = root / f".trash-{entry.name}-{uuid.uuid4().hex[:8]}"
             os.replace(entry, trash)

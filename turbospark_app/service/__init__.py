@@ -3,12 +3,12 @@
 Pure Python (no Qt): the UI adapts it with `turbospark_app.ui.bridge`.
 """
 
-from .engine_thread import (
+from .engine_thread import EngineThread
+from .events import (
     BackendFailed,
     BackendLoading,
     BackendReady,
     EngineEvent,
-    EngineThread,
     Failed,
     Finished,
     Prefilling,

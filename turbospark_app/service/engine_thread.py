@@ -30,13 +30,13 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
 
 import psutil
 
-from ..chat.api import ChatBackend, ChatMessage, PreparedTurn, TurnSettings
-from ..engine.errors import ContextOverflow, EmptyPrompt, EngineError, ProducerError, ZeroBudget
+from ..chat.api import ChatBackend, PreparedTurn
+from ..engine.errors import EngineError
 from ..engine.progress import (
     PaceWait,
     PrefillProgress,
@@ -44,6 +44,22 @@ from ..engine.progress import (
     StopReason,
     TailProgress,
     TokenProgress,
+)
+from .events import (
+    BackendFailed,
+    BackendLoading,
+    BackendReady,
+    EngineEvent,
+    Failed,
+    Finished,
+    Prefilling,
+    Queued,
+    Started,
+    Tail,
+    Token,
+    TurnRequest,
+    TurnStats,
+    error_kind,
 )
 
 log = logging.getLogger(__name__)
@@ -54,174 +70,6 @@ Monitors = tuple[Any, Any]  # (readings.ThermalMonitor, readings.MemoryMonitor):
 
 # The backend's system_info is re-read at most this often while turns are being stepped.
 SNAPSHOT_REFRESH_SECONDS = 0.5
-
-
-# ---------------------------------------------------------------------------------------------
-# Requests, stats and events
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TurnRequest:
-    """One turn to run: the conversation (used as the backend session id), its messages
-    ending with the new user message, and the turn's settings."""
-
-    conversation_id: str
-    messages: tuple[ChatMessage, ...]
-    settings: TurnSettings = field(default_factory=TurnSettings)
-
-
-@dataclass(frozen=True)
-class TurnStats:
-    """What the UI shows under a reply. Times are seconds; None = not applicable."""
-
-    prompt_tokens: int
-    reused_prefix_tokens: int
-    new_tokens: int
-    stop_reason: str  # StopReason.value
-    started: bool  # False: cancelled while queued, the model was never touched
-    queued_seconds: float  # submit -> first step
-    time_to_first_token: float | None  # submit -> first token (what the user waited)
-    prefill_seconds: float
-    decode_seconds: float
-    prefill_tokens_per_sec: float
-    decode_tokens_per_sec: float
-    stop_latency: float | None  # cancel() -> the turn ended; None when not cancelled
-    slot_evicted: bool
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (stored with the reply)."""
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TurnStats":
-        """The inverse of `to_json`; unknown keys are ignored, missing ones default."""
-        defaults: dict[str, Any] = {
-            "prompt_tokens": 0, "reused_prefix_tokens": 0, "new_tokens": 0,
-            "stop_reason": "", "started": True, "queued_seconds": 0.0,
-            "time_to_first_token": None, "prefill_seconds": 0.0, "decode_seconds": 0.0,
-            "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
-            "stop_latency": None, "slot_evicted": False,
-        }
-        defaults.update({k: v for k, v in data.items() if k in defaults})
-        return cls(**defaults)
-
-
-@dataclass(frozen=True, slots=True)
-class BackendLoading:
-    """The engine thread started loading the backend (the model)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BackendReady:
-    """The backend is loaded: its model facts and context window."""
-
-    model_info: dict[str, Any]
-    max_context: int
-    load_seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class BackendFailed:
-    """The backend could not be loaded; every request will fail with kind "backend_unavailable"."""
-
-    message: str
-    error_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class Queued:
-    """The request is waiting; `position` turns are ahead of it (0 = next to start)."""
-
-    request_id: int
-    conversation_id: str
-    position: int
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """The turn was admitted (prompt rendered, it fits the context) and is being stepped."""
-
-    request_id: int
-    conversation_id: str
-    prompt_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class Prefilling:
-    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
-
-    request_id: int
-    conversation_id: str
-    done: int
-    total: int
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    """One generated token: its index in the reply, its id and its text delta."""
-
-    request_id: int
-    conversation_id: str
-    index: int
-    id: int
-    delta: str
-
-
-@dataclass(frozen=True, slots=True)
-class Tail:
-    """Withheld text released at the end of the run (no stop string matched)."""
-
-    request_id: int
-    conversation_id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The turn ended (any StopReason, CANCELLED included): the reply and its figures."""
-
-    request_id: int
-    conversation_id: str
-    result: RawDecodeResult
-    prompt_ids: tuple[int, ...]
-    generated_ids: tuple[int, ...]  # ids of the emitted tokens: the reply's KV-backed ids
-    text: str
-    stats: TurnStats
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The turn failed; nothing of it should be kept. `kind` is a stable machine label."""
-
-    request_id: int
-    conversation_id: str
-    message: str
-    kind: str  # context_overflow | empty_prompt | zero_budget | model_failure | engine |
-    #            backend_unavailable | internal
-    error_type: str  # the exception's class name, e.g. "ContextOverflow"
-
-
-EngineEvent = (
-    BackendLoading | BackendReady | BackendFailed | Queued | Started | Prefilling | Token
-    | Tail | Finished | Failed
-)
-TERMINAL_EVENTS = (Finished, Failed)
-
-
-def error_kind(exc: BaseException) -> str:
-    """The stable label the UI keys its message on."""
-    if isinstance(exc, ContextOverflow):
-        return "context_overflow"
-    if isinstance(exc, EmptyPrompt):
-        return "empty_prompt"
-    if isinstance(exc, ZeroBudget):
-        return "zero_budget"
-    if isinstance(exc, ProducerError):
-        return "model_failure"
-    if isinstance(exc, EngineError):
-        return "engine"
-    return "internal"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,6 +121,7 @@ class EngineThread:
         if max_active < 1:
             raise ValueError(f"max_active must be >= 1 (got {max_active})")
         self._factory = backend_factory
+        self._next_factory: BackendFactory | None = None  # a model switch waiting to happen
         self._on_event = on_event
         self._max_active = max_active
         self._clock = clock
@@ -342,6 +191,22 @@ class EngineThread:
                     if job.stream is not None:
                         job.ready_at = float("-inf")
             self._drops.append(conversation_id)
+            self._cond.notify_all()
+
+    def replace_backend(self, backend_factory: BackendFactory) -> None:
+        """Switch models: every turn (running or queued) is stopped, then the old backend is
+        closed and `backend_factory` is loaded on the engine thread (BackendLoading, then
+        BackendReady or BackendFailed). Turns submitted meanwhile wait for the new model."""
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("the engine thread is shut down")
+            self._next_factory = backend_factory
+            now = self._clock()
+            for job in self._jobs.values():
+                if not job.cancelled:
+                    job.cancel_at = now
+                    job.cancelled = True
+                job.ready_at = float("-inf")
             self._cond.notify_all()
 
     def shutdown(self, timeout: float | None = 5.0) -> bool:
@@ -424,7 +289,17 @@ class EngineThread:
             if action is None:
                 break
             action()
-        backend = self._backend
+        self._close_backend()
+
+    def _switch_backend(self, factory: BackendFactory) -> None:
+        self._close_backend()
+        self._factory = factory
+        self._load_backend()
+
+    def _close_backend(self) -> None:
+        backend, self._backend = self._backend, None
+        with self._snapshot_lock:
+            self._snapshot, self._snapshot_at = {}, float("-inf")
         close = getattr(backend, "close", None)
         if callable(close):
             try:
@@ -434,6 +309,7 @@ class EngineThread:
 
     def _load_backend(self) -> None:
         self._state = "loading"
+        self._load_error = None
         self._emit(BackendLoading())
         t0 = time.monotonic()
         try:
@@ -475,10 +351,14 @@ class EngineThread:
                     if ready:
                         self._drops = [c for c in self._drops if c in busy]
                         return lambda: self._drop(ready)
+                if self._next_factory is not None and not self._active:
+                    factory, self._next_factory = self._next_factory, None
+                    return lambda: self._switch_backend(factory)
                 if self._state == "failed" and self._pending:
                     job = self._pending.popleft()
                     return lambda job=job: self._fail_unavailable(job)
-                if self._state == "ready" and self._pending and len(self._active) < self._max_active:
+                if (self._state == "ready" and self._next_factory is None and self._pending
+                        and len(self._active) < self._max_active):
                     job = self._pending.popleft()
                     self._active.append(job)
                     return lambda job=job: self._start(job)

@@ -44,16 +44,23 @@ class EngineBridge(QObject):
         *,
         max_active: int = 4,
         monitors: Monitors | None = None,
+        power: Any = None,
         parent: QObject | None = None,
     ) -> None:
         """`monitors`: the (thermal, memory) monitors the backend paces on, so `system_info`
-        reads the levels live (see EngineThread)."""
+        reads the levels live (see EngineThread). `power`: a PowerControls over those same
+        monitors, for `force_thermal` / `force_memory` (its monitors are used when `monitors`
+        is not given)."""
         super().__init__(parent)
+        if monitors is None and power is not None:
+            monitors = (power.thermal, power.memory)
+        self.power = power
         self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
         self._engine = EngineThread(
             backend_factory, self._relay.emit, max_active=max_active, monitors=monitors
         )
         self._listeners: dict[int, Listener] = {}
+        self._requests: dict[int, TurnRequest] = {}
         self._shut_down = False
         self.backend_state = "idle"
         self.backend_error: str | None = None
@@ -75,7 +82,12 @@ class EngineBridge(QObject):
         rid = self._engine.submit(request)
         # Registered before control returns to the event loop, so no event can be missed.
         self._listeners[rid] = listener
+        self._requests[rid] = request
         return rid
+
+    def turn_request(self, request_id: int) -> TurnRequest | None:
+        """The request of a turn still running (or whose last event is being dispatched)."""
+        return self._requests.get(request_id)
 
     def cancel(self, request_id: int) -> bool:
         """Stop the turn (it ends within one forward step)."""
@@ -90,6 +102,23 @@ class EngineBridge(QObject):
         """The system_info document; never blocks behind a forward step."""
         return self._engine.system_info()
 
+    def switch_backend(self, backend_factory: BackendFactory) -> None:
+        """Load another model: every turn is stopped (replies saved as stopped), then the
+        engine thread loads `backend_factory` (backendStateChanged: loading, ready/failed)."""
+        self._engine.replace_backend(backend_factory)
+
+    def force_thermal(self, level: Any) -> None:
+        """Force the thermal level (None = the real reading); needs `power`."""
+        if self.power is None:
+            raise RuntimeError("no PowerControls: the bridge was built without `power`")
+        self.power.force_thermal(level)
+
+    def force_memory(self, level: Any) -> None:
+        """Force the memory pressure (None = the real reading); needs `power`."""
+        if self.power is None:
+            raise RuntimeError("no PowerControls: the bridge was built without `power`")
+        self.power.force_memory(level)
+
     def shutdown(self, timeout: float = 5.0) -> None:
         """Cancel every turn, stop the thread, and deliver the events still in flight (so
         stopped replies get saved) before returning."""
@@ -102,6 +131,7 @@ class EngineBridge(QObject):
     @Slot(object)
     def _dispatch(self, event: EngineEvent) -> None:
         if isinstance(event, BackendLoading):
+            self.model_info, self.max_context, self.backend_error = {}, 0, None
             self._set_state("loading")
         elif isinstance(event, BackendReady):
             self.model_info = dict(event.model_info)
@@ -111,13 +141,14 @@ class EngineBridge(QObject):
             self.backend_error = event.message
             self._set_state("failed")
         rid = getattr(event, "request_id", None)
+        terminal = rid is not None and isinstance(event, (Finished, Failed))
         if rid is not None:
-            listener = self._listeners.get(rid)
-            if isinstance(event, (Finished, Failed)):
-                self._listeners.pop(rid, None)
+            listener = self._listeners.pop(rid, None) if terminal else self._listeners.get(rid)
             if listener is not None:
                 listener(event)
         self.engineEvent.emit(event)
+        if terminal:
+            self._requests.pop(rid, None)  # after engineEvent: observers may still ask
 
     def _set_state(self, state: str) -> None:
         self.backend_state = state

@@ -57,6 +57,7 @@ class Transcript(QTextBrowser):
             Qt.TextInteractionFlag.TextBrowserInteraction | Qt.TextInteractionFlag.TextSelectableByKeyboard
         )
         self.document().setDocumentMargin(16)
+        self.setPlaceholderText("No messages yet. Type below and press Enter: the model runs on this computer.")
         self._entries: list[Entry] = []
         self._streaming: Entry | None = None
         self._stream_cursor: QTextCursor | None = None
@@ -207,6 +208,7 @@ class Transcript(QTextBrowser):
         frame = QTextFrameFormat()
         frame.setPadding(8)
         frame.setTopMargin(2)
+        frame.setBottomMargin(4)  # the block Qt keeps after a frame ignores its own top margin
         frame.setBorder(0)
         if entry.kind == "error":
             frame.setBackground(self._tint(0.12, ERROR_HUE))

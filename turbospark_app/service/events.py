@@ -1,0 +1,173 @@
+"""What the engine thread takes (TurnRequest) and tells (events, TurnStats). Pure data, no Qt."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..chat.api import ChatMessage, TurnSettings
+from ..engine.errors import ContextOverflow, EmptyPrompt, EngineError, ProducerError, ZeroBudget
+from ..engine.progress import RawDecodeResult
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn to run: the conversation (used as the backend session id), its messages
+    ending with the new user message, and the turn's settings."""
+
+    conversation_id: str
+    messages: tuple[ChatMessage, ...]
+    settings: TurnSettings = field(default_factory=TurnSettings)
+
+
+@dataclass(frozen=True)
+class TurnStats:
+    """What the UI shows under a reply. Times are seconds; None = not applicable."""
+
+    prompt_tokens: int
+    reused_prefix_tokens: int
+    new_tokens: int
+    stop_reason: str  # StopReason.value
+    started: bool  # False: cancelled while queued, the model was never touched
+    queued_seconds: float  # submit -> first step
+    time_to_first_token: float | None  # submit -> first token (what the user waited)
+    prefill_seconds: float
+    decode_seconds: float
+    prefill_tokens_per_sec: float
+    decode_tokens_per_sec: float
+    stop_latency: float | None  # cancel() -> the turn ended; None when not cancelled
+    slot_evicted: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored with the reply)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TurnStats":
+        """The inverse of `to_json`; unknown keys are ignored, missing ones default."""
+        defaults: dict[str, Any] = {
+            "prompt_tokens": 0, "reused_prefix_tokens": 0, "new_tokens": 0,
+            "stop_reason": "", "started": True, "queued_seconds": 0.0,
+            "time_to_first_token": None, "prefill_seconds": 0.0, "decode_seconds": 0.0,
+            "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
+            "stop_latency": None, "slot_evicted": False,
+        }
+        defaults.update({k: v for k, v in data.items() if k in defaults})
+        return cls(**defaults)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendLoading:
+    """The engine thread started loading the backend (the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendReady:
+    """The backend is loaded: its model facts and context window."""
+
+    model_info: dict[str, Any]
+    max_context: int
+    load_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class BackendFailed:
+    """The backend could not be loaded; every request will fail with kind "backend_unavailable"."""
+
+    message: str
+    error_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """The request is waiting; `position` turns are ahead of it (0 = next to start)."""
+
+    request_id: int
+    conversation_id: str
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """The turn was admitted (prompt rendered, it fits the context) and is being stepped."""
+
+    request_id: int
+    conversation_id: str
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prefilling:
+    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
+
+    request_id: int
+    conversation_id: str
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One generated token: its index in the reply, its id and its text delta."""
+
+    request_id: int
+    conversation_id: str
+    index: int
+    id: int
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Withheld text released at the end of the run (no stop string matched)."""
+
+    request_id: int
+    conversation_id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The turn ended (any StopReason, CANCELLED included): the reply and its figures."""
+
+    request_id: int
+    conversation_id: str
+    result: RawDecodeResult
+    prompt_ids: tuple[int, ...]
+    generated_ids: tuple[int, ...]  # ids of the emitted tokens: the reply's KV-backed ids
+    text: str
+    stats: TurnStats
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The turn failed; nothing of it should be kept. `kind` is a stable machine label."""
+
+    request_id: int
+    conversation_id: str
+    message: str
+    kind: str  # context_overflow | empty_prompt | zero_budget | model_failure | engine |
+    #            backend_unavailable | internal
+    error_type: str  # the exception's class name, e.g. "ContextOverflow"
+
+
+EngineEvent = (
+    BackendLoading | BackendReady | BackendFailed | Queued | Started | Prefilling | Token
+    | Tail | Finished | Failed
+)
+TERMINAL_EVENTS = (Finished, Failed)
+
+
+def error_kind(exc: BaseException) -> str:
+    """The stable label the UI keys its message on."""
+    if isinstance(exc, ContextOverflow):
+        return "context_overflow"
+    if isinstance(exc, EmptyPrompt):
+        return "empty_prompt"
+    if isinstance(exc, ZeroBudget):
+        return "zero_budget"
+    if isinstance(exc, ProducerError):
+        return "model_failure"
+    if isinstance(exc, EngineError):
+        return "engine"
+    return "internal"
