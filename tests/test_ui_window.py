@@ -157,8 +157,14 @@ def test_deleting_a_generating_conversation_stops_it_and_saves_nothing(ui, qtbot
     send(qtbot, doomed, "long one")
     qtbot.waitUntil(lambda: doomed.state == "generating", timeout=5000)
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    writes: list[tuple] = []
+    original = w.store.add_message
+    monkeypatch.setattr(w.store, "add_message", lambda *a, **k: (writes.append(a), original(*a, **k))[1])
+    rid = doomed.request_id
     w.delete_conversation(doomed.conversation_id)
     qtbot.waitUntil(lambda: doomed.conversation_id in backend.dropped, timeout=5000)
+    qtbot.waitUntil(lambda: w.bridge.turn_request(rid) is None, timeout=5000)  # Finished dispatched
+    assert writes == []  # the stopped reply of a deleted conversation is not even attempted
     assert w.store.messages(doomed.conversation_id) == []
     assert w.store.conversation(doomed.conversation_id) is None
     assert [p.conversation_id for p in w.area.panes()] == [keep.conversation_id]
@@ -248,3 +254,58 @@ def test_finished_events_carry_what_the_stats_line_shows(ui, qtbot) -> None:
     stats = got[0].stats
     assert f"prompt {stats.prompt_tokens} tok" in footer and f"new {stats.new_tokens} tok" in footer
     assert f"reused {stats.reused_prefix_tokens}" in footer
+
+
+def test_switching_models_stops_replies_and_serves_from_the_new_one(ui, qtbot) -> None:
+    from ui_fakes import fake_factory
+
+    w = ui.window(FakeBackend(replies=(LONG,), step_delay=0.005))
+    pane = w.area.current_pane()
+    send(qtbot, pane, "long please")
+    qtbot.waitUntil(lambda: pane.state == "generating", timeout=5000)
+    rid = pane.request_id
+    assert w.bridge.turn_request(rid).conversation_id == pane.conversation_id
+    new = FakeBackend(replies=("new model here",))
+    new.model_info = lambda: {"name": "other", "file_name": "other-7B.Q8_0.gguf", "quantization": "Q8_0"}
+    states: list[str] = []
+    w.bridge.backendStateChanged.connect(states.append)
+    w.bridge.switch_backend(fake_factory(new))
+    wait_idle(qtbot, pane)
+    assert pane.state == "stopped" and w.bridge.turn_request(rid) is None
+    qtbot.waitUntil(lambda: w.bridge.backend_state == "ready" and states[-2:] == ["loading", "ready"],
+                    timeout=5000)
+    assert w.status.text("model") == "other-7B · Q8_0"
+    send(qtbot, pane, "and now?")
+    wait_idle(qtbot, pane)
+    assert w.store.messages(pane.conversation_id)[-1].content == "new model here"
+
+
+def test_power_controls_force_levels_that_the_status_bar_shows(ui, qtbot) -> None:
+    from ui_fakes import fake_factory
+
+    from turbospark_app.engine.power import MemoryPressure, ThermalLevel
+    from turbospark_app.readings import MemoryMonitor, ThermalMonitor
+    from turbospark_app.ui.app import build_window
+    from turbospark_app.ui.power_controls import PowerControls
+
+    class Fixed:
+        name = "fixed"
+
+        def __init__(self, level):
+            self.level = level
+
+        def read(self):
+            return self.level, "for the test"
+
+    power = PowerControls(ThermalMonitor(Fixed(ThermalLevel.NOMINAL)), MemoryMonitor(Fixed(None)))
+    w = build_window(fake_factory(FakeBackend()), store_path=ui.store_path, settings=ui.settings(), power=power)
+    qtbot.addWidget(w)
+    ui.windows.append(w)
+    w.show()
+    qtbot.waitUntil(lambda: w.bridge.backend_state == "ready", timeout=5000)
+    assert w.status.text("thermal") == "thermal nominal" and w.status.text("memory") == "memory unavailable"
+    w.bridge.force_thermal(ThermalLevel.CRITICAL)
+    w.bridge.force_memory(MemoryPressure.WARNING)
+    w.status.poll()
+    assert w.status.text("thermal") == "thermal critical (simulated)"
+    assert w.status.text("memory") == "memory warning (simulated)"

@@ -214,6 +214,7 @@ class EngineThread:
         saved), then stop the thread. Returns True when the thread has ended."""
         with self._cond:
             self._shutdown = True
+            self._next_factory = None  # no model switch on the way out
             now = self._clock()
             for job in self._jobs.values():
                 if not job.cancelled:

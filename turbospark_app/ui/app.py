@@ -11,19 +11,20 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import qasync
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ..chat.api import ChatBackend
-from ..readings import SimulationError, monitors_from_environment
+from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
 from .bridge import EngineBridge
 from .icon import app_icon
 from .main_window import MainWindow
+from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 
 DEFAULT_SESSION_SLOTS = 4
@@ -84,12 +85,15 @@ def build_window(
     store_path: Path | None = None,
     settings: QSettings | None = None,
     monitors: Monitors | None = None,
+    power: Any = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
-    status bar)."""
+    status bar); `power`: a PowerControls over them (QA overrides), which implies them."""
     store, notice = open_store(store_path)
-    bridge = EngineBridge(backend_factory, max_active=max(1, session_slots), monitors=monitors)
+    bridge = EngineBridge(
+        backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
+    )
     window = MainWindow(store, bridge, settings if settings is not None else app_settings())
     bridge.setParent(window)
     bridge.start()
@@ -105,14 +109,16 @@ def run_app(args: argparse.Namespace) -> int:
     configure_application(app)
     slots = getattr(args, "session_slots", None) or DEFAULT_SESSION_SLOTS
     try:
-        # Created once, here: the backend paces on them and the status bar reads them live.
-        monitors = monitors_from_environment()
+        # Created once, here: the backend paces on these monitors (through every model
+        # switch), the status bar reads them live and QA overrides act on them.
+        power = PowerControls.from_environment()
     except SimulationError as e:  # a bad TURBOSPARK_SIMULATE_* value: say which, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
+    monitors = (power.thermal, power.memory)
     factory = real_backend_factory(getattr(args, "model", None), slots, monitors)
-    window = build_window(factory, session_slots=slots, monitors=monitors)
+    window = build_window(factory, session_slots=slots, power=power)
     window.show()
 
     # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only

@@ -20,7 +20,7 @@ import time
 from typing import Any, Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -105,6 +105,7 @@ class ConversationPane(QWidget):
         self._tokens = 0
         self._first_token_at: float | None = None
         self._dispose_when_idle = False
+        self._discarded = False  # the conversation was deleted: save nothing more
         self._build()
         self.transcript.set_entries([entry_for(m) for m in self.messages])
         self._set_state("idle")
@@ -213,6 +214,11 @@ class ConversationPane(QWidget):
             self._bridge.cancel(self.request_id)
             self._set_state("stopping")
 
+    def discard(self) -> None:
+        """The conversation is being deleted: stop its turn, save nothing more, go away."""
+        self._discarded = True
+        self.dispose()
+
     def dispose(self) -> None:
         """Close the pane: stop its turn first, and delete it once the turn has ended (so a
         stopped reply is still saved)."""
@@ -255,6 +261,9 @@ class ConversationPane(QWidget):
             self._fail(event)
 
     def _finish(self, event: Finished) -> None:
+        if self._discarded:
+            self._end_turn("finished")
+            return
         stopped = event.result.reason is StopReason.CANCELLED
         stats = event.stats.to_json()
         stats["model_id"] = model_identity(self._bridge.model_info)
@@ -276,6 +285,9 @@ class ConversationPane(QWidget):
         self._end_turn("finished")
 
     def _fail(self, event: Failed) -> None:
+        if self._discarded:
+            self._end_turn("failed")
+            return
         self.transcript.truncate(self._mark)
         template = _ERRORS.get(event.kind, "{m}")
         self.transcript.append_error(
@@ -291,7 +303,7 @@ class ConversationPane(QWidget):
         typed_since = self.input.toPlainText()
         restored = self._sent_text + ("\n\n" + typed_since if typed_since.strip() else "")
         self.input.setPlainText(restored)
-        self.input.moveCursor(self.input.textCursor().MoveOperation.End)
+        self.input.moveCursor(QTextCursor.MoveOperation.End)
         self._set_state("error", event.error_type)
         self._end_turn("failed")
 

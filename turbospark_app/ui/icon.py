@@ -1,7 +1,7 @@
 """The app icon, drawn with QPainter: a rounded square with a soft gradient and a spark.
 
-Drawn at run time (crisp at any size, no file to ship); `tools/make_icon.py` writes the same
-drawing to `resources/turbospark.png` for packaging.
+Drawn at run time (crisp at any size, no file to ship); `packaging/make_icons.py` draws the
+same bolt and palette on Apple's icon grid for the bundle (`resources/icon.png`, .icns, .ico).
 """
 
 from __future__ import annotations

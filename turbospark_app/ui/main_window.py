@@ -121,9 +121,8 @@ class MainWindow(QMainWindow):
     def _restore(self) -> None:
         self.sidebar.set_conversations(self.store.conversations())
         geometry = self.settings.value("window/geometry")
-        if isinstance(geometry, (QByteArray, bytes)) and self.restoreGeometry(QByteArray(geometry)):
-            pass
-        else:
+        restored = isinstance(geometry, (QByteArray, bytes)) and self.restoreGeometry(QByteArray(geometry))
+        if not restored:
             self.resize(*DEFAULT_SIZE)
         sizes = read_json(self.settings, "window/splitter", None)
         self.splitter.setSizes(sizes if isinstance(sizes, list) and len(sizes) == 2 else [250, DEFAULT_SIZE[0] - 250])
@@ -197,9 +196,7 @@ class MainWindow(QMainWindow):
         if found is not None:
             pane = found[0].widget(found[1])
             assert isinstance(pane, ConversationPane)
-            pane.turnEnded.disconnect()  # no more saves for a deleted conversation
-            pane._dispose_when_idle = True
-            self.area.close_pane(pane)
+            self.area.close_pane(pane, discard=True)  # its running turn saves nothing
         try:
             self.store.delete_conversation(conversation_id)
         except sqlite3.Error as e:

@@ -107,8 +107,9 @@ class PaneArea(QSplitter):
             pane.setFocus()
         return pane  # type: ignore[return-value]
 
-    def close_pane(self, pane: ConversationPane) -> None:
-        """Close a pane (a running turn is stopped; its reply is still saved)."""
+    def close_pane(self, pane: ConversationPane, *, discard: bool = False) -> None:
+        """Close a pane: a running turn is stopped and its reply still saved, unless
+        `discard` (the conversation is being deleted)."""
         found = self.find(pane.conversation_id)
         if found is None:
             return
@@ -116,7 +117,10 @@ class PaneArea(QSplitter):
         group.removeTab(index)
         pane.hide()
         pane.setParent(self.window())  # keep it alive until its turn ends
-        pane.dispose()
+        if discard:
+            pane.discard()
+        else:
+            pane.dispose()
         self._prune()
         self.layoutChanged.emit()
         self.currentPaneChanged.emit(self.current_pane())
