@@ -219,6 +219,30 @@ def decode(
     )
 
 
+def decode_after_prefill(
+    producer: LogitProducer,
+    tokenizer: EngineTokenizer,
+    config: GenerationConfig,
+    sampler: Sampler,
+    logits: np.ndarray,
+    history: list[int],
+    position: int,
+    total: int,
+    prefill_start: float,
+    reused: int,
+    cancel: CancelFlag,
+) -> RawCompletionStream:
+    """Decode after either prefill mode, then patch the two fields `decode` cannot know."""
+    prefill_seconds = time.perf_counter() - prefill_start
+    result = yield from decode(
+        producer, tokenizer, config, sampler, logits, history, position, total,
+        prefill_seconds, cancel,
+    )
+    result.reused_prefix_tokens = reused
+    result.session_slot_evicted = bool(call_producer(producer.session_slot_evicted))
+    return result
+
+
 def _stream_off(
     producer: LogitProducer,
     tokenizer: EngineTokenizer,
@@ -252,14 +276,12 @@ def _stream_off(
             return cancelled_during_prefill(
                 history, position, total, prefill_start, reused, bool(evicted)
             )
-    prefill_seconds = time.perf_counter() - prefill_start
-    result = yield from decode(
-        producer, tokenizer, config, sampler, logits, history, position, total,
-        prefill_seconds, cancel,
+    return (
+        yield from decode_after_prefill(
+            producer, tokenizer, config, sampler, logits, history, position, total,
+            prefill_start, reused, cancel,
+        )
     )
-    result.reused_prefix_tokens = reused
-    result.session_slot_evicted = bool(call_producer(producer.session_slot_evicted))
-    return result
 
 
 def stream_raw_completion(

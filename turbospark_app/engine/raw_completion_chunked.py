@@ -24,7 +24,7 @@ from .raw_completion import (
     RawCompletionStream,
     call_producer,
     cancelled_during_prefill,
-    decode,
+    decode_after_prefill,
     drive_raw_completion,
     prepare_run,
     reuse_or_reset,
@@ -63,14 +63,12 @@ def _stream_chunked(
             return cancelled_during_prefill(
                 history, position, total, prefill_start, reused, bool(evicted)
             )
-    prefill_seconds = time.perf_counter() - prefill_start
-    result = yield from decode(
-        producer, tokenizer, config, sampler, logits, history, position, total,
-        prefill_seconds, cancel,
+    return (
+        yield from decode_after_prefill(
+            producer, tokenizer, config, sampler, logits, history, position, total,
+            prefill_start, reused, cancel,
+        )
     )
-    result.reused_prefix_tokens = reused
-    result.session_slot_evicted = bool(call_producer(producer.session_slot_evicted))
-    return result
 
 
 def stream_raw_completion_chunked(
