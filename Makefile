@@ -40,9 +40,13 @@ clean:
 	rm -rf $(VENV) build dist .pytest_cache
 
 # README screenshots (docs/screenshots/): the real window over the real model, two panes streaming
-# side by side, then one stopped. Under Xvfb when xvfb-run works (apt-get install xvfb
-# libxcb-cursor0), else with Qt's offscreen platform plugin.
+# side by side, then one stopped; the Settings dialog and the pacing QA panel mid-reply (cap 5 tok/s,
+# thermal forced "serious"; tools/screenshot_qa.py also checks the cadence and Stop latencies).
+# Under Xvfb when xvfb-run works (apt-get install xvfb libxcb-cursor0), else with Qt's offscreen
+# platform plugin.
 screenshot: $(STAMP) model
-	@if command -v xvfb-run >/dev/null 2>&1 && \
-		xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python tools/screenshot.py --out docs/screenshots; then :; \
-	else QT_QPA_PLATFORM=offscreen $(BIN)/python tools/screenshot.py --out docs/screenshots; fi
+	@for tool in tools/screenshot.py tools/screenshot_qa.py; do \
+		if command -v xvfb-run >/dev/null 2>&1 && \
+			xvfb-run -a -s "-screen 0 1600x1000x24" $(BIN)/python $$tool --out docs/screenshots; then :; \
+		else QT_QPA_PLATFORM=offscreen $(BIN)/python $$tool --out docs/screenshots || exit 1; fi; \
+	done

@@ -25,3 +25,14 @@ def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
     for name, path in dirs.items():
         monkeypatch.setenv(f"TURBOSPARK_{name.upper()}_DIR", str(path))
     return dirs
+
+
+@pytest.fixture
+def ui(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A ui_fakes.UiHarness over a throw-away data folder (windows closed at tear-down)."""
+    from ui_fakes import UiHarness
+
+    monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
+    harness = UiHarness(qtbot, tmp_path / "data")
+    yield harness
+    harness.teardown()

@@ -7,6 +7,8 @@
 * `fixed_monitors()`: monitors over sources that always read NOMINAL / NORMAL (a test must not
   depend on the machine's real temperature).
 * `StubBridge`: the bridge surface the QA panel uses, driven by hand (no engine thread).
+* `RecordingBackend`: a FakeBackend that records prepared turns and names its model file.
+* `issue6_window`: a MainWindow built like the app builds it (power controls, model factory).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from turbospark_app.engine.power import MemoryPressure, ThermalLevel
 from turbospark_app.readings import MemoryMonitor, ThermalMonitor
 from turbospark_app.readings.system_info import _reading_dict
 from turbospark_app.ui.power_controls import PowerControls
-from ui_fakes import EngineLoopBackend
+from ui_fakes import EngineLoopBackend, FakeBackend, fake_factory
 
 
 class _FixedSource:
@@ -91,14 +93,51 @@ class StubBridge(QObject):
 
     def force_thermal(self, level: ThermalLevel | None) -> None:
         self.forced.append(("thermal", level))
-        if self.power is not None:
-            self.power.force_thermal(level)
         name = (level or ThermalLevel.NOMINAL).name.lower()
         self.info["thermal"] = {"level": name, "label": name + (" (simulated)" if level is not None else "")}
+        if self.power is not None:  # last: its `changed` makes the panel read `info`
+            self.power.force_thermal(level)
 
     def force_memory(self, level: MemoryPressure | None) -> None:
         self.forced.append(("memory", level))
-        if self.power is not None:
-            self.power.force_memory(level)
         name = (level or MemoryPressure.NORMAL).name.lower()
         self.info["memory_pressure"] = {"level": name, "label": name + (" (simulated)" if level is not None else "")}
+        if self.power is not None:
+            self.power.force_memory(level)
+
+
+@dataclasses.dataclass
+class RecordingBackend(FakeBackend):
+    """A FakeBackend that records every prepared turn and reports a model file identity, so
+    model switches and token-id reuse can be checked."""
+
+    model_name: str = "fake-model"
+    prepared: list = dataclasses.field(default_factory=list)
+
+    def prepare_turn(self, session_id: str, messages: Any, settings: Any) -> PreparedTurn:
+        self.prepared.append((session_id, tuple(messages), settings))
+        return super().prepare_turn(session_id, messages, settings)
+
+    def model_info(self) -> dict[str, Any]:
+        info = super().model_info()
+        info.update(name=self.model_name, path=f"/models/{self.model_name}.gguf",
+                    file_name=f"{self.model_name}.gguf", file_size_bytes=1000 + len(self.model_name))
+        return info
+
+
+def issue6_window(ui: Any, backend: Any, *, power: PowerControls | None = None,
+                  model_factory: Callable[[str], Any] | None = None, slots: int = 4) -> Any:
+    """A shown MainWindow (through app.build_window) over `backend`, with QA power controls and
+    a model factory, registered with the UiHarness `ui` for tear-down."""
+    from turbospark_app.ui.app import build_window
+
+    if getattr(backend, "gate", None) is not None:
+        ui.gates.append(backend.gate)
+    w = build_window(fake_factory(backend), session_slots=slots, store_path=ui.store_path,
+                     settings=ui.settings(), power=power, model_factory=model_factory)
+    ui.qtbot.addWidget(w)
+    w.show()
+    ui.windows.append(w)
+    ui.qtbot.waitUntil(lambda: w.bridge.backend_state in ("ready", "failed"), timeout=5000)
+    return w
+

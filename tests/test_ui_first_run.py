@@ -153,3 +153,35 @@ def test_a_picked_file_that_is_not_usable_is_explained(fake_pip, qtbot, tmp_path
     qtbot.waitUntil(lambda: d.state == "failed", timeout=10000)
     assert "architecture is not supported" in d.message.text() and "gpt2" in d.message.text()
     assert d.model_path is None and d.choose_button.isEnabled()
+
+
+class _Answer:
+    """Stands in for FirstRunDialog in `model_at_startup` (exec() returns at once)."""
+
+    def __init__(self, accepted: bool, path: Path | None) -> None:
+        self.accepted, self.model_path = accepted, path
+        self.shown = False
+
+    def exec(self) -> int:
+        self.shown = True
+        return 1 if self.accepted else 0
+
+
+def test_startup_asks_once_and_remembers_the_pick(fake_pip, settings, tmp_path) -> None:
+    from turbospark_app.ui.first_run import model_at_startup
+
+    picked = tmp_path / "mine.gguf"
+    picked.write_bytes(b"GGUF")
+    answer = _Answer(True, picked)
+    assert model_at_startup(None, settings, lambda: answer) == picked and answer.shown
+    again = _Answer(True, None)
+    assert model_at_startup(None, settings, lambda: again) == picked and not again.shown  # remembered
+    assert model_at_startup("/cli.gguf", settings, lambda: again) == Path("/cli.gguf")
+
+
+def test_not_now_starts_without_a_model(fake_pip, settings) -> None:
+    from turbospark_app.ui.first_run import model_at_startup
+
+    answer = _Answer(False, None)
+    assert model_at_startup(None, settings, lambda: answer) == fetch.default_model_path()
+    assert answer.shown and not fetch.default_model_path().exists()

@@ -126,3 +126,80 @@ def test_opener_explains_a_bad_file_and_does_not_switch(qtbot, tmp_path: Path) -
     assert box is not None and box.isVisible()
     assert box.text() == opener.last_error[0] and "bad.gguf" in box.informativeText()
     assert box.text() == "The model file is incomplete"  # the header ends after the magic
+
+
+# -- in the window: switching models -------------------------------------------------------------
+
+
+def test_open_model_switches_cleanly_and_never_reuses_the_old_models_ids(ui, qtbot, tmp_path: Path) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory, send, wait_idle
+
+    from turbospark_app.ui.first_run import remembered_model
+    from turbospark_app.ui.settings_dialog import save_session_slots
+
+    first = RecordingBackend(replies=("alpha beta",), model_name="first")
+    second = RecordingBackend(replies=("gamma delta",), model_name="second")
+    loaded: list[str] = []
+
+    def model_factory(path: str):
+        loaded.append(path)
+        return fake_factory(second)
+
+    w = issue6_window(ui, first, model_factory=model_factory)
+    pane = w.area.current_pane()
+    send(qtbot, pane, "hello")
+    wait_idle(qtbot, pane)
+    send(qtbot, pane, "again")
+    wait_idle(qtbot, pane)
+    reused = [m for m in first.prepared[-1][1] if m.role == "assistant"]
+    assert reused and reused[0].token_ids is not None  # same model: the reply's ids are reused
+    picked = tmp_path / "second.gguf"
+    picked.write_bytes(b"GGUF")
+    w.model_opener._check = lambda p: {"path": p}  # the file checks are tested above
+    w.model_opener._choose = lambda _parent, _start: str(picked)
+    save_session_slots(ui.settings(), 2)
+    with qtbot.waitSignal(w.bridge.backendStateChanged, timeout=5000,
+                          check_params_cb=lambda state: state == "ready"):
+        w.findChild(type(w.open_model_action), "actionOpenModel").trigger()
+    assert loaded == [str(picked)] and remembered_model(ui.settings()) == picked
+    assert w.bridge.engine._max_active == 2  # the session-slot setting applies at the load
+    assert w.bridge.model_info["name"] == "second" and "second" in w.status.text("model")
+    assert [m.content for m in pane.messages][:2] == ["hello", "alpha beta"]  # the text stays
+    send(qtbot, pane, "and you?")
+    wait_idle(qtbot, pane)
+    history = second.prepared[-1][1]
+    assert [m.content for m in history] == ["hello", "alpha beta", "again", "alpha beta", "and you?"]
+    assert all(m.token_ids is None for m in history)  # re-tokenized by the new model
+    assert second.kv == {pane.conversation_id: second.kv[pane.conversation_id]}  # a fresh session
+    assert pane.messages[-1].content == "gamma delta"
+
+
+def test_switching_while_a_reply_streams_asks_first_and_keeps_it_as_stopped(ui, qtbot) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory, send, wait_idle
+
+    first = RecordingBackend(replies=(" ".join(f"w{i}" for i in range(400)),), step_delay=0.005)
+    w = issue6_window(ui, first, model_factory=lambda _p: fake_factory(RecordingBackend(model_name="b")))
+    pane = w.area.current_pane()
+    send(qtbot, pane, "long")
+    qtbot.waitUntil(lambda: pane.state == "generating", timeout=5000)
+    w.switch_model("/models/b.gguf")
+    box = w.findChild(QMessageBox, "switchModelBox")
+    assert box is not None and box.isVisible() and "1 reply" in box.text()
+    assert pane.busy  # nothing happens before the user agrees
+    box.button(QMessageBox.StandardButton.Yes).click()
+    wait_idle(qtbot, pane)
+    assert pane.state == "stopped" and pane.messages[-1].stop_reason == "cancelled"
+    qtbot.waitUntil(lambda: w.bridge.model_info.get("name") == "b", timeout=5000)
+
+
+def test_model_info_dialog_from_the_help_menu(ui, qtbot) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+
+    w = issue6_window(ui, RecordingBackend(model_name="infomodel"))
+    w.findChild(type(w.open_model_action), "actionModelInfo").trigger()
+    dialog = w.findChild(ModelInfoDialog)
+    assert dialog is not None and dialog.isVisible()
+    assert dialog.values["Name"].text() == "infomodel"
+    assert dialog.values["File"].text() == "/models/infomodel.gguf"

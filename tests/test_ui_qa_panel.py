@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+from PySide6.QtCore import Qt
 
 from turbospark_app.chat.api import ChatMessage, TurnSettings
 from turbospark_app.engine.config import GenerationConfig, RateConfig
@@ -10,6 +13,7 @@ from turbospark_app.engine.power import MemoryPressure, ThermalLevel
 from turbospark_app.engine.progress import RawDecodeResult, StopReason
 from turbospark_app.service import Finished, Started, Token, TurnRequest, TurnStats
 from turbospark_app.ui.qa_data import QAData
+from turbospark_app.ui.formatting import seconds_label
 from turbospark_app.ui.qa_panel import QAPanel
 from qa_fakes import StubBridge, fixed_power
 
@@ -52,6 +56,22 @@ def test_cadence_is_the_rolling_rate_of_the_followed_turn() -> None:
     assert all(r == pytest.approx(5.0) for r in rates[1:])
     d.started(2, None, 2.0)  # a newer turn is followed; the older one is no longer plotted
     assert d.token(1, 2.1) is None and d.followed == 2
+
+
+def test_the_window_widens_with_the_rate_and_turns_are_not_joined() -> None:
+    d = QAData()
+    d.started(1, None, 0.0)
+    for i in range(100):  # 100 tok/s: the rate is taken over the last half second
+        d.token(1, 0.01 * i)
+    assert d.cadence[-1][1] == pytest.approx(100.0)
+    d.ended(1, None, "c1", 1.0)
+    d.started(2, None, 3.0)
+    d.token(2, 3.1)
+    d.token(2, 3.2)
+    points = list(d.cadence)
+    # Up from 0 at the first token, down to 0 when the turn ends, up again for the next one.
+    assert points[0] == (0.0, 0.0) and points[-3] == (1.0, 0.0) and points[-2] == (3.1, 0.0)
+    assert points[-1][1] == pytest.approx(10.0)
 
 
 def test_cap_steps_with_the_levels_and_back() -> None:
@@ -139,7 +159,7 @@ def test_plot_shows_cadence_cap_and_levels(panel, qtbot) -> None:
     cadence = [pt.y() for pt in p.cadence_series.points()]
     caps = [pt.y() for pt in p.cap_series.points()]
     thermal = [pt.y() for pt in p.thermal_series.points()]
-    assert cadence[0] == pytest.approx(5.0) and cadence[-1] == pytest.approx(2.5)
+    assert cadence[0] == 0.0 and cadence[1] == pytest.approx(5.0) and cadence[-1] == pytest.approx(2.5)
     assert caps[0] == -1.0  # before the turn: uncapped, drawn below the axis
     assert 5.0 in caps and caps[-1] == 2.5
     assert thermal[0] == 0.0 and thermal[-1] == 2.0
@@ -149,6 +169,8 @@ def test_plot_shows_cadence_cap_and_levels(panel, qtbot) -> None:
 
 def test_every_stop_is_listed_with_its_latency(panel, qtbot) -> None:
     p, bridge, clock = panel
+    assert (p.reuse_label.text(), p.evictions_label.text(), p.stops_label.text()) == (
+        "no turn yet", "0 in 0 turns", "no stops yet")
     bridge.engineEvent.emit(Started(1, "c1", 40))
     bridge.engineEvent.emit(finished(1, stats(stop_latency=0.0123)))
     bridge.engineEvent.emit(Started(2, "c1", 40))
@@ -177,3 +199,64 @@ def test_levels_forced_at_startup_are_shown(qtbot) -> None:
     p = QAPanel(StubBridge(power))
     qtbot.addWidget(p)
     assert p.thermal_combo.currentText() == "fair" and p.memory_combo.currentText() == "real"
+
+
+# -- end to end: the real engine step loop, paced on the app's monitors -----------------------------
+
+
+def _rate(times: list[float]) -> float:
+    return (len(times) - 1) / (times[-1] - times[0])
+
+
+def test_forced_serious_steps_the_cadence_down_within_the_poll_and_back_up(ui, qtbot) -> None:
+    from qa_fakes import PacedLoopBackend, issue6_window
+    from ui_fakes import send, wait_idle
+
+    from turbospark_app.engine.pacing import THERMAL_POLL_TOKENS
+
+    power = fixed_power()
+    w = issue6_window(ui, PacedLoopBackend(power.thermal, power.memory, replies=("x" * 600,)), power=power)
+    w.findChild(type(w.open_model_action), "actionQAPanel").trigger()
+    panel = w.qa_panel
+    assert panel.isVisible()
+    pane = w.area.current_pane()
+    pane.apply_settings({"max_tokens_per_sec": 40, "max_new_tokens": 500}, None)
+    arrivals: list[tuple[int, float]] = []
+    w.bridge.engineEvent.connect(
+        lambda e: arrivals.append((e.index, time.monotonic())) if isinstance(e, Token) else None)
+    send(qtbot, pane, "go")
+    qtbot.waitUntil(lambda: len(arrivals) >= 20, timeout=10000)
+    panel.thermal_combo.activated.emit(panel.thermal_combo.findText("serious"))
+    forced_at = len(arrivals)
+    qtbot.waitUntil(lambda: len(arrivals) >= forced_at + 34, timeout=15000)
+    panel.thermal_combo.activated.emit(panel.thermal_combo.findText("real"))
+    released_at = len(arrivals)
+    qtbot.waitUntil(lambda: len(arrivals) >= released_at + 34, timeout=15000)
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)  # Stop
+    wait_idle(qtbot, pane)
+
+    times = [t for _i, t in arrivals]
+    before = _rate(times[4:forced_at])
+    # The engine re-reads the levels every THERMAL_POLL_TOKENS tokens: from then on, half rate.
+    settle = forced_at + THERMAL_POLL_TOKENS + 2
+    during = _rate(times[settle:released_at])
+    after = _rate(times[released_at + THERMAL_POLL_TOKENS + 2:released_at + 34])
+    assert 30 < before < 46, before
+    assert 15 < during < 23, during
+    assert 30 < after < 46, after
+
+    panel.poll()
+    panel.flush()
+    caps = {round(p.y(), 2) for p in panel.cap_series.points()}
+    assert {40.0, 20.0} <= caps
+    assert 2.0 in {p.y() for p in panel.thermal_series.points()}
+    assert panel.thermal_series.points()[-1].y() == 0.0  # back to the real (nominal) reading
+    cadence = [p.y() for p in panel.cadence_series.points()]
+    assert min(cadence) < 25 and max(cadence) > 30
+    # The stop is listed with the latency the engine measured.
+    assert panel.stop_table.rowCount() == 1
+    assert panel.stop_table.item(0, 2).text() == "decode"
+    latency = pane.messages[-1].stats["stop_latency"]
+    assert latency is not None and latency < 0.5
+    assert panel.stop_table.item(0, 4).text() == seconds_label(latency)
+    assert panel.stop_table.item(0, 1).text() == pane.conversation.title

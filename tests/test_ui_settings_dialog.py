@@ -56,7 +56,7 @@ def test_unreadable_stored_values_fall_back() -> None:
 
 
 @pytest.mark.parametrize("key, text, message", [
-    ("temperature", "-0.1", "Temperature must be between 0 and 5"),
+    ("temperature", "-0.1", "Temperature must be between 0 and 2"),
     ("temperature", "warm", "Temperature must be a number, not “warm”"),
     ("top_k", "2.5", "Top-k must be a whole number"),
     ("top_p", "0", "Top-p must be above 0 and at most 1"),
@@ -64,7 +64,7 @@ def test_unreadable_stored_values_fall_back() -> None:
     ("repetition_penalty", "0", "Repetition penalty must be above 0"),
     ("seed", "-1", "Seed must be a whole number from 0"),
     ("max_new_tokens", "", "Max new tokens is required"),
-    ("max_new_tokens", "0", "Max new tokens must be at least 1"),
+    ("max_new_tokens", "0", "Max new tokens must be between 1 and 32768"),
     ("max_tokens_per_sec", "5000", "between 0 and 1000"),
     ("chunk_size", "0", "Chunk size must be between 1 and 4096"),
     ("stop_strings", "\n".join(f"s{i}" for i in range(17)), "At most 16 stop strings"),
@@ -155,3 +155,75 @@ def test_restore_defaults_keeps_the_system_prompt(dialog) -> None:
     assert dialog.system_prompt() == "Be brief."
     dialog.system_prompt_edit.setPlainText("   ")
     assert dialog.system_prompt() is None  # blank = the model's default
+
+
+# -- in the window: applied from the next turn, persisted ---------------------------------------
+
+
+def test_settings_apply_from_the_next_turn_and_persist(ui, qtbot) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import send, wait_idle
+
+    backend = RecordingBackend(replies=("one two three four five six",), step_delay=0.01)
+    w = issue6_window(ui, backend)
+    pane = w.area.current_pane()
+    send(qtbot, pane, "first")
+    qtbot.waitUntil(lambda: pane.state == "generating", timeout=5000)
+    w.findChild(type(w.open_model_action), "actionSettings").trigger()
+    dialog = w.settings_dialog
+    assert isinstance(dialog, SettingsDialog) and dialog.isVisible()
+    assert dialog._max_context == 4096  # the loaded model's context bounds "Max new tokens"
+    dialog._fields["max_tokens_per_sec"].setText("5")
+    dialog._fields["seed"].setText("7")
+    dialog.stop_strings.setPlainText("END")
+    dialog.prefill_mode.setCurrentIndex(dialog.prefill_mode.findText("token by token"))
+    dialog._fields["session_slots"].setText("2")
+    dialog.system_prompt_edit.setPlainText("Answer in French.")
+    dialog.ok_button.click()
+    assert w.settings_dialog is None
+    running = w.bridge.turn_request(pane.request_id)
+    assert running.settings.generation.rate.max_tokens_per_sec is None  # the running turn keeps its own
+    wait_idle(qtbot, pane)
+    send(qtbot, pane, "second")
+    wait_idle(qtbot, pane)
+    turn = backend.prepared[-1][2]
+    assert turn.generation.rate.max_tokens_per_sec == 5.0 and turn.generation.shaping.seed == 7
+    assert turn.generation.stop_strings == ("END",) and turn.chunked_prefill is False
+    assert turn.system_prompt == "Answer in French."
+    # Persisted: the conversation in the store, the defaults and slots in QSettings.
+    conv = w.store.conversation(pane.conversation_id)
+    assert conv.system_prompt == "Answer in French." and conv.settings["max_tokens_per_sec"] == 5.0
+    assert load_defaults(ui.settings())["stop_strings"] == ["END"] and load_session_slots(ui.settings()) == 2
+    # A new conversation starts from the defaults, without this conversation's system prompt.
+    other = w.new_conversation()
+    send(qtbot, other, "third")
+    wait_idle(qtbot, other)
+    turn = backend.prepared[-1][2]
+    assert turn.generation.rate.max_tokens_per_sec == 5.0 and turn.system_prompt is None
+
+
+def test_the_quick_form_keeps_the_dialogs_other_settings(ui, qtbot) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import send, wait_idle
+
+    backend = RecordingBackend(replies=("ok",))
+    w = issue6_window(ui, backend)
+    pane = w.area.current_pane()
+    pane.apply_settings({"stop_strings": ["STOP"], "top_k": 7}, None)
+    pane.settings_form.temperature.setValue(0.0)  # the pane's quick form edits one field
+    send(qtbot, pane, "hi")
+    wait_idle(qtbot, pane)
+    shaping = backend.prepared[-1][2].generation
+    assert shaping.shaping.temperature == 0.0 and shaping.shaping.top_k == 7 and shaping.stop_strings == ("STOP",)
+
+
+def test_cancel_changes_nothing(ui, qtbot) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+
+    w = issue6_window(ui, RecordingBackend())
+    pane = w.area.current_pane()
+    before = pane.settings_values
+    w.open_settings()
+    w.settings_dialog._fields["temperature"].setText("1.5")
+    w.settings_dialog.reject()
+    assert pane.settings_values == before and load_defaults(ui.settings()) == DEFAULTS

@@ -251,6 +251,12 @@ class Store:
         with self._tx() as db:
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
 
+    def delete_messages(self, message_ids: Sequence[int]) -> None:
+        """Delete several messages in one transaction (the oldest turns dropped to fit the
+        context go together or not at all)."""
+        with self._tx() as db:
+            db.executemany("DELETE FROM messages WHERE id = ?", [(int(i),) for i in message_ids])
+
     def messages(self, conversation_id: str) -> list[StoredMessage]:
         """A conversation's messages in order."""
         return list(self._iter_messages(conversation_id))

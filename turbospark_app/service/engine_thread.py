@@ -193,14 +193,21 @@ class EngineThread:
             self._drops.append(conversation_id)
             self._cond.notify_all()
 
-    def replace_backend(self, backend_factory: BackendFactory) -> None:
+    def replace_backend(self, backend_factory: BackendFactory, *, max_active: int | None = None) -> None:
         """Switch models: every turn (running or queued) is stopped, then the old backend is
         closed and `backend_factory` is loaded on the engine thread (BackendLoading, then
-        BackendReady or BackendFailed). Turns submitted meanwhile wait for the new model."""
+        BackendReady or BackendFailed). Turns submitted meanwhile wait for the new model.
+        `max_active`: a new number of turns stepped at once (the new backend's session slots)."""
+        if max_active is not None and max_active < 1:
+            raise ValueError(f"max_active must be >= 1 (got {max_active})")
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("the engine thread is shut down")
             self._next_factory = backend_factory
+            if max_active is not None:
+                # Read under the lock by _next_action; in force from the first turn the new
+                # backend serves (none is admitted while the switch is pending).
+                self._max_active = max_active
             now = self._clock()
             for job in self._jobs.values():
                 if not job.cancelled:

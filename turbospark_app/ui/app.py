@@ -22,10 +22,13 @@ from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
 from .bridge import EngineBridge
+from .first_run import model_at_startup
 from .icon import app_icon
-from .main_window import MainWindow
+from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
+from .settings_dialog import load_session_slots
+from .theme import follow_system_scheme
 
 DEFAULT_SESSION_SLOTS = 4
 
@@ -86,15 +89,18 @@ def build_window(
     settings: QSettings | None = None,
     monitors: Monitors | None = None,
     power: Any = None,
+    model_factory: ModelFactory | None = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
-    status bar); `power`: a PowerControls over them (QA overrides), which implies them."""
+    status bar); `power`: a PowerControls over them (QA overrides), which implies them.
+    `model_factory(path)`: what File > Open Model… switches to."""
     store, notice = open_store(store_path)
     bridge = EngineBridge(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )
-    window = MainWindow(store, bridge, settings if settings is not None else app_settings())
+    window = MainWindow(store, bridge, settings if settings is not None else app_settings(),
+                        model_factory=model_factory)
     bridge.setParent(window)
     bridge.start()
     if notice:
@@ -107,7 +113,7 @@ def run_app(args: argparse.Namespace) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(app, QApplication)
     configure_application(app)
-    slots = getattr(args, "session_slots", None) or DEFAULT_SESSION_SLOTS
+    follower = follow_system_scheme(app)  # kept alive by this frame for the app's life
     try:
         # Created once, here: the backend paces on these monitors (through every model
         # switch), the status bar reads them live and QA overrides act on them.
@@ -116,9 +122,19 @@ def run_app(args: argparse.Namespace) -> int:
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
+    settings = app_settings()
+    slots = getattr(args, "session_slots", None) or load_session_slots(settings)
+    # No model named, none remembered, the default one absent: the first-run dialog first.
+    model_path = str(model_at_startup(getattr(args, "model", None), settings))
     monitors = (power.thermal, power.memory)
-    factory = real_backend_factory(getattr(args, "model", None), slots, monitors)
-    window = build_window(factory, session_slots=slots, power=power)
+
+    def model_factory(path: str) -> Callable[[], ChatBackend]:
+        # Session slots are read when the model is loaded: a change applies at the next switch.
+        return real_backend_factory(path, load_session_slots(settings), monitors)
+
+    factory = real_backend_factory(model_path, slots, monitors)
+    window = build_window(factory, session_slots=slots, power=power, settings=settings,
+                          model_factory=model_factory)
     window.show()
 
     # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only
@@ -134,4 +150,5 @@ def run_app(args: argparse.Namespace) -> int:
     app.aboutToQuit.connect(closed.set)
     with loop:
         loop.run_until_complete(closed.wait())
+    del follower  # (held until here: it re-palettes the app when the system scheme changes)
     return 0

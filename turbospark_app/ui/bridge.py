@@ -102,10 +102,16 @@ class EngineBridge(QObject):
         """The system_info document; never blocks behind a forward step."""
         return self._engine.system_info()
 
-    def switch_backend(self, backend_factory: BackendFactory) -> None:
+    def switch_backend(self, backend_factory: BackendFactory, *, max_active: int | None = None) -> None:
         """Load another model: every turn is stopped (replies saved as stopped), then the
-        engine thread loads `backend_factory` (backendStateChanged: loading, ready/failed)."""
-        self._engine.replace_backend(backend_factory)
+        engine thread loads `backend_factory` (backendStateChanged: loading, ready/failed).
+        `max_active`: turns stepped at once from then on (the new backend's session slots)."""
+        self._engine.replace_backend(backend_factory, max_active=max_active)
+        # From now on no turn may carry the old model's token ids: a turn submitted before the
+        # engine thread gets to BackendLoading would otherwise run on the NEW model with them
+        # (panes pass ids only when their stats' model_id is model_identity(model_info)).
+        self.model_info, self.max_context = {}, 0
+        self._set_state("loading")
 
     def force_thermal(self, level: Any) -> None:
         """Force the thermal level (None = the real reading); needs `power`."""

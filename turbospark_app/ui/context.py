@@ -10,9 +10,11 @@ touched): the pane keeps the message in its input and offers
     New Conversation    the message moves to a fresh conversation
     Drop Oldest Turns   the oldest user/assistant exchanges are deleted from this conversation
                         until the prompt plus the reply budget fits, then the message is resent
-`turns_to_drop` estimates how many exchanges cover the excess from their token counts; if the
-estimate falls short the resend overflows again and one more is dropped, until only the new
-message is left (then the message itself is too long, which is said plainly).
+`turns_to_drop` picks how many exchanges cover the excess, counting each message at an upper
+bound of its tokens (its own token ids, else one token per byte). Erring HIGH is on purpose:
+dropping too few costs one more cheap admission check (the resend overflows again, with exact
+numbers, and more is dropped), dropping too many would delete turns for nothing. When only the
+new message is left and it still does not fit, that is said plainly.
 """
 
 from __future__ import annotations
@@ -27,10 +29,7 @@ from ..store import StoredMessage
 
 # engine.errors.ContextOverflow's message: "context overflow: {p} prompt tokens + {n} new tokens > {c} context tokens"
 _OVERFLOW_RE = re.compile(r"(\d+) prompt tokens \+ (\d+) new tokens > (\d+) context tokens")
-# Rough tokens per character for messages without token counts (English BPE is ~4 chars per token;
-# 3 over-estimates on purpose, so one drop usually suffices).
-_CHARS_PER_TOKEN = 3
-_TEMPLATE_TOKENS_PER_MESSAGE = 5  # role markers and separators the chat template adds
+_TEMPLATE_TOKENS_PER_MESSAGE = 12  # role markers and separators (ChatML: 5; errs high)
 
 
 def overflow_numbers(message: str) -> tuple[int, int, int] | None:
@@ -51,24 +50,23 @@ def turns(messages: Sequence[StoredMessage]) -> list[list[StoredMessage]]:
     return out
 
 
-def estimate_tokens(message: StoredMessage) -> int:
-    """A message's share of the prompt: its token ids when known, else a length estimate."""
-    if message.token_ids:
-        n = len(message.token_ids)
-    else:
-        n = -(-len(message.content) // _CHARS_PER_TOKEN)
+def estimate_tokens(message: StoredMessage, model_id: str = "") -> int:
+    """An upper bound of a message's share of the prompt: its token ids when they are the
+    loaded model's (they go into the prompt as they are), else its UTF-8 length (no tokenizer
+    makes more tokens than bytes), plus the template's markers."""
+    own_ids = message.token_ids and (message.stats or {}).get("model_id") == model_id and model_id
+    n = len(message.token_ids or ()) if own_ids else len(message.content.encode("utf-8"))
     return n + _TEMPLATE_TOKENS_PER_MESSAGE
 
 
-def turns_to_drop(history: Sequence[StoredMessage], excess: int) -> int:
+def turns_to_drop(history: Sequence[StoredMessage], excess: int, model_id: str = "") -> int:
     """How many of the oldest exchanges of `history` (the messages BEFORE the new one) to drop
-    to free `excess` tokens; at least 1 when there is one, at most all of them."""
-    exchanges = turns(history)
+    to free `excess` tokens by their upper-bound sizes; at least 1 when there is one."""
     freed, n = 0, 0
-    for exchange in exchanges:
+    for exchange in turns(history):
         if n and freed >= excess:
             break
-        freed += sum(estimate_tokens(m) for m in exchange)
+        freed += sum(estimate_tokens(m, model_id) for m in exchange)
         n += 1
     return n
 

@@ -40,6 +40,7 @@ from ..service import Failed, Finished, Prefilling, Queued, Started, Tail, Token
 from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from .bridge import EngineBridge
 from .chat_input import ChatInput
+from .context import ContextMeter, OverflowChoice, overflow_numbers, turns, turns_to_drop, usage_from_messages
 from .formatting import rate_label, seconds_label, stats_line
 from .transcript import Entry, Transcript
 from .turn_settings import TurnSettingsForm, merged, to_turn_settings
@@ -81,6 +82,7 @@ class ConversationPane(QWidget):
     titleChanged = Signal(str, str)  # conversation id, title
     busyChanged = Signal(str, bool)  # conversation id, a turn is running
     turnEnded = Signal(str, str)  # conversation id, "finished" | "failed"
+    newConversationRequested = Signal(str)  # overflow: send this text in a new conversation
 
     def __init__(
         self,
@@ -106,9 +108,13 @@ class ConversationPane(QWidget):
         self._first_token_at: float | None = None
         self._dispose_when_idle = False
         self._discarded = False  # the conversation was deleted: save nothing more
+        self._auto_drop = False  # "Drop oldest turns" chosen: drop more on the next overflow
+        self.overflow_box: OverflowChoice | None = None
         self._build()
         self.transcript.set_entries([entry_for(m) for m in self.messages])
         self._set_state("idle")
+        self.refresh_context()
+        bridge.backendStateChanged.connect(self._backend_state_changed)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -151,6 +157,8 @@ class ConversationPane(QWidget):
         status_row.setSpacing(10)
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
+        self.context_meter = ContextMeter(self)
+        status_row.addWidget(self.context_meter)
         status_row.addWidget(self.settings_button)
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
@@ -183,6 +191,40 @@ class ConversationPane(QWidget):
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""
         self.conversation = dataclasses.replace(self.conversation, title=title)
+
+    @property
+    def settings_values(self) -> dict[str, Any]:
+        """This conversation's generation settings (every key)."""
+        return dict(self._settings)
+
+    def apply_settings(self, values: Mapping[str, Any], system_prompt: str | None) -> bool:
+        """Store new generation settings and system prompt (the Settings dialog); they apply
+        from the next turn. Returns False when the store refused them (said in the pane)."""
+        self._settings = merged(values, self._settings)
+        self.settings_form.set_values(self._settings, system_prompt)
+        return self._store_settings(system_prompt)
+
+    def refresh_context(self) -> None:
+        """Show how much of the context the conversation uses (after its last reply)."""
+        used = usage_from_messages(self.messages, model_identity(self._bridge.model_info))
+        self.context_meter.set_usage(used, self._bridge.max_context)
+
+    def drop_oldest_turns(self, n: int) -> int:
+        """Delete the `n` oldest exchanges (user message + replies) from the conversation, in
+        one transaction; returns how many messages went."""
+        doomed = [m for exchange in turns(self.messages)[:n] for m in exchange]
+        if not doomed:
+            return 0
+        try:
+            self._store.delete_messages([m.id for m in doomed])
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"The oldest turns could not be removed: {e}")
+            return 0
+        gone = {m.id for m in doomed}
+        self.messages = [m for m in self.messages if m.id not in gone]
+        self.transcript.set_entries([entry_for(m) for m in self.messages])
+        self.refresh_context()
+        return len(doomed)
 
     def send(self) -> None:
         """Send the input's text as the next user message (ignored while busy or empty)."""
@@ -277,6 +319,10 @@ class ConversationPane(QWidget):
             self.messages.append(reply)
         except sqlite3.Error as e:
             self.transcript.append_error(f"The reply could not be saved: {e}")
+        self._auto_drop = False
+        if event.stats.started:
+            self.context_meter.set_usage(event.stats.prompt_tokens + event.stats.new_tokens,
+                                         self._bridge.max_context)
         if stopped:
             self._set_state("stopped", f"in {seconds_label(event.stats.stop_latency)}"
                             if event.stats.stop_latency is not None else "")
@@ -306,6 +352,10 @@ class ConversationPane(QWidget):
         self.input.moveCursor(QTextCursor.MoveOperation.End)
         self._set_state("error", event.error_type)
         self._end_turn("failed")
+        if event.kind == "context_overflow":
+            self._overflowed(event)
+        else:
+            self._auto_drop = False
 
     def _end_turn(self, how: str) -> None:
         self.request_id = None
@@ -348,18 +398,63 @@ class ConversationPane(QWidget):
         self.set_title(title)
         self.titleChanged.emit(self.conversation.id, title)
 
+    def _overflowed(self, event: Failed) -> None:
+        """The message did not fit: drop more turns (when the user already chose that), or
+        offer a new conversation / dropping the oldest turns. The text is in the input."""
+        numbers = overflow_numbers(event.message)
+        droppable = len(turns(self.messages))
+        if self._auto_drop and droppable:
+            self._drop_to_fit(numbers)
+            return
+        self._auto_drop = False
+        if not droppable:  # the message alone is too long: a new conversation would not help
+            self.transcript.append_error("Even on its own, this message plus the reply budget does not fit: "
+                                         "shorten it, or lower “Max new tokens”.")
+            return
+        self.overflow_box = OverflowChoice(numbers, droppable, self)
+        self.overflow_box.chosen.connect(lambda choice: self._overflow_chosen(choice, numbers))
+        self.overflow_box.open()
+
+    def _overflow_chosen(self, choice: str, numbers: tuple[int, int, int] | None) -> None:
+        self.overflow_box = None
+        if self.busy:
+            return
+        if choice == "drop":
+            self._auto_drop = True
+            self._drop_to_fit(numbers)
+        elif choice == "new":
+            text = self.input.toPlainText()
+            self.input.clear()
+            self.newConversationRequested.emit(text)
+
+    def _drop_to_fit(self, numbers: tuple[int, int, int] | None) -> None:
+        """Drop the oldest turns that cover the excess, then resend. If the estimate falls
+        short, the engine (which counts exactly) overflows again and `_overflowed` drops more."""
+        excess = 1 if numbers is None else numbers[0] + numbers[1] - numbers[2]
+        model_id = model_identity(self._bridge.model_info)
+        if not self.drop_oldest_turns(turns_to_drop(self.messages, excess, model_id)):
+            self._auto_drop = False  # nothing could be dropped (said in the pane): no loop
+            return
+        self.send()
+
+    def _backend_state_changed(self, _state: str) -> None:
+        self.refresh_context()
+
     def _save_settings(self) -> None:
-        self._settings = merged(self.settings_form.values())
-        system_prompt = self.settings_form.system_prompt_text()
+        self._settings = merged(self.settings_form.values(), self._settings)
+        self._store_settings(self.settings_form.system_prompt_text())
+
+    def _store_settings(self, system_prompt: str | None) -> bool:
         try:
             self._store.update_conversation(self.conversation.id, system_prompt=system_prompt,
                                             settings=self._settings)
         except sqlite3.Error as e:
             self.transcript.append_error(f"Settings could not be saved: {e}")
-            return
+            return False
         self.conversation = dataclasses.replace(
             self.conversation, system_prompt=system_prompt, settings=dict(self._settings)
         )
+        return True
 
     def _set_state(self, state: str, detail: str = "") -> None:
         self.state = state

@@ -69,6 +69,18 @@ def needs_first_run(cli_value: str | None, settings: QSettings) -> bool:
     return not named and remembered_model(settings) is None and not fetch.default_model_path().is_file()
 
 
+def model_at_startup(cli_value: str | None, settings: QSettings,
+                     dialog_factory: Callable[[], Any] | None = None) -> Path:
+    """The model the app starts with; on a first run (`needs_first_run`) the dialog is shown
+    first (modal: there is no window yet) and what it fetched or picked is remembered. "Not
+    now" starts without a model: the load error says so and File > Open Model… is there."""
+    if needs_first_run(cli_value, settings):
+        dialog = (dialog_factory or FirstRunDialog)()
+        if dialog.exec() == QDialog.DialogCode.Accepted and dialog.model_path is not None:
+            remember_model(settings, dialog.model_path)
+    return startup_model_path(cli_value, settings)
+
+
 def progress_text(phase: str, done: int, total: int) -> str:
     """"Downloading… 12.3 of 94.0 MB" (no total: just the amount)."""
     name = _PHASES.get(phase, phase.capitalize())
@@ -185,6 +197,8 @@ class FirstRunDialog(QDialog):
         self.download_button.setText("Try Again" if state == "failed" else "Download Default Model")
         self.message.setText(message)
         self.message.setVisible(bool(message))
+        # Fit the progress row / message instead of squeezing the wrapped intro text.
+        self.adjustSize()
 
     # -- fetch -----------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 ONE mapping for every place that edits or uses settings (the pane's quick form, the Settings
 dialog, the QSettings defaults, a conversation's `settings` column):
 
-    max_new_tokens      int, 1 ..            reply budget (and prompt + budget <= context)
-    temperature         float, 0 .. 5        0 = greedy
+    max_new_tokens      int, 1 .. 32768      reply budget (and prompt + budget <= context)
+    temperature         float, 0 .. 2        0 = greedy
     top_k               int, >= 0            0 = off
     top_p               float, (0, 1]        1 = off
     min_p               float, [0, 1)        0 = off
@@ -164,8 +164,9 @@ def _bool(value: Any) -> bool:
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "max_new_tokens": _ranged(int, "Max new tokens", 1, None),
-    "temperature": _ranged(float, "Temperature", 0.0, 5.0, hint="0 = always the most likely token"),
+    # Bounds shared with the pane's quick form (its spin boxes would clamp anything wider).
+    "max_new_tokens": _ranged(int, "Max new tokens", 1, 32768),
+    "temperature": _ranged(float, "Temperature", 0.0, 2.0, hint="0 = always the most likely token"),
     "top_k": _ranged(int, "Top-k", 0, None, hint="0 = off"),
     "top_p": _ranged(float, "Top-p", 0.0, 1.0, lo_open=True, hint="1 = off"),
     "min_p": _ranged(float, "Min-p", 0.0, 1.0, hi_open=True, hint="0 = off"),

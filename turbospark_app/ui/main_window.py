@@ -4,25 +4,38 @@ Layout (which conversations are open, how they are grouped, splitter sizes, wind
 lives in QSettings and is restored at start; conversations and messages live in the Store.
 Closing the window stops every running turn (the stopped replies are still saved), then
 stops the engine thread and closes the store.
+
+Issue 6 adds: File > Open Model… (checked, then the engine switches backends), the Settings
+dialog (Conversation > Settings…), the pacing / cancellation QA dock (View > QA Panel),
+keyboard navigation between panes, Model Info and About dialogs.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from PySide6.QtCore import QByteArray, QSettings, Qt
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 
 from ..store import Store
+from ..service.engine_thread import BackendFactory
+from .about import AboutDialog
 from .bridge import EngineBridge
 from .conversation_pane import ConversationPane
+from .first_run import remember_model
+from .model_dialogs import ModelInfoDialog, ModelOpener
+from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
 from .pane_area import PaneArea
+from .qa_panel import QAPanel
 from .settings import read_json, write_json
+from .settings_dialog import SettingsDialog, load_defaults, load_session_slots, save_defaults, save_session_slots
 from .sidebar import Sidebar, dot_icon
 from .status_bar import EngineStatusBar, model_label
-from .turn_settings import DEFAULTS
+
+ModelFactory = Callable[[str], BackendFactory]  # a GGUF path -> what loads it on the engine thread
 
 DEFAULT_SIZE = (1280, 820)
 
@@ -36,8 +49,11 @@ class MainWindow(QMainWindow):
         bridge: EngineBridge,
         settings: QSettings,
         *,
+        model_factory: ModelFactory | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`model_factory(path)` builds the backend factory File > Open Model… switches to
+        (None: the action explains that this window cannot switch models)."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
@@ -45,7 +61,10 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._closed = False
         self._notices: list[tuple[str, str]] = []
-        self.defaults: dict[str, Any] = {**DEFAULTS, **read_json(settings, "defaults/generation", {})}
+        self.model_factory = model_factory
+        self.defaults: dict[str, Any] = load_defaults(settings)
+        self.model_opener = ModelOpener(self, self.switch_model)
+        self.settings_dialog: SettingsDialog | None = None
         self.sidebar = Sidebar(self)
         self.area = PaneArea(self._make_pane, self)
         self.status = EngineStatusBar(bridge, self)
@@ -59,6 +78,9 @@ class MainWindow(QMainWindow):
         self.splitter.setCollapsible(1, False)
         self.setCentralWidget(self.splitter)
         self.setMinimumSize(720, 480)
+        self.qa_panel = QAPanel(bridge, self, title_of=self._title_of)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.qa_panel)
+        self.qa_panel.hide()
         self._build_menus()
 
         self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
@@ -71,9 +93,15 @@ class MainWindow(QMainWindow):
 
     # -- construction ----------------------------------------------------------------------
 
-    def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, name: str = "") -> QAction:
+    def _action(self, menu: Any, text: str, slot: Any, shortcut: Any = None, name: str = "",
+                fallback: str | None = None) -> QAction:
         action = QAction(text, self)
-        if shortcut is not None:
+        if isinstance(shortcut, QKeySequence.StandardKey):
+            # Every platform binding (QKeySequence(key) keeps only the first: Close would be
+            # Ctrl+F4 without Ctrl+W); `fallback` where the platform has none (Linux: Quit).
+            keys = QKeySequence.keyBindings(shortcut)
+            action.setShortcuts(keys if keys else ([QKeySequence(fallback)] if fallback else []))
+        elif shortcut is not None:
             action.setShortcut(QKeySequence(shortcut))
         action.triggered.connect(slot)
         if name:
@@ -87,18 +115,36 @@ class MainWindow(QMainWindow):
         self._action(file, "&New Conversation", self.new_conversation, QKeySequence.StandardKey.New, "actionNew")
         self._action(file, "&Close Pane", self.close_current_pane, QKeySequence.StandardKey.Close, "actionClosePane")
         file.addSeparator()
-        quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit, "actionQuit")
+        self.open_model_action = self._action(file, "&Open Model…", self.open_model, QKeySequence.StandardKey.Open,
+                                              "actionOpenModel")
+        file.addSeparator()
+        quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit, "actionQuit", "Ctrl+Q")
         quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         conv = bar.addMenu("&Conversation")
         self._action(conv, "&Stop Generating", self.stop_current, "Ctrl+.", "actionStop")
         self._action(conv, "&Rename…", self.rename_current, "F2", "actionRename")
         self._action(conv, "&Delete…", self.delete_current, "Ctrl+Shift+Backspace", "actionDelete")
+        conv.addSeparator()
+        settings_action = self._action(conv, "S&ettings…", self.open_settings, QKeySequence.StandardKey.Preferences,
+                                       "actionSettings", "Ctrl+,")
+        settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         view = bar.addMenu("&View")
         self._action(view, "Split &Right", self.split_right, "Ctrl+\\", "actionSplitRight")
         self._action(view, "&Unsplit", self.area.unsplit, "Ctrl+Shift+\\", "actionUnsplit")
         self._action(view, "&Move Pane to Next Group", self.area.move_current_to_next_group,
                      "Ctrl+Alt+Right", "actionMovePane")
         view.addSeparator()
+        next_pane = self._action(view, "&Next Pane", lambda: cycle_pane(self.area, 1), None, "actionNextPane")
+        next_pane.setShortcuts(next_pane_keys())
+        previous = self._action(view, "&Previous Pane", lambda: cycle_pane(self.area, -1), None, "actionPreviousPane")
+        previous.setShortcuts(previous_pane_keys())
+        self._action(view, "&Focus Input", lambda: focus_input(self.area), "Ctrl+L", "actionFocusInput")
+        view.addSeparator()
+        qa = self.qa_panel.toggleViewAction()
+        qa.setText("&QA Panel")
+        qa.setObjectName("actionQAPanel")
+        qa.setShortcut(QKeySequence("Ctrl+Shift+Q"))
+        view.addAction(qa)
         self.toggle_sidebar_action = self._action(view, "Show &Sidebar", self._toggle_sidebar, "Ctrl+Shift+S",
                                                   "actionSidebar")
         self.toggle_sidebar_action.setCheckable(True)
@@ -116,6 +162,7 @@ class MainWindow(QMainWindow):
         pane.titleChanged.connect(self._title_changed)
         pane.busyChanged.connect(self._busy_changed)
         pane.turnEnded.connect(lambda cid, _how: self.sidebar.touch(cid))
+        pane.newConversationRequested.connect(self._send_in_new_conversation)
         return pane
 
     def _restore(self) -> None:
@@ -132,6 +179,7 @@ class MainWindow(QMainWindow):
         layout = read_json(self.settings, "layout/panes", {})
         if isinstance(layout, dict):
             self.area.restore_layout(layout)
+        self.qa_panel.setVisible(read_json(self.settings, "window/qa_panel", False) is True)
         if not self.area.panes():
             ids = self.sidebar.conversation_ids()
             if ids:
@@ -145,6 +193,7 @@ class MainWindow(QMainWindow):
         write_json(self.settings, "layout/panes", self.area.layout_state())
         write_json(self.settings, "window/splitter", self.splitter.sizes())
         write_json(self.settings, "window/sidebar", self.sidebar.isVisible())
+        write_json(self.settings, "window/qa_panel", self.qa_panel.isVisible())
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.sync()
 
@@ -249,25 +298,94 @@ class MainWindow(QMainWindow):
         self.area.split_right(next_conversation)
 
     def show_model_info(self) -> None:
-        """A dialog with the model's facts (or why there is none)."""
+        """Help > Model Info: the loaded model's facts and chat template (or why there is none)."""
         info = self.bridge.model_info
-        if info:
-            text = "\n".join(f"{k}: {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
-        elif self.bridge.backend_state == "failed":
-            text = f"The model could not be loaded:\n{self.bridge.backend_error}"
-        else:
-            text = "The model is still loading."
-        box = QMessageBox(QMessageBox.Icon.Information, "Model", text, QMessageBox.StandardButton.Ok, self)
-        box.open()
+        if not info:
+            text = (f"The model could not be loaded:\n{self.bridge.backend_error}"
+                    if self.bridge.backend_state == "failed" else "The model is still loading.")
+            box = QMessageBox(QMessageBox.Icon.Information, "Model Info", text, QMessageBox.StandardButton.Ok, self)
+            box.open()
+            return
+        ModelInfoDialog(info, self).open()
 
     def show_about(self) -> None:
-        """About TurboSpark."""
-        from .. import __version__
+        """Help > About TurboSpark: versions of everything, the model included."""
+        AboutDialog(self.bridge.model_info, self).open()
 
-        QMessageBox.about(
-            self, "About TurboSpark",
-            f"TurboSpark {__version__}\nA local language model, and an honest view of what it is doing.",
-        )
+    def open_model(self) -> None:
+        """File > Open Model…: pick a GGUF; it is checked before the engine switches to it."""
+        if self.model_factory is None:
+            self._warn("Open Model", "This window was started with a fixed engine; it cannot load model files.")
+            return
+        current = self.bridge.model_info.get("path")
+        self.model_opener.open_dialog(str(Path(current).parent) if current else "")
+
+    def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
+        """Load the (checked) GGUF at `path`. Running replies are stopped first and saved as
+        stopped; conversations keep their text; the new model gets fresh KV sessions and never
+        sees the old model's token ids (see model_dialogs). Remembered for the next start."""
+        if self.model_factory is None:
+            return
+        busy = [p for p in self.area.panes() if p.busy]
+        if busy:
+            box = QMessageBox(QMessageBox.Icon.Question, "Open Model",
+                              f"Switch to {Path(path).name}? {len(busy)} repl{'ies' if len(busy) > 1 else 'y'} "
+                              "being generated will be stopped (and kept as stopped).",
+                              QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+            box.setObjectName("switchModelBox")
+            box.accepted.connect(lambda: self._switch_model_now(path))
+            box.open()
+            return
+        self._switch_model_now(path)
+
+    def _switch_model_now(self, path: str) -> None:
+        assert self.model_factory is not None
+        slots = load_session_slots(self.settings)
+        self.bridge.switch_backend(self.model_factory(path), max_active=slots)
+        remember_model(self.settings, path)
+
+    def open_settings(self) -> None:
+        """Conversation > Settings…: the current conversation's settings (and the defaults)."""
+        pane = self.area.current_pane()
+        if pane is None or self.settings_dialog is not None:
+            return
+        dialog = SettingsDialog(pane.settings_values, pane.conversation.system_prompt,
+                                session_slots=load_session_slots(self.settings),
+                                max_context=self.bridge.max_context or None,
+                                conversation_title=pane.conversation.title, parent=self)
+        dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
+        dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
+        self.settings_dialog = dialog
+        dialog.open()
+
+    def _apply_settings(self, dialog: SettingsDialog, conversation_id: str) -> None:
+        values = dialog.values()
+        found = self.area.find(conversation_id)
+        if found is not None:
+            pane = found[0].widget(found[1])
+            if isinstance(pane, ConversationPane):
+                pane.apply_settings(values, dialog.system_prompt())
+        else:  # the pane was closed meanwhile: the conversation still gets them
+            try:
+                self.store.update_conversation(conversation_id, system_prompt=dialog.system_prompt(),
+                                               settings=values)
+            except sqlite3.Error as e:
+                self._warn("Settings could not be saved", str(e))
+        if dialog.use_as_defaults():
+            self.defaults = dict(values)
+            save_defaults(self.settings, values)
+        save_session_slots(self.settings, dialog.session_slots())
+
+    def _send_in_new_conversation(self, text: str) -> None:
+        """Overflow > New Conversation: the message goes to a fresh conversation and is sent."""
+        pane = self.new_conversation()
+        if pane is not None:
+            pane.input.setPlainText(text)
+            pane.send()
+
+    def _title_of(self, conversation_id: str) -> str | None:
+        conv = self.store.conversation(conversation_id)
+        return None if conv is None else conv.title
 
     # -- reactions -------------------------------------------------------------------------
 
@@ -303,7 +421,8 @@ class MainWindow(QMainWindow):
             self._warn(
                 "Model",
                 f"The model could not be loaded:\n{self.bridge.backend_error}\n\nYour conversations are still here; replies need a "
-                "model. Fetch the default one with `turbospark model fetch`, or start with --model FILE.",
+                "model. Open one with File › Open Model…, fetch the default one with `turbospark model fetch`, "
+                "or start with --model FILE.",
             )
         elif state == "ready":
             self.status.labels["model"].setText(model_label(self.bridge.model_info))
@@ -334,6 +453,8 @@ class MainWindow(QMainWindow):
             self._closed = True
             self.save_layout()
             self.status.timer.stop()
+            self.qa_panel.poll_timer.stop()
+            self.qa_panel.flush_timer.stop()
             self.bridge.shutdown()
             self.store.close()
         super().closeEvent(event)

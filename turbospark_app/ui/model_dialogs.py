@@ -13,9 +13,12 @@ dropped the model that was working. A bad pick must leave the app as it was.
 
 Switching models and token ids: an assistant reply is stored with the token ids it was
 generated with and `stats.model_id`, the identity of the model that produced them
-(conversation_pane.model_identity: the GGUF's path). The next prompt passes a reply's ids only
-when that identity is the loaded model's, so another model's vocabulary is never fed ids it
-does not own; the text is re-tokenized instead. Conversations keep all their text.
+(conversation_pane.model_identity: the GGUF's file name and size). The next prompt passes a
+reply's ids only when that identity is the loaded model's, so another model's vocabulary is
+never fed ids it does not own; the text is re-tokenized instead. The bridge forgets the model's
+identity the moment a switch is asked for, so no turn submitted during the switch carries old
+ids either. The engine closes the old backend, so its KV sessions go with it: the new model
+starts with fresh sessions. Conversations keep all their text.
 """
 
 from __future__ import annotations

@@ -8,13 +8,13 @@ TURBOSPARK_SIMULATE_* variables applied) and hands the SAME objects to every bac
 `set_simulated`, which is documented thread-safe (one attribute store of an immutable tuple);
 the engine thread reads them through its pacing probes.
 
-`PowerControls` knows nothing about the engine; the bridge adds "and refresh the engine's
-system_info snapshot now", so the status bar and QA panel show the new level even when idle.
+`PowerControls` knows nothing about the engine. The engine thread's `system_info` reads these
+monitors live (EngineThread(monitors=...)), so the status bar and the QA panel show a forced
+level at their next poll, idle or not; `changed` tells the QA panel to poll (and re-sync its
+controls) at once.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -90,7 +90,3 @@ class PowerControls(QObject):
     def forced(self) -> tuple[ThermalLevel | None, MemoryPressure | None]:
         """The forced levels (None where the reading is real)."""
         return self.thermal.simulated, self.memory.simulated
-
-    def backend_kwargs(self) -> dict[str, Any]:
-        """What `load_backend` needs to pace on these monitors."""
-        return {"thermal": self.thermal, "memory": self.memory}

@@ -49,7 +49,8 @@ from .theme import is_dark
 POLL_MS = 250  # level readings while the panel is visible
 FLUSH_MS = 100  # series are redrawn at most this often (a repaint per token would cost more)
 WINDOW_S = 60.0  # the plot shows the last minute
-STEP_LABELS = ("0 nominal · normal", "1 fair", "2 serious · warning", "3 critical")
+# The ladder's steps (engine.power): memory "warning" shares step 2 with thermal "serious".
+STEP_LABELS = ("nominal", "fair", "serious", "critical")
 
 
 def user_cap_of(request: Any) -> float | None:
@@ -87,6 +88,9 @@ class QAPanel(QDockWidget):
         self.visibilityChanged.connect(self._visibility_changed)
         QGuiApplication.styleHints().colorSchemeChanged.connect(lambda *_: self.apply_palette())
         self._sync_forced()
+        self._show_figures()
+        if getattr(bridge, "power", None) is not None:
+            bridge.power.changed.connect(self._power_changed)
         self.poll()
         self.flush()
 
@@ -98,7 +102,8 @@ class QAPanel(QDockWidget):
         self.chart.setMargins(self.chart.margins() * 0)
         self.chart.legend().setAlignment(Qt.AlignmentFlag.AlignBottom)
         self.cadence_series = self._series("cadence (tok/s)")
-        self.cap_series = self._series("cap in force")
+        # Drawn when a level changes; the engine applies it at its next look at the levels.
+        self.cap_series = self._series("cap for the levels now")
         self.thermal_series = self._series("thermal step")
         self.memory_series = self._series("memory step")
         for s in (self.cadence_series, self.cap_series, self.thermal_series, self.memory_series):
@@ -108,8 +113,9 @@ class QAPanel(QDockWidget):
         self.x_axis.setLabelFormat("%.0f")
         self.rate_axis = QValueAxis()
         self.rate_axis.setTitleText("tok/s")
-        self.rate_axis.setLabelFormat("%.0f")
+        self.rate_axis.setLabelFormat("%g")  # 2.5 stays 2.5
         self.level_axis = QCategoryAxis()
+        self.level_axis.setTitleText("level step")
         self.level_axis.setLabelsPosition(QCategoryAxis.AxisLabelsPosition.AxisLabelsPositionOnValue)
         self.level_axis.setRange(-0.25, 3.25)
         for i, label in enumerate(STEP_LABELS):
@@ -127,6 +133,8 @@ class QAPanel(QDockWidget):
         self.view.setObjectName("qaChart")
         self.view.setRenderHint(QPainter.RenderHint.Antialiasing)
         self.view.setMinimumHeight(220)
+        self.view.setMinimumWidth(460)
+        self.view.setToolTip("Memory pressure uses the same steps: normal 0, warning 2 (like serious), critical 3.")
 
         self.thermal_combo = QComboBox()
         self.thermal_combo.setObjectName("forceThermal")
@@ -171,8 +179,9 @@ class QAPanel(QDockWidget):
         self.stop_table.verticalHeader().setVisible(False)
         self.stop_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.stop_table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.stop_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.stop_table.horizontalHeader().setStretchLastSection(True)
+        header = self.stop_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)  # the conversation's title
         side = QWidget()
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(0, 0, 0, 0)
@@ -183,6 +192,7 @@ class QAPanel(QDockWidget):
         split.addWidget(side)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        split.setSizes([600, 400])  # the plot gets the room; the lists scroll
         layout = QVBoxLayout(body)
         layout.setContentsMargins(8, 4, 8, 8)
         layout.addLayout(controls)
@@ -299,12 +309,14 @@ class QAPanel(QDockWidget):
             self.data.ended(event.request_id, None, event.conversation_id, now)
 
     def _thermal_chosen(self, index: int) -> None:
-        self._bridge.force_thermal(self.thermal_combo.itemData(index))
-        QTimer.singleShot(60, self.poll)  # the engine refreshes its snapshot, then we read it
+        self._bridge.force_thermal(self.thermal_combo.itemData(index))  # PowerControls.changed polls
 
     def _memory_chosen(self, index: int) -> None:
         self._bridge.force_memory(self.memory_combo.itemData(index))
-        QTimer.singleShot(60, self.poll)
+
+    def _power_changed(self) -> None:
+        self._sync_forced()  # a level forced elsewhere (a test, a script) shows here too
+        self.poll()
 
     def _sync_forced(self) -> None:
         """Show levels forced before the panel existed (TURBOSPARK_SIMULATE_*)."""

@@ -73,11 +73,13 @@ def save_session_slots(settings: QSettings, slots: int) -> None:
 
 
 class _FieldError(QWidget):
-    """A warning icon and a message under a field; hidden while the field is valid. The icon
-    comes from the style, the text uses the palette: both schemes read well."""
+    """A warning icon and a message in a form row of its own under a field; the row is hidden
+    while the field is valid (a hidden row takes no room, also not in the dialog's minimum
+    size). The icon comes from the style, the text uses the palette: both schemes read well."""
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, form: QFormLayout, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._form = form
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(4)
@@ -89,11 +91,13 @@ class _FieldError(QWidget):
         self.text.setWordWrap(True)
         layout.addWidget(icon)
         layout.addWidget(self.text, 1)
-        self.setVisible(False)
+        form.addRow(self)  # spans the label column too: room for the message on one line
+        self._row = form.rowCount() - 1
+        form.setRowVisible(self._row, False)
 
     def show_message(self, message: str | None) -> None:
         self.text.setText(message or "")
-        self.setVisible(bool(message))
+        self._form.setRowVisible(self._row, bool(message))
 
 
 class SettingsDialog(QDialog):
@@ -121,6 +125,11 @@ class SettingsDialog(QDialog):
         self._loaded_slots = session_slots
         self._build(conversation_title)
         self.show_values(merged(values), system_prompt, session_slots)
+        # Sized once the hidden message rows are out of the groups' cached minimum sizes.
+        for group in self.findChildren(QGroupBox):
+            group.updateGeometry()
+        self.adjustSize()  # (this refreshes the layout's cached sizes)
+        self.resize(self.minimumWidth(), self.minimumSizeHint().height())
 
     # -- construction ----------------------------------------------------------------------
 
@@ -135,21 +144,16 @@ class SettingsDialog(QDialog):
         return edit
 
     def _row(self, form: QFormLayout, label: str, key: str, widget: QWidget) -> None:
-        cell = QWidget(self)
-        box = QVBoxLayout(cell)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.setSpacing(2)
-        box.addWidget(widget)
-        error = _FieldError(cell)
+        form.addRow(label, widget)
+        error = _FieldError(form, self)
         error.setObjectName(f"{key}Error")
-        box.addWidget(error)
         self._errors[key] = error
-        form.addRow(label, cell)
 
     @staticmethod
     def _form(box: QGroupBox) -> QFormLayout:
         form = QFormLayout(box)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
         form.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
         return form
 

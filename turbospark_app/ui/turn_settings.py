@@ -1,6 +1,9 @@
-"""Per-conversation generation settings: a compact form and its conversion to TurnSettings.
+"""The pane's quick settings form (max new tokens, temperature, rate cap, system prompt).
 
-Stored as JSON in the conversation's `settings` column; defaults come from QSettings.
+Every other setting is edited in the Settings dialog (settings_dialog.py); both read and write
+the same values (generation_settings.py), stored as JSON in the conversation's `settings`
+column, with defaults from QSettings. `values()` returns only the keys this form edits: the
+pane merges them over the conversation's other settings.
 """
 
 from __future__ import annotations
@@ -16,39 +19,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..chat.api import TurnSettings
-from ..engine.config import GenerationConfig, RateConfig, Shaping
+# The one mapping of stored values to TurnSettings (also used by the Settings dialog); kept
+# importable from here for the pane and older callers.
+from .generation_settings import DEFAULTS, merged, to_turn_settings
 
-DEFAULTS: dict[str, Any] = {
-    "max_new_tokens": 512,
-    "temperature": 0.7,
-    "top_p": 0.95,
-    "max_tokens_per_sec": 0.0,  # 0 = no cap
-}
-
-
-def merged(values: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Known keys only, each from `values`, else `defaults`, else DEFAULTS."""
-    out = dict(DEFAULTS)
-    for source in (defaults or {}, values or {}):
-        for key in DEFAULTS:
-            if key in source and source[key] is not None:
-                out[key] = type(DEFAULTS[key])(source[key])
-    return out
-
-
-def to_turn_settings(values: Mapping[str, Any], system_prompt: str | None) -> TurnSettings:
-    """The TurnSettings for a turn with these settings (the backend adds its pacing probes)."""
-    v = merged(values)
-    cap = v["max_tokens_per_sec"]
-    return TurnSettings(
-        generation=GenerationConfig(
-            max_new_tokens=v["max_new_tokens"],
-            shaping=Shaping(temperature=v["temperature"], top_p=v["top_p"] if v["temperature"] > 0 else 1.0),
-            rate=RateConfig(max_tokens_per_sec=cap if cap > 0 else None),
-        ),
-        system_prompt=(system_prompt or None),
-    )
+__all__ = ["DEFAULTS", "TurnSettingsForm", "merged", "to_turn_settings"]
 
 
 class TurnSettingsForm(QWidget):
@@ -78,7 +53,6 @@ class TurnSettingsForm(QWidget):
         form.addRow("Temperature", self.temperature)
         form.addRow("Rate cap", self.cap)
         form.addRow("System prompt", self.system_prompt)
-        self._top_p = DEFAULTS["top_p"]
         for w in (self.max_new, self.temperature, self.cap):
             w.valueChanged.connect(self.changed)
         self.system_prompt.editingFinished.connect(self.changed)
@@ -93,16 +67,14 @@ class TurnSettingsForm(QWidget):
         self.temperature.setValue(v["temperature"])
         self.cap.setValue(v["max_tokens_per_sec"])
         self.system_prompt.setText(system_prompt or "")
-        self._top_p = v["top_p"]
         for w in widgets:
             w.blockSignals(False)
 
     def values(self) -> dict[str, Any]:
-        """The settings shown (without the system prompt)."""
+        """The settings this form edits (without the system prompt)."""
         return {
             "max_new_tokens": self.max_new.value(),
             "temperature": round(self.temperature.value(), 2),
-            "top_p": self._top_p,
             "max_tokens_per_sec": round(self.cap.value(), 1),
         }
 
