@@ -208,13 +208,17 @@ class EngineThread:
                 # Read under the lock by _next_action; in force from the first turn the new
                 # backend serves (none is admitted while the switch is pending).
                 self._max_active = max_active
-            now = self._clock()
-            for job in self._jobs.values():
-                if not job.cancelled:
-                    job.cancel_at = now
-                    job.cancelled = True
-                job.ready_at = float("-inf")
-            self._cond.notify_all()
+            self._cancel_all_locked()
+
+    def _cancel_all_locked(self) -> None:
+        """Cancel every turn and wake the parked ones (caller holds the lock)."""
+        now = self._clock()
+        for job in self._jobs.values():
+            if not job.cancelled:
+                job.cancel_at = now
+                job.cancelled = True
+            job.ready_at = float("-inf")
+        self._cond.notify_all()
 
     def shutdown(self, timeout: float | None = 5.0) -> bool:
         """Cancel every turn, let each end (Finished events still arrive: partial replies can be
@@ -222,13 +226,7 @@ class EngineThread:
         with self._cond:
             self._shutdown = True
             self._next_factory = None  # no model switch on the way out
-            now = self._clock()
-            for job in self._jobs.values():
-                if not job.cancelled:
-                    job.cancel_at = now
-                    job.cancelled = True
-                job.ready_at = float("-inf")
-            self._cond.notify_all()
+            self._cancel_all_locked()
         if self._thread.is_alive():
             self._thread.join(timeout)
         return not self._thread.is_alive()

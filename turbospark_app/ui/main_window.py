@@ -180,12 +180,7 @@ class MainWindow(QMainWindow):
         if isinstance(layout, dict):
             self.area.restore_layout(layout)
         self.qa_panel.setVisible(read_json(self.settings, "window/qa_panel", False) is True)
-        if not self.area.panes():
-            ids = self.sidebar.conversation_ids()
-            if ids:
-                self.area.open(ids[0])
-            else:
-                self.new_conversation()
+        self._ensure_a_pane()
         self._current_pane_changed(self.area.current_pane())
 
     def save_layout(self) -> None:
@@ -253,12 +248,17 @@ class MainWindow(QMainWindow):
             return
         self.bridge.drop_session(conversation_id)
         self.sidebar.remove(conversation_id)
-        if not self.area.panes():
-            ids = self.sidebar.conversation_ids()
-            if ids:
-                self.area.open(ids[0])
-            else:
-                self.new_conversation()
+        self._ensure_a_pane()
+
+    def _ensure_a_pane(self) -> None:
+        """Never leave the window empty: open the newest conversation, or start one."""
+        if self.area.panes():
+            return
+        ids = self.sidebar.conversation_ids()
+        if ids:
+            self.area.open(ids[0])
+        else:
+            self.new_conversation()
 
     def delete_current(self) -> None:
         """Delete the current pane's conversation (asks first)."""
