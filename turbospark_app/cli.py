@@ -25,7 +25,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="turbospark", description=__doc__.splitlines()[0])
     _add_model_flag(parser)
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
-    parser.add_argument("--session-slots", type=int, default=None, metavar="N")
+    parser.add_argument("--session-slots", type=int, default=None, metavar="N",
+                        help="KV slots kept for conversations (default: the setting, 4)")
+    from .cli_chat import add_kv_budget_flag
+
+    add_kv_budget_flag(parser)
     sub = parser.add_subparsers(dest="command")
 
     model = sub.add_parser("model", help="the embedded default model")

@@ -49,7 +49,29 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    help="prefill in chunks (default) or token by token (--no-chunked)")
     p.add_argument("--chunk-size", type=int, default=128)
     p.add_argument("--session-slots", type=int, default=4, metavar="N")
+    add_kv_budget_flag(p)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+
+
+def add_kv_budget_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--kv-budget-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help="bound on the KV cache memory of all session slots; least recently used idle "
+        "slots are freed past it (default: unbounded)",
+    )
+
+
+def kv_budget_bytes(args: argparse.Namespace) -> int | None:
+    """The --kv-budget-mb flag in bytes (None = unbounded)."""
+    mb = getattr(args, "kv_budget_mb", None)
+    if mb is None:
+        return None
+    if mb <= 0:
+        raise SystemExit("turbospark: --kv-budget-mb must be > 0")
+    return int(mb * 1024 * 1024)
 
 
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:
@@ -149,7 +171,9 @@ def chat_command(args: argparse.Namespace) -> int:
 
     try:
         path = resolve_model_path(args.model)
-        backend = load_backend(path, session_slots=args.session_slots)
+        backend = load_backend(
+            path, session_slots=args.session_slots, max_kv_bytes=kv_budget_bytes(args)
+        )
     except (EngineError, OSError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2

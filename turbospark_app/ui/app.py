@@ -18,6 +18,7 @@ from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from ..chat.api import ChatBackend
+from ..cli_chat import kv_budget_bytes
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
@@ -43,7 +44,10 @@ def configure_application(app: QApplication) -> None:
 
 
 def real_backend_factory(
-    model: str | None, session_slots: int, monitors: Monitors | None = None
+    model: str | None,
+    session_slots: int,
+    monitors: Monitors | None = None,
+    max_kv_bytes: int | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory). Called on the engine thread."""
@@ -58,7 +62,8 @@ def real_backend_factory(
                 f"no model file at {path} (fetch the default model with `turbospark model fetch`)"
             )
         thermal, memory = monitors if monitors is not None else (None, None)
-        return load_backend(path, session_slots=session_slots, thermal=thermal, memory=memory)
+        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
+                            thermal=thermal, memory=memory)
 
     return load
 
@@ -127,12 +132,13 @@ def run_app(args: argparse.Namespace) -> int:
     # No model named, none remembered, the default one absent: the first-run dialog first.
     model_path = str(model_at_startup(getattr(args, "model", None), settings))
     monitors = (power.thermal, power.memory)
+    kv_budget = kv_budget_bytes(args)
 
     def model_factory(path: str) -> Callable[[], ChatBackend]:
         # Session slots are read when the model is loaded: a change applies at the next switch.
-        return real_backend_factory(path, load_session_slots(settings), monitors)
+        return real_backend_factory(path, load_session_slots(settings), monitors, kv_budget)
 
-    factory = real_backend_factory(model_path, slots, monitors)
+    factory = real_backend_factory(model_path, slots, monitors, kv_budget)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory)
     window.show()
