@@ -30,12 +30,11 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Sequence
+from typing import Any, Callable, Sequence
 
 import psutil
 
-from ..chat.api import ChatBackend, PreparedTurn
+from ..chat.api import ChatBackend
 from ..engine.errors import EngineError
 from ..engine.progress import (
     PaceWait,
@@ -58,9 +57,9 @@ from .events import (
     Tail,
     Token,
     TurnRequest,
-    TurnStats,
     error_kind,
 )
+from .jobs import Job, turn_stats
 
 log = logging.getLogger(__name__)
 
@@ -75,30 +74,6 @@ SNAPSHOT_REFRESH_SECONDS = 0.5
 # ---------------------------------------------------------------------------------------------
 # The scheduler
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(eq=False)
-class _Job:
-    """One request's scheduler state. Mutable fields are guarded by the engine's Condition,
-    except `cancelled`, a single bool the cancel predicate reads without the lock."""
-
-    request_id: int
-    request: TurnRequest
-    submitted_at: float
-    cancelled: bool = False
-    cancel_at: float | None = None
-    turn: PreparedTurn | None = None
-    stream: Generator[Any, None, RawDecodeResult] | None = None
-    ready_at: float = 0.0  # a parked (paced) job is not stepped before this
-    announced: bool = False  # its Queued event was emitted
-    started_at: float | None = None
-    first_token_at: float | None = None
-    generated_ids: list[int] = field(default_factory=list)
-    text_parts: list[str] = field(default_factory=list)
-
-    @property
-    def conversation_id(self) -> str:
-        return self.request.conversation_id
 
 
 class EngineThread:
@@ -127,9 +102,9 @@ class EngineThread:
         self._clock = clock
         self._monitors = monitors
         self._cond = threading.Condition()
-        self._pending: collections.deque[_Job] = collections.deque()
-        self._active: list[_Job] = []
-        self._jobs: dict[int, _Job] = {}
+        self._pending: collections.deque[Job] = collections.deque()
+        self._active: list[Job] = []
+        self._jobs: dict[int, Job] = {}
         self._drops: list[str] = []  # conversations whose KV slot is to be freed
         self._ids = itertools.count(1)
         self._shutdown = False
@@ -160,7 +135,7 @@ class EngineThread:
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("the engine thread is shut down")
-            job = _Job(next(self._ids), request, self._clock())
+            job = Job(next(self._ids), request, self._clock())
             self._jobs[job.request_id] = job
             self._pending.append(job)
             self._cond.notify_all()
@@ -381,7 +356,7 @@ class EngineThread:
                     timeout = max(0.0, min(j.ready_at for j in self._active) - now)
                 self._cond.wait(timeout)
 
-    def _start(self, job: _Job) -> None:
+    def _start(self, job: Job) -> None:
         assert self._backend is not None
         job.started_at = self._clock()
         job.ready_at = 0.0
@@ -395,7 +370,7 @@ class EngineThread:
             return
         self._emit(Started(job.request_id, job.conversation_id, len(job.turn.prompt_ids)))
 
-    def _step(self, job: _Job) -> None:
+    def _step(self, job: Job) -> None:
         assert job.stream is not None
         try:
             event = next(job.stream)
@@ -423,7 +398,7 @@ class EngineThread:
             self._emit(Tail(rid, cid, event.text))
         self._refresh_snapshot()
 
-    def _remove(self, job: _Job) -> None:
+    def _remove(self, job: Job) -> None:
         with self._cond:
             self._jobs.pop(job.request_id, None)
             if job in self._active:
@@ -431,45 +406,25 @@ class EngineThread:
             if job in self._pending:
                 self._pending.remove(job)
 
-    def _finish(self, job: _Job, result: RawDecodeResult) -> None:
+    def _finish(self, job: Job, result: RawDecodeResult) -> None:
         self._remove(job)
         now = self._clock()
-        stats = self._stats(job, result, now)
+        stats = turn_stats(job, result, now)
         assert job.turn is not None
         self._refresh_snapshot(force=True)
         self._emit(Finished(job.request_id, job.conversation_id, result,
                             tuple(job.turn.prompt_ids), tuple(job.generated_ids),
                             "".join(job.text_parts), stats))
 
-    def _finish_unstarted(self, job: _Job) -> None:
+    def _finish_unstarted(self, job: Job) -> None:
         self._remove(job)
         now = self._clock()
         result = RawDecodeResult(prompt_tokens=0, new_tokens=0, prefill_seconds=0.0,
                                  decode_seconds=0.0, reason=StopReason.CANCELLED, kv_position=0)
-        stats = self._stats(job, result, now)
+        stats = turn_stats(job, result, now)
         self._emit(Finished(job.request_id, job.conversation_id, result, (), (), "", stats))
 
-    def _stats(self, job: _Job, result: RawDecodeResult, now: float) -> TurnStats:
-        started = job.started_at is not None
-        return TurnStats(
-            prompt_tokens=result.prompt_tokens,
-            reused_prefix_tokens=result.reused_prefix_tokens,
-            new_tokens=result.new_tokens,
-            stop_reason=result.reason.value,
-            started=started,
-            queued_seconds=(job.started_at if started else now) - job.submitted_at,
-            time_to_first_token=(
-                None if job.first_token_at is None else job.first_token_at - job.submitted_at
-            ),
-            prefill_seconds=result.prefill_seconds,
-            decode_seconds=result.decode_seconds,
-            prefill_tokens_per_sec=result.prefill_tokens_per_sec,
-            decode_tokens_per_sec=result.decode_tokens_per_sec,
-            stop_latency=None if job.cancel_at is None else max(0.0, now - job.cancel_at),
-            slot_evicted=result.session_slot_evicted,
-        )
-
-    def _fail(self, job: _Job, exc: BaseException) -> None:
+    def _fail(self, job: Job, exc: BaseException) -> None:
         if not isinstance(exc, EngineError):
             log.exception("turn %s failed", job.request_id, exc_info=exc)
         self._close_stream(job)
@@ -478,14 +433,14 @@ class EngineThread:
         self._emit(Failed(job.request_id, job.conversation_id, str(exc) or type(exc).__name__,
                           error_kind(exc), type(exc).__name__))
 
-    def _fail_unavailable(self, job: _Job) -> None:
+    def _fail_unavailable(self, job: Job) -> None:
         self._remove(job)
         message, error_type = self._load_error or ("the model is not loaded", "RuntimeError")
         self._emit(Failed(job.request_id, job.conversation_id,
                           f"the model could not be loaded: {message}",
                           "backend_unavailable", error_type))
 
-    def _close_stream(self, job: _Job) -> None:
+    def _close_stream(self, job: Job) -> None:
         if job.stream is not None:
             try:
                 job.stream.close()  # runs the generator's finally: releases its KV slot

@@ -1,0 +1,56 @@
+"""One turn's scheduler state in the engine thread, and the figures reported when it ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generator
+
+from ..chat.api import PreparedTurn
+from ..engine.progress import RawDecodeResult
+from .events import TurnRequest, TurnStats
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's scheduler state. Mutable fields are guarded by the engine's Condition,
+    except `cancelled`, a single bool the cancel predicate reads without the lock."""
+
+    request_id: int
+    request: TurnRequest
+    submitted_at: float
+    cancelled: bool = False
+    cancel_at: float | None = None
+    turn: PreparedTurn | None = None
+    stream: Generator[Any, None, RawDecodeResult] | None = None
+    ready_at: float = 0.0  # a parked (paced) job is not stepped before this
+    announced: bool = False  # its Queued event was emitted
+    started_at: float | None = None
+    first_token_at: float | None = None
+    generated_ids: list[int] = field(default_factory=list)
+    text_parts: list[str] = field(default_factory=list)
+
+    @property
+    def conversation_id(self) -> str:
+        return self.request.conversation_id
+
+
+def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
+    """A finished turn's figures, timed from its submission (queue time included)."""
+    started = job.started_at is not None
+    return TurnStats(
+        prompt_tokens=result.prompt_tokens,
+        reused_prefix_tokens=result.reused_prefix_tokens,
+        new_tokens=result.new_tokens,
+        stop_reason=result.reason.value,
+        started=started,
+        queued_seconds=(job.started_at if started else now) - job.submitted_at,
+        time_to_first_token=(
+            None if job.first_token_at is None else job.first_token_at - job.submitted_at
+        ),
+        prefill_seconds=result.prefill_seconds,
+        decode_seconds=result.decode_seconds,
+        prefill_tokens_per_sec=result.prefill_tokens_per_sec,
+        decode_tokens_per_sec=result.decode_tokens_per_sec,
+        stop_latency=None if job.cancel_at is None else max(0.0, now - job.cancel_at),
+        slot_evicted=result.session_slot_evicted,
+    )
