@@ -309,3 +309,10 @@ def test_power_controls_force_levels_that_the_status_bar_shows(ui, qtbot) -> Non
     w.status.poll()
     assert w.status.text("thermal") == "thermal critical (simulated)"
     assert w.status.text("memory") == "memory warning (simulated)"
+
+
+def test_the_window_opens_with_the_message_input_focused(ui, qtbot) -> None:
+    w = ui.window(FakeBackend(replies=("ok",)))
+    w.activateWindow()
+    # Typing right after launch goes to the message, not to the sidebar's filter box.
+    qtbot.waitUntil(lambda: w.focusWidget() is w.area.current_pane().input, timeout=2000)

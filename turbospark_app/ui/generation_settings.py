@@ -34,7 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "top_k": 40,
     "top_p": 0.95,
     "min_p": 0.05,
-    "repetition_penalty": 1.0,
+    "repetition_penalty": 1.1,  # as LM Studio and Ollama: tiny models loop without it
     "seed": None,
     "stop_strings": [],
     "max_tokens_per_sec": 0.0,

@@ -16,7 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 
@@ -435,8 +435,11 @@ class MainWindow(QMainWindow):
             self._notices.append((title, text))
 
     def showEvent(self, event) -> None:  # type: ignore[no-untyped-def]  # noqa: N802
-        """Show notices queued before the window was visible."""
+        """Show notices queued before the window was visible; start with the input focused."""
         super().showEvent(event)
+        if not event.spontaneous():
+            # After Qt's own first-focus pick (the sidebar filter): typing should go to the input.
+            QTimer.singleShot(0, lambda: focus_input(self.area))
         notices, self._notices = self._notices, []
         for title, text in notices:
             self._warn(title, text)
