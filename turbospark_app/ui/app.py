@@ -17,6 +17,7 @@ import qasync
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from ..bundle import is_frozen
 from ..chat.api import ChatBackend
 from ..cli_chat import kv_budget_bytes
 from ..readings import SimulationError
@@ -40,7 +41,9 @@ def configure_application(app: QApplication) -> None:
     app.setApplicationName(APPLICATION)
     app.setApplicationDisplayName("TurboSpark")
     app.setDesktopFileName("turbospark")
-    app.setWindowIcon(app_icon())
+    if not (sys.platform == "darwin" and is_frozen()):
+        # In the .app the bundle's .icns (Apple's icon grid) is the Dock icon; don't replace it.
+        app.setWindowIcon(app_icon())
 
 
 def real_backend_factory(
