@@ -67,3 +67,13 @@ def test_template_that_drops_old_assistant_turns() -> None:
     msgs = [ChatMessage("user", "a"), ChatMessage("assistant", "x", (9999,)), ChatMessage("user", "b")]
     ids = build_prompt_ids(DropsAssistant(), CharTokenizer(), msgs)
     assert 9999 not in ids and "".join(map(chr, ids)) == "[user:a][user:b]"
+
+
+def test_a_reply_ended_by_a_stop_string_is_retokenized_next_turn() -> None:
+    from turbospark_app.chat.api import reply_token_ids
+    from turbospark_app.engine import StopReason
+
+    # Its ids spell the stop string, which its text leaves out.
+    assert reply_token_ids(StopReason.STOP_STRING, [1, 2, 3]) is None
+    for reason in (StopReason.END_OF_TURN, StopReason.MAX_TOKENS, StopReason.CANCELLED):
+        assert reply_token_ids(reason, [1, 2, 3]) == (1, 2, 3)

@@ -34,3 +34,18 @@ def test_prompt_and_script_are_exclusive(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["chat", "--prompt", "a", "--script", "b.txt"])
     assert "not allowed with" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--model", "x.gguf", "--kv-budget-mb", "100", "--session-slots", "2", "chat", "--prompt", "hi"],
+    ["chat", "--model", "x.gguf", "--kv-budget-mb", "100", "--session-slots", "2", "--prompt", "hi"],
+])
+def test_shared_flags_work_before_or_after_the_subcommand(argv: list[str]) -> None:
+    args = build_parser().parse_args(argv)
+    assert (args.model, args.kv_budget_mb, args.session_slots) == ("x.gguf", 100.0, 2)
+
+
+def test_model_subcommand_keeps_a_model_given_before_it() -> None:
+    args = build_parser().parse_args(["--model", "x.gguf", "model", "path"])
+    assert args.model == "x.gguf" and args.action == "path"
+    assert build_parser().parse_args(["model", "path"]).model is None

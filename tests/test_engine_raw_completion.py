@@ -243,6 +243,8 @@ def test_cancel_in_prefill_after_reuse_counts_the_reused_ids() -> None:
     assert result.kv_position == 3 and result.kv_backed_token_ids == prompt[:3]
     assert result.reused_prefix_tokens == 2
     assert_kv_honest(result, producer)
+    # The prefill rate counts the ONE token fed, not the 4 the prompt still had to go.
+    assert result.prefill_tokens_per_sec == pytest.approx(1 / result.prefill_seconds)
 
 
 def test_cancel_in_decode_flushes_the_tail_and_keeps_the_result_ordinary() -> None:

@@ -262,3 +262,10 @@ def test_sampler_never_modifies_the_callers_buffer() -> None:
     before = x.copy()
     make_sampler(Shaping(temperature=0.9, repetition_penalty=3.0, presence_penalty=2.0, seed=1))(x, [0, 1, 2])
     np.testing.assert_array_equal(x, before)
+
+
+def test_a_vanishing_temperature_is_argmax_not_nan() -> None:
+    logits = np.zeros(1000, np.float32)
+    logits[219] = 5.0
+    sampler = make_sampler(Shaping(temperature=1e-45, seed=1))
+    assert all(sampler(logits, []) == 219 for _ in range(5))

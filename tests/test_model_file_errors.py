@@ -82,6 +82,12 @@ def test_missing_metadata(tmp_path: Path) -> None:
     assert "missing metadata 'llama.attention.layer_norm_rms_epsilon'" in err.reason
 
 
+def test_zero_context_length(tmp_path: Path) -> None:
+    path = tmp_path / "noctx.gguf"
+    write_tiny_gguf(path, context=0)
+    assert "'llama.context_length' = 0 (must be > 0)" in _load_error(path, tmp_path).reason
+
+
 def test_unsupported_tensor_type(tmp_path: Path) -> None:
     path = tmp_path / "q2k.gguf"
     write_tiny_gguf(path, layer_types=[dict(LAYER_TYPES[0], ffn_down="Q2_K"), LAYER_TYPES[1]])

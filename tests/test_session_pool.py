@@ -63,20 +63,20 @@ def test_hit_miss_evict_sequence() -> None:
     a = pool.checkout("a")
     assert a is not None and a.outcome == SlotOutcome.MISS and not a.session_slot_evicted()
     a.produce_chunk([1, 2, 3], 0, None)
-    a.release()
+    a.end_turn()
     b = pool.checkout("b")
     assert b is not None and b.outcome == SlotOutcome.MISS
     b.produce_chunk([4, 5], 0, None)
-    b.release()
+    b.end_turn()
     a2 = pool.checkout("a")
     assert a2 is not None and a2.outcome == SlotOutcome.HIT and not a2.session_slot_evicted()
     assert a2.try_reuse_prefix([1, 2, 3, 9]) == 3
-    a2.release()
+    a2.end_turn()
     c = pool.checkout("c")  # evicts b, the least recently used
     assert c is not None and c.outcome == SlotOutcome.EVICTED and c.session_slot_evicted()
     assert pool.slot_of("b") is None and pool.slot_of("a") is not None
     assert c.try_reuse_prefix([4, 5, 6]) == 0  # b's state is gone, not leaked into c
-    c.release()
+    c.end_turn()
 
 
 def test_busy_slots_are_never_evicted() -> None:
@@ -85,7 +85,7 @@ def test_busy_slots_are_never_evicted() -> None:
     assert a is not None
     assert pool.checkout("b") is None  # waits instead of destroying a live generation
     assert pool.checkout("a") is None  # one turn per session at a time
-    a.release()
+    a.end_turn()
     assert pool.checkout("b") is not None
 
 
@@ -93,7 +93,7 @@ def test_evicting_an_empty_slot_is_not_an_eviction() -> None:
     pool = SessionPool(FakeSlotProducer, slots=1)
     a = pool.checkout("a")
     assert a is not None
-    a.release()  # a's turn fed nothing
+    a.end_turn()  # a's turn fed nothing
     b = pool.checkout("b")
     assert b is not None and b.outcome == SlotOutcome.MISS and not b.session_slot_evicted()
 
@@ -104,7 +104,7 @@ def test_kv_bound_frees_lru_idle_slots_and_reports_it() -> None:
         p = pool.checkout(sid)
         assert p is not None
         p.produce_chunk(list(range(n)), 0, None)
-        p.release()
+        p.end_turn()
     assert pool.total_kv_bytes == 6 * BYTES_PER_TOKEN
     c = pool.checkout("c")  # a free slot, but the bound forces a's (LRU) state out
     assert c is not None and c.outcome == SlotOutcome.MISS and c.session_slot_evicted()
@@ -118,7 +118,7 @@ def test_describe_reports_lru_order_and_bytes() -> None:
         p = pool.checkout(sid)
         assert p is not None
         p.produce_chunk([1, 2], 0, None)
-        p.release()
+        p.end_turn()
     rows = {r["session_id"]: r for r in pool.describe()}
     assert rows["b"]["lru_rank"] == 0 and rows["a"]["lru_rank"] == 1
     assert rows["a"]["kv_bytes"] == 2 * BYTES_PER_TOKEN and rows["a"]["kv_tokens"] == 2
@@ -168,7 +168,7 @@ class PoolMachine(RuleBasedStateMachine):
         assert start == self.tokens.get(sid, 0)
         p.produce_chunk([7] * n, start, None)
         self.tokens[sid] = start + n
-        p.release()
+        p.end_turn()
 
     @precondition(lambda self: bool(self.holders))
     @rule(data=st.data())

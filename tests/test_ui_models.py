@@ -203,3 +203,31 @@ def test_model_info_dialog_from_the_help_menu(ui, qtbot) -> None:
     assert dialog is not None and dialog.isVisible()
     assert dialog.values["Name"].text() == "infomodel"
     assert dialog.values["File"].text() == "/models/infomodel.gguf"
+
+
+def test_a_reply_stopped_by_a_model_switch_keeps_the_old_models_identity(ui, qtbot, tmp_path: Path) -> None:
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory, send, wait_idle
+
+    first = RecordingBackend(replies=(" ".join(f"w{i}" for i in range(400)),), model_name="first",
+                             step_delay=0.005)
+    second = RecordingBackend(replies=("gamma",), model_name="second", load_delay=1.0)
+    w = issue6_window(ui, first, model_factory=lambda path: fake_factory(second))
+    pane = w.area.current_pane()
+    send(qtbot, pane, "hello")
+    qtbot.waitUntil(lambda: pane.state == "generating", timeout=5000)
+    picked = tmp_path / "second.gguf"
+    picked.write_bytes(b"GGUF")
+    w.model_opener._check = lambda p: {"path": p}
+    w.model_opener._choose = lambda _parent, _start: str(picked)
+    w.findChild(type(w.open_model_action), "actionOpenModel").trigger()
+    qtbot.waitUntil(lambda: w.findChild(QMessageBox, "switchModelBox") is not None, timeout=5000)
+    w.findChild(QMessageBox, "switchModelBox").accept()  # "replies will be stopped": yes
+    wait_idle(qtbot, pane)
+    stopped = pane.messages[-1]
+    assert stopped.role == "assistant" and stopped.stats["model_id"].startswith("first")
+    send(qtbot, pane, "again")  # queued while the second model is still loading
+    wait_idle(qtbot, pane)
+    history = second.prepared[-1][1]
+    assert [m.role for m in history] == ["user", "assistant", "user"]
+    assert all(m.token_ids is None for m in history)  # never the first model's ids

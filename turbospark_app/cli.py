@@ -13,31 +13,46 @@ import sys
 from typing import Sequence
 
 
-def _add_model_flag(p: argparse.ArgumentParser) -> None:
+def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """Flags accepted before or after the subcommand. On a subparser they default to SUPPRESS,
+    so `turbospark --model X chat` keeps X instead of the subparser's default overwriting it."""
+    default = None if top else argparse.SUPPRESS
     p.add_argument(
         "--model",
         metavar="GGUF",
+        default=default,
         help="a GGUF file to use instead of the default model (also: TURBOSPARK_MODEL)",
+    )
+    p.add_argument(
+        "--session-slots",
+        type=int,
+        default=default,
+        metavar="N",
+        help="KV slots kept for conversations (default: the app's setting, 4)",
+    )
+    p.add_argument(
+        "--kv-budget-mb",
+        type=float,
+        default=default,
+        metavar="MB",
+        help="bound on the KV cache memory of all session slots; least recently used idle "
+        "slots are freed past it (default: unbounded)",
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `turbospark` parser (the desktop app unless a subcommand is given)."""
     parser = argparse.ArgumentParser(prog="turbospark", description=__doc__.splitlines()[0])
-    _add_model_flag(parser)
+    _add_shared_flags(parser, top=True)
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
-    parser.add_argument("--session-slots", type=int, default=None, metavar="N",
-                        help="KV slots kept for conversations (default: the setting, 4)")
-    from .cli_chat import add_kv_budget_flag
-
-    add_kv_budget_flag(parser)
     sub = parser.add_subparsers(dest="command")
 
     model = sub.add_parser("model", help="the embedded default model")
     model.add_argument("action", choices=["fetch", "path", "info"])
-    _add_model_flag(model)
+    _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
-    _add_model_flag(chat)
+    _add_shared_flags(chat, top=False)
     from .cli_chat import add_chat_arguments
 
     add_chat_arguments(chat)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
-from .chat.api import ChatBackend, ChatMessage, TurnSettings
+from .chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
 from .engine import (
     EngineError,
     GenerationConfig,
@@ -48,20 +48,7 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunked", action=argparse.BooleanOptionalAction, default=True,
                    help="prefill in chunks (default) or token by token (--no-chunked)")
     p.add_argument("--chunk-size", type=int, default=128)
-    p.add_argument("--session-slots", type=int, default=4, metavar="N")
-    add_kv_budget_flag(p)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
-
-
-def add_kv_budget_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--kv-budget-mb",
-        type=float,
-        default=None,
-        metavar="MB",
-        help="bound on the KV cache memory of all session slots; least recently used idle "
-        "slots are freed past it (default: unbounded)",
-    )
 
 
 def kv_budget_bytes(args: argparse.Namespace) -> int | None:
@@ -152,7 +139,10 @@ class Conversation:
         result = drive_raw_completion(stream, self.settings.generation.rate, cancel, on_progress)
         # The ids it was generated with (stop tokens are never emitted), so the next prompt
         # continues this turn's KV instead of re-tokenizing the text.
-        self.messages = [*pending, ChatMessage("assistant", "".join(text), tuple(ids))]
+        self.messages = [
+            *pending,
+            ChatMessage("assistant", "".join(text), reply_token_ids(result.reason, ids)),
+        ]
         return result, ttft
 
 
@@ -166,13 +156,15 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
-    from .chat.backend import load_backend
+    from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
     from .model.fetch import resolve_model_path
 
     try:
         path = resolve_model_path(args.model)
         backend = load_backend(
-            path, session_slots=args.session_slots, max_kv_bytes=kv_budget_bytes(args)
+            path,
+            session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
+            max_kv_bytes=kv_budget_bytes(args),
         )
     except (EngineError, OSError) as e:
         print(f"turbospark: {e}", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Literal, Protocol, Sequence
 
-from ..engine import GenerationConfig, PaceWait, RawDecodeProgress, RawDecodeResult
+from ..engine import GenerationConfig, PaceWait, RawDecodeProgress, RawDecodeResult, StopReason
 
 Role = Literal["system", "user", "assistant"]
 
@@ -22,6 +22,15 @@ class ChatMessage:
     role: Role
     content: str
     token_ids: tuple[int, ...] | None = None
+
+
+def reply_token_ids(reason: StopReason, generated_ids: Sequence[int]) -> tuple[int, ...] | None:
+    """The ids to keep with a finished reply for the next prompt, or None to re-tokenize its text.
+
+    A STOP_STRING reply's ids spell the stop string, which its text leaves out: splicing them
+    would show the model text the user never saw, so that reply is re-tokenized instead.
+    """
+    return None if reason is StopReason.STOP_STRING else tuple(generated_ids)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ class LlamaChatBackend:
             self._record_turn(turn, producer, result)
             return result
         finally:
-            producer.release()
+            producer.end_turn()
             self._refresh_sessions()
 
     def drop_session(self, session_id: str) -> None:

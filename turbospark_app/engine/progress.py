@@ -78,5 +78,6 @@ class RawDecodeResult:
 
     @property
     def prefill_tokens_per_sec(self) -> float:
-        fed = self.prompt_tokens - self.reused_prefix_tokens
+        # Cancelled in prefill: only the tokens up to the KV cursor were fed.
+        fed = min(self.prompt_tokens, self.kv_position) - self.reused_prefix_tokens
         return fed / self.prefill_seconds if self.prefill_seconds > 0 else 0.0

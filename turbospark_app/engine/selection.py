@@ -195,9 +195,12 @@ def _draw(weights: np.ndarray, rng: np.random.Generator) -> int:
 
 
 def _build(shaping: Shaping, rng: np.random.Generator) -> Sampler:
+    # A temperature so small that 1/T overflows float32 is greedy too (else 0 * inf = NaN).
+    greedy = shaping.temperature == 0 or 1.0 / shaping.temperature > float(np.finfo(np.float32).max)
+
     def sample(logits: np.ndarray, history: Sequence[int]) -> int:
         x = apply_penalties(checked_logits(logits), shaping, history)
-        if shaping.temperature == 0:
+        if greedy:
             return int(np.argmax(x))
         if not _filters_active(shaping, x.shape[0]):
             # Whole vocabulary: skip the id gather (-inf weighs exactly 0 and is never drawn).

@@ -62,10 +62,7 @@ class SlotOutcome:
 class SessionProducer:
     """The producer one turn sees: delegates to the slot's producer, reports the eviction."""
 
-    def __init__(
-        self, pool: "SessionPool[Any]", slot: Slot[Any], outcome: str, evicted_other: bool
-    ) -> None:
-        self._pool = pool
+    def __init__(self, slot: Slot[Any], outcome: str, evicted_other: bool) -> None:
         self._slot = slot
         self.outcome = outcome  # SlotOutcome: how this session got its slot
         self._evicted_other = evicted_other
@@ -95,8 +92,8 @@ class SessionProducer:
     def session_slot_evicted(self) -> bool:
         return self._evicted_other
 
-    def release(self) -> None:
-        """End of the turn: the slot becomes idle (evictable by other sessions)."""
+    def end_turn(self) -> None:
+        """End of the turn: the slot becomes idle (evictable by other sessions); its KV stays."""
         self._slot.busy = False
 
 
@@ -151,7 +148,7 @@ class SessionPool(Generic[P]):
         # The KV bound is enforced when a turn starts, so the eviction it causes is this turn's.
         freed = self._enforce_kv_bound(keep=slot)
         evicted_other = outcome == SlotOutcome.EVICTED or freed
-        return SessionProducer(self, slot, outcome, evicted_other)
+        return SessionProducer(slot, outcome, evicted_other)
 
     def _enforce_kv_bound(self, keep: Slot[P]) -> bool:
         """Free least recently used idle slots (never `keep`) until the KV total fits.

@@ -290,6 +290,11 @@ def _read_config(path: Path, reader: Any) -> LlamaConfig:
         linear_scale = 1.0
     else:
         raise ModelFileError(path, f"unsupported RoPE scaling {scaling!r}")
+    for name, value in (("block_count", n_layers), ("embedding_length", dim),
+                        ("feed_forward_length", ffn_dim), ("context_length", context_length),
+                        ("attention.key_length", head_dim)):
+        if value <= 0:
+            raise ModelFileError(path, f"bad metadata '{arch}.{name}' = {value} (must be > 0)")
     if n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads:
         raise ModelFileError(path, f"bad head counts: {n_heads} heads, {n_kv_heads} KV heads")
     if rope_dims % 2 or not 0 < rope_dims <= head_dim:

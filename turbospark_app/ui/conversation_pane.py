@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidgetAction,
 )
 
-from ..chat.api import ChatMessage
+from ..chat.api import ChatMessage, reply_token_ids
 from ..engine.progress import StopReason
 from ..service import Failed, Finished, Prefilling, Queued, Started, Tail, Token, TurnRequest, TurnStats
 from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
@@ -100,6 +100,7 @@ class ConversationPane(QWidget):
         self._settings = merged(conversation.settings, defaults)
         self.messages: list[StoredMessage] = store.messages(conversation.id)
         self.request_id: int | None = None
+        self._turn_model_id = ""  # model_identity of the model the current turn went to
         self.state = "idle"
         self._pending_user: StoredMessage | None = None
         self._sent_text = ""
@@ -244,6 +245,9 @@ class ConversationPane(QWidget):
         self.transcript.append_message("user", text)
         self.transcript.begin_reply()
         self._auto_title(text)
+        # The model this turn is sent to: its reply's ids belong to that vocabulary, even if a
+        # model switch is asked for before the reply ends.
+        self._turn_model_id = model_identity(self._bridge.model_info)
         request = TurnRequest(cid, self._history(), to_turn_settings(self._settings, self.conversation.system_prompt))
         self._tokens, self._first_token_at = 0, None
         self.request_id = self._bridge.submit(request, self._on_event)
@@ -308,13 +312,14 @@ class ConversationPane(QWidget):
             return
         stopped = event.result.reason is StopReason.CANCELLED
         stats = event.stats.to_json()
-        stats["model_id"] = model_identity(self._bridge.model_info)
+        stats["model_id"] = self._turn_model_id
         footer = stats_line(event.stats)
         self.transcript.end_reply(event.text, footer, stopped=stopped)
         try:
             reply = self._store.add_message(
                 self.conversation.id, "assistant", event.text,
-                token_ids=event.generated_ids, stats=stats, stop_reason=event.result.reason.value,
+                token_ids=reply_token_ids(event.result.reason, event.generated_ids),
+                stats=stats, stop_reason=event.result.reason.value,
             )
             self.messages.append(reply)
         except sqlite3.Error as e:
@@ -381,7 +386,8 @@ class ConversationPane(QWidget):
         out = []
         for m in self.messages:
             ids = m.token_ids
-            if ids is not None and (m.stats or {}).get("model_id", current) != current:
+            # No model loaded yet (a switch in progress): no ids at all.
+            if ids is not None and (not current or (m.stats or {}).get("model_id", current) != current):
                 ids = None
             out.append(ChatMessage(m.role, m.content, ids))  # type: ignore[arg-type]
         return tuple(out)

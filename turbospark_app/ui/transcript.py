@@ -68,7 +68,8 @@ class Transcript(QTextBrowser):
 
     @property
     def entries(self) -> list[Entry]:
-        """What is shown, in order (the streaming reply last, with its text so far)."""
+        """What is shown, in order (a streaming reply last, its text empty until `end_reply`;
+        `streamed_text()` has the text so far)."""
         return list(self._entries)
 
     @property
@@ -123,7 +124,9 @@ class Transcript(QTextBrowser):
             self._scroll_to_end()
 
     def append_delta(self, delta: str) -> None:
-        """Append streamed text: plain text at the end, O(len(delta))."""
+        """Append streamed text: one plain-text insert at the end of the document (nothing above
+        is touched; Qt re-lays out only the last paragraph, so the cost grows with that paragraph,
+        never with the transcript — see benchmarks/bench_transcript.py)."""
         if not delta:
             return
         assert self._streaming is not None and self._stream_cursor is not None
