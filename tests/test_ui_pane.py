@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from PySide6.QtCore import QThread, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
-from ui_fakes import EngineLoopBackend, FakeBackend, StepGate, UiHarness, failing_factory, send, wait_idle
+from ui_fakes import EngineLoopBackend, FakeBackend, StepGate, failing_factory, send, wait_idle
 
 from turbospark_app.service import Finished, Token
 from turbospark_app.ui.conversation_pane import ConversationPane
 
 LONG = " ".join(f"word{i}" for i in range(400))
-
-
-@pytest.fixture
-def ui(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
-    harness = UiHarness(qtbot, tmp_path / "data")
-    yield harness
-    harness.teardown()
 
 
 def record_states(pane: ConversationPane) -> list[str]:

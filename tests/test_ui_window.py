@@ -6,22 +6,13 @@ from __future__ import annotations
 import re
 import time
 
-import pytest
 from PySide6.QtWidgets import QMessageBox
-from ui_fakes import EngineLoopBackend, FakeBackend, UiHarness, send, wait_idle
+from ui_fakes import EngineLoopBackend, FakeBackend, send, wait_idle
 
 from turbospark_app.service import Finished, Token
 from turbospark_app.ui.conversation_pane import ConversationPane
 
 LONG = " ".join(f"word{i}" for i in range(300))
-
-
-@pytest.fixture
-def ui(qtbot, tmp_path, monkeypatch):
-    monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
-    harness = UiHarness(qtbot, tmp_path / "data")
-    yield harness
-    harness.teardown()
 
 
 def test_two_panes_generate_at_once_fairly(ui, qtbot) -> None:
