@@ -14,6 +14,10 @@ from turbospark_app.engine import (
     ContextOverflow,
     EmptyPrompt,
     GenerationConfig,
+    InvalidRate,
+    RateConfig,
+    SelectionError,
+    Shaping,
     StopReason,
     TokenProgress,
 )
@@ -103,6 +107,10 @@ def test_two_sessions_on_one_slot_report_eviction(default_model_path: Path) -> N
 def test_admission_errors_before_the_model(backend: LlamaChatBackend) -> None:
     with pytest.raises(EmptyPrompt):
         backend.prepare_turn("x", [ChatMessage("user", "   ")], SHORT)
+    for bad in (GenerationConfig(shaping=Shaping(top_p=0.0)),
+                GenerationConfig(rate=RateConfig(max_tokens_per_sec=-1.0))):
+        with pytest.raises((SelectionError, InvalidRate)):
+            backend.prepare_turn("x", [ChatMessage("user", "hi")], TurnSettings(generation=bad))
     huge = TurnSettings(generation=GenerationConfig(max_new_tokens=backend.max_context))
     with pytest.raises(ContextOverflow) as err:
         backend.prepare_turn("x", [ChatMessage("user", "hi")], huge)

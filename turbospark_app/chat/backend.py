@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..engine import (
+    EmptyPrompt,
     GenerationConfig,
     PaceWait,
     RawDecodeResult,
@@ -22,7 +23,8 @@ from ..engine import (
     stream_raw_completion,
     stream_raw_completion_chunked,
 )
-from ..engine.raw_completion import check_admission
+from ..engine.raw_completion import check_admission, check_rate
+from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
 from ..model.chat_template import ChatTemplate
 from ..model.llama import LlamaModel
@@ -80,16 +82,17 @@ class LlamaChatBackend:
     def prepare_turn(
         self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
     ) -> PreparedTurn:
-        """Render and tokenize; admission (empty, zero budget, overflow) checked here."""
+        """Render and tokenize. Everything the step loop would reject is checked here, before
+        the model: empty message, zero budget, context overflow, invalid cap or sampling."""
         if not messages or not messages[-1].content.strip():
-            from ..engine import EmptyPrompt
-
             raise EmptyPrompt()
         ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
         bos = self.tokenizer.bos_id
         if self.tokenizer.add_bos and bos is not None and ids[:1] != [bos]:
             ids.insert(0, bos)
         check_admission(ids, settings.generation, self.max_context)
+        check_rate(settings.generation.rate)
+        validate_shaping(settings.generation.shaping)
         return PreparedTurn(session_id, tuple(ids), settings)
 
     def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]) -> TurnStream:
