@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -29,6 +29,22 @@ _F32 = np.float32
 _ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
 _ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
 _ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
+
+WEIGHTS_ENV = "TURBOSPARK_WEIGHTS"
+WEIGHT_MODES = ("compact", "f32")
+"""compact: the GGUF's blocks through ONNX Runtime (default); f32: the float32 reference."""
+
+
+def weights_mode(explicit: str | None = None) -> str:
+    """The weight mode to load with: `explicit`, else $TURBOSPARK_WEIGHTS, else "compact"."""
+    mode = (explicit or os.environ.get(WEIGHTS_ENV, "") or "compact").strip().lower()
+    if mode not in WEIGHT_MODES:
+        raise ValueError(f"unknown weight mode {mode!r} (choose one of {', '.join(WEIGHT_MODES)})")
+    return mode
+
+
+class ForwardCancelled(Exception):
+    """A chunk's forward pass stopped between layers: the KV cache did not advance."""
 
 
 class _DecodeBuffers:
@@ -54,12 +70,17 @@ class _DecodeBuffers:
 
 
 class LlamaModel:
-    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache."""
+    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache.
+
+    This class is the float32 reference; `from_gguf` returns its compact subclass
+    (`llama_compact.CompactLlamaModel`) unless the weight mode says "f32".
+    """
+
+    weights_kind = "f32"
 
     def __init__(self, config: LlamaConfig, weights: LlamaWeights) -> None:
-        self.config = config
         self.weights = weights
-        c = config
+        self._init_common(config, weights.rope_freq_factors)
         # Per-layer transposed views: x @ W.T reads each weight row contiguously.
         self._wqkv_t = [w.T for w in weights.wqkv]  # (dim, nqkv)
         self._wo_t = [w.T for w in weights.wo]  # (q_dim, dim)
@@ -69,9 +90,12 @@ class LlamaModel:
         self._embd = weights.token_embd  # (vocab, dim)
         self._head_t = weights.output.T  # (dim, vocab)
         self._out_norm = weights.output_norm  # (dim,)
+
+    def _init_common(self, config: LlamaConfig, rope_freq_factors: np.ndarray | None) -> None:
+        self.config = c = config
         inv_freq = c.rope_base ** (-np.arange(0, c.rope_dims, 2, dtype=np.float64) / c.rope_dims)
-        if weights.rope_freq_factors is not None:
-            inv_freq = inv_freq / weights.rope_freq_factors.astype(np.float64)
+        if rope_freq_factors is not None:
+            inv_freq = inv_freq / rope_freq_factors.astype(np.float64)
         self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
         self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
         self._rot_lock = threading.Lock()
@@ -79,11 +103,21 @@ class LlamaModel:
 
     @classmethod
     def from_gguf(
-        cls, path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str] | None = None,
+        weights: str | None = None,
     ) -> "LlamaModel":
-        """Load (warm: memory-map from the weight cache; cold: dequantize and cache) a GGUF."""
-        config, weights = load_weights(path, cache_dir)
-        return cls(config, weights)
+        """Load a GGUF (warm: memory-map from the weight cache; cold: prepare and cache).
+
+        `weights`: "compact" or "f32" (default: `weights_mode()`, i.e. $TURBOSPARK_WEIGHTS).
+        """
+        if weights_mode(weights) == "compact":
+            from .llama_compact import CompactLlamaModel
+
+            return CompactLlamaModel.load(path, cache_dir)
+        config, prepared = load_weights(path, cache_dir)
+        return LlamaModel(config, prepared)
 
     @property
     def vocab_size(self) -> int:
@@ -116,11 +150,14 @@ class LlamaModel:
         cache: KVCache,
         want_logits: bool = True,
         logits_out: np.ndarray | None = None,
+        cancel: Callable[[], bool] | None = None,
     ) -> np.ndarray | None:
         """Feed `tokens` at positions [cache.offset, cache.offset + T); advance the cache.
 
         Returns the (vocab,) float32 logits after the LAST token (written into `logits_out`
         when given), or None when `want_logits` is False (the output head is skipped).
+        A chunk (T >= 2) polls `cancel` between layers; when it says True the pass stops with
+        `ForwardCancelled` and the cache keeps its offset (the chunk is not committed).
         """
         c = self.config
         if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (
@@ -138,7 +175,7 @@ class LlamaModel:
             if ids.size == 1:
                 x = self._decode(int(ids[0]), cache)
             else:
-                x = self._chunk(ids, cache)
+                x = self._chunk(ids, cache, cancel)
         if not want_logits:
             return None
         return self._head(x, logits_out)
@@ -164,35 +201,23 @@ class LlamaModel:
         c = self.config
         b = self._buffers()
         pos = cache.offset
-        n = pos + 1
-        cache.reserve(n)
-        rot = self._rope_table(n)[pos]  # (rope_dims/2,) complex64
+        cache.reserve(pos + 1)
+        rot = self._rope_table(pos + 1)[pos]  # (rope_dims/2,) complex64
         x, xn, tmp, qkv, gu, act = b.x, b.xn, b.tmp, b.qkv, b.gu, b.act
-        qk_rot, q, k_new, v_new, gate, up = b.qk_rot, b.q, b.k, b.v, b.gate, b.up
+        gate, up = b.gate, b.up
         k_layers, v_layers = cache.k_layers, cache.v_layers  # after reserve(): current
-        q_dim, inv_dim, eps = c.q_dim, 1.0 / c.dim, c.norm_eps
+        inv_dim, eps = 1.0 / c.dim, c.norm_eps
         wqkv_t, wo_t, wgu_t, wd_t, bqkv = self._wqkv_t, self._wo_t, self._wgu_t, self._wd_t, self._bqkv
         dot, matmul, multiply, exp, sqrt = np.dot, np.matmul, np.multiply, np.exp, math.sqrt
-        max_reduce, add_reduce = np.maximum.reduce, np.add.reduce
+        attend = self._attend_one
         np.copyto(x, self._embd[token])
         for i in range(c.n_layers):
-            kt, vv = k_layers[i], v_layers[i]  # (n_kv, hd, capacity), (n_kv, capacity, hd)
             # attention
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
             matmul(xn, wqkv_t[i], out=qkv)  # (nqkv,)
             if bqkv is not None:
                 qkv += bqkv[i]
-            multiply(qk_rot, rot, out=qk_rot)  # RoPE on q and k at once
-            kt[:, :, pos] = k_new
-            vv[:, pos] = v_new
-            # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
-            # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
-            s = matmul(q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
-            s -= max_reduce(s, axis=3, keepdims=True)
-            exp(s, out=s)
-            o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
-            o /= add_reduce(s, axis=3, keepdims=True)
-            matmul(o.reshape(q_dim), wo_t[i], out=tmp)  # (dim,)
+            matmul(attend(b, k_layers[i], v_layers[i], pos, rot), wo_t[i], out=tmp)  # (dim,)
             x += tmp
             # feed-forward
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
@@ -207,28 +232,46 @@ class LlamaModel:
         cache.advance(1)
         return x
 
-    def _chunk(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    def _attend_one(
+        self, b: _DecodeBuffers, kt: np.ndarray, vv: np.ndarray, pos: int, rot: np.ndarray
+    ) -> np.ndarray:
+        """RoPE on b.qkv's q and k, store k/v at `pos`, attend over [0, pos]: (q_dim,).
+
+        kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd). q is pre-scaled.
+        """
+        n = pos + 1
+        matmul = np.matmul
+        np.multiply(b.qk_rot, rot, out=b.qk_rot)  # RoPE on q and k at once
+        kt[:, :, pos] = b.k
+        vv[:, pos] = b.v
+        # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
+        # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
+        s = matmul(b.q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
+        s -= np.maximum.reduce(s, axis=3, keepdims=True)
+        np.exp(s, out=s)
+        o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
+        o /= np.add.reduce(s, axis=3, keepdims=True)
+        return o.reshape(self.config.q_dim)
+
+    def _chunk(
+        self, ids: np.ndarray, cache: KVCache, cancel: Callable[[], bool] | None = None
+    ) -> np.ndarray:
         """T >= 2 tokens at positions [offset, offset+T): one matmul per weight per layer."""
         c = self.config
         t_len = ids.size
         p = cache.offset
-        n = p + t_len
-        cache.reserve(n)
-        rot = self._rope_table(n)[p:n, None, :]  # (T, 1, rope_dims/2)
-        half, q_dim, qk_dim, f = c.rope_dims // 2, c.q_dim, c.q_dim + c.kv_dim, c.ffn_dim
+        cache.reserve(p + t_len)
+        rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
+        f = c.ffn_dim
         x = self._embd[ids]  # (T, dim) copy
         for i in range(c.n_layers):
-            kt, vv = cache.k_layers[i], cache.v_layers[i]  # (n_kv, hd, cap), (n_kv, cap, hd)
+            if cancel is not None and cancel():
+                raise ForwardCancelled()
             qkv = self._rms(x) @ self._wqkv_t[i]  # (T, nqkv)
             if self._bqkv is not None:
                 qkv += self._bqkv[i]
-            qk = qkv[:, :qk_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
-            qk[:, :, :half] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
-            kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
-            kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
-            vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
-            q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
-            x += self._attend(q.transpose(1, 0, 2, 3), kt, vv, p) @ self._wo_t[i]
+            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
+            x += a @ self._wo_t[i]
             gu = self._rms(x) @ self._wgu_t[i]  # (T, 2 ffn)
             gate = gu[:, :f]
             h = np.exp(-gate)
@@ -238,6 +281,23 @@ class LlamaModel:
             x += h @ self._wd_t[i]
         cache.advance(t_len)
         return x[-1]
+
+    def _attend_chunk(
+        self, qkv: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int, rot: np.ndarray
+    ) -> np.ndarray:
+        """RoPE on a chunk's (T, nqkv) q|k|v (in place), store its k/v at [p, p+T), causal
+        attention over the cache: (T, q_dim). rot: (T, 1, rope_dims/2)."""
+        c = self.config
+        t_len = qkv.shape[0]
+        n = p + t_len
+        q_dim = c.q_dim
+        qk = qkv[:, : q_dim + c.kv_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
+        qk[:, :, : c.rope_dims // 2] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
+        kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
+        kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
+        vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
+        q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
+        return self._attend(q.transpose(1, 0, 2, 3), kt, vv, p)
 
     def _rms(self, x: np.ndarray) -> np.ndarray:
         """Row-wise RMS normalisation (the weight is folded into the next matmul): (T, dim)."""

@@ -1,0 +1,100 @@
+"""The Llama forward pass over compact weights: GGUF blocks, matmuls in ONNX Runtime.
+
+Same contract, RoPE, KV cache and numpy attention as the float32 `LlamaModel` (its parent);
+only the weight side differs. Each forward pass is n_layers + 2 runs of one ONNX Runtime
+session (`ort_graph.py`): the embed stage (attn_norm + q|k|v of layer 0), one stage per layer
+(o proj, feed-forward, and the NEXT layer's q|k|v), and the head. Attention runs in numpy
+between stages, on the float32 q|k|v the session returns.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import numpy as np
+
+from .gguf_file import LlamaConfig
+from .kv_cache import KVCache
+from .llama import ForwardCancelled, LlamaModel
+from .compact_weights import CompactWeights, embed_rows, load_compact
+from .ort_graph import build_stage_protos, make_session
+
+_F32 = np.float32
+
+
+class CompactLlamaModel(LlamaModel):
+    """A LlamaModel whose weights stay the GGUF's blocks (see the module docstring)."""
+
+    weights_kind = "compact"
+
+    def __init__(self, config: LlamaConfig, weights: CompactWeights) -> None:
+        self.weights = weights  # type: ignore[assignment]
+        self._init_common(config, weights.rope_freq_factors)
+        t0 = time.perf_counter()
+        protos = build_stage_protos(config, weights.layers, weights.head, weights.output_norm,
+                                    weights.external_ref)
+        sessions = [make_session(p, weights.cache_path) for p in protos]
+        self.session_seconds = time.perf_counter() - t0
+        self._embed_run = sessions[0].run
+        self._layer_runs = [s.run for s in sessions[1:-1]]
+        self._head_run = sessions[-1].run
+        n = config.n_layers
+        self._layer_outs = [["x_out", "qkv"]] * (n - 1) + [["x_out"]]
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+    ) -> "CompactLlamaModel":
+        """Load a GGUF's compact weights through the weight cache and build the session."""
+        config, weights = load_compact(path, cache_dir)
+        return cls(config, weights)
+
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None) -> np.ndarray:
+        (logits,) = self._head_run(["logits"], {"x": x.reshape(1, -1)})  # (1, vocab)
+        if logits_out is None:
+            return logits[0]
+        np.copyto(logits_out, logits[0])
+        return logits_out
+
+    def _decode(self, token: int, cache: KVCache) -> np.ndarray:
+        """One token at position cache.offset; returns the final residual (dim,)."""
+        b = self._buffers()
+        pos = cache.offset
+        cache.reserve(pos + 1)
+        rot = self._rope_table(pos + 1)[pos]  # (rope_dims/2,) complex64
+        attend = self._attend_one
+        k_layers, v_layers = cache.k_layers, cache.v_layers
+        x = embed_rows(self.weights.embd, np.array([token]))  # (1, dim)
+        (qkv,) = self._embed_run(["qkv"], {"x": x})  # (1, nqkv)
+        for i, (run, outs) in enumerate(zip(self._layer_runs, self._layer_outs)):
+            np.copyto(b.qkv, qkv[0])  # the buffer's views give q, k, v and the RoPE pairs
+            a = attend(b, k_layers[i], v_layers[i], pos, rot).reshape(1, -1)  # (1, q_dim)
+            res = run(outs, {"x": x, "attn": a})
+            x = res[0]
+            if len(res) > 1:
+                qkv = res[1]
+        cache.advance(1)
+        return x[0]
+
+    def _chunk(
+        self, ids: np.ndarray, cache: KVCache, cancel: Callable[[], bool] | None = None
+    ) -> np.ndarray:
+        """T >= 2 tokens at [offset, offset+T); `cancel` is polled before every layer."""
+        t_len = ids.size
+        p = cache.offset
+        cache.reserve(p + t_len)
+        rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
+        x = embed_rows(self.weights.embd, ids)  # (T, dim)
+        (qkv,) = self._embed_run(["qkv"], {"x": x})  # (T, nqkv)
+        for i, (run, outs) in enumerate(zip(self._layer_runs, self._layer_outs)):
+            if cancel is not None and cancel():
+                raise ForwardCancelled()
+            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
+            res = run(outs, {"x": x, "attn": a})
+            x = res[0]
+            if len(res) > 1:
+                qkv = res[1]
+        cache.advance(t_len)
+        return x[-1]
