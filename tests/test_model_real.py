@@ -34,13 +34,14 @@ def _real_model_path() -> Path:
 
 
 @pytest.mark.real_model
-def test_greedy_reply_mentions_paris() -> None:
+@pytest.mark.parametrize("weights", ["compact", "f32"])
+def test_greedy_reply_mentions_paris(weights: str) -> None:
     from turbospark_app.model.llama import LlamaModel
     from turbospark_app.model.producer import LlamaProducer
 
     tokenizer_mod = pytest.importorskip("turbospark_app.model.tokenizer")
     path = _real_model_path()
-    model = LlamaModel.from_gguf(path)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
+    model = LlamaModel.from_gguf(path, weights=weights)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
     tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
     ids = tokenizer.encode(PROMPT)
     assert ids[:3] == [1, 9690, 198]  # <|im_start|> system \n
