@@ -62,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "model":
-        from .model.fetch import model_command
+        from .model.model_cli import run_model_command
 
-        return model_command(args)
+        return run_model_command(args)
     if args.command == "chat":
         from .cli_chat import chat_command
 

@@ -65,25 +65,9 @@ class TokenizerError(EngineError):
     """The GGUF's tokenizer metadata is missing, malformed or of an unsupported kind."""
 
 
-def read_field(reader: Any, key: str, default: Any = None) -> Any:
-    """A metadata value of a `gguf.GGUFReader`: str, int, float, bool, or a list of those."""
-    import gguf  # deferred: gguf pulls in numpy
-
-    field = reader.fields.get(key)
-    if field is None or not field.types:
-        return default
-    T = gguf.GGUFValueType
-
-    def value(part_index: int, vtype: Any) -> Any:
-        part = field.parts[part_index]
-        if vtype == T.STRING:
-            return bytes(part).decode("utf-8", errors="replace")
-        item = part[0].item()
-        return bool(item) if vtype == T.BOOL else item
-
-    if field.types[0] == T.ARRAY:
-        return [value(i, field.types[-1]) for i in field.data]
-    return value(field.data[0], field.types[0])
+def read_field(header: Any, key: str, default: Any = None) -> Any:
+    """A metadata value of a checked `GGUFHeader`: str, int, float, bool, or a list of those."""
+    return header.value(key, default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +91,7 @@ class TokenizerSpec:
 
     @classmethod
     def from_reader(cls, reader: Any) -> TokenizerSpec:
-        """Read the spec from a `gguf.GGUFReader`; raises TokenizerError when incomplete."""
+        """Read the spec from a checked `GGUFHeader`; raises TokenizerError when incomplete."""
         g = lambda key, default=None: read_field(reader, f"tokenizer.ggml.{key}", default)  # noqa: E731
         model = g("model")
         tokens = g("tokens")
@@ -319,13 +303,14 @@ class GGUFTokenizer:
 
     @classmethod
     def from_reader(cls, reader: Any) -> GGUFTokenizer:
-        """Build from an open `gguf.GGUFReader` (no cache)."""
+        """Build from a checked `GGUFHeader` (no cache)."""
         spec = TokenizerSpec.from_reader(reader)
         return cls(build_hf_tokenizer(spec), spec)
 
     @classmethod
     def from_gguf(cls, path: str | Path, *, reader: Any = None, use_cache: bool = True) -> GGUFTokenizer:
-        """Build from a GGUF file, through the tokenizer cache; `reader` saves re-opening the file."""
+        """Build from a GGUF file, through the tokenizer cache; `reader` (its `GGUFHeader`) saves
+        re-reading the header. Raises ModelFileError for a file whose header does not hold."""
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -343,12 +328,9 @@ class GGUFTokenizer:
             except Exception:  # a corrupt or outdated entry is rebuilt below
                 cache_file.unlink(missing_ok=True)
         if reader is None:
-            import gguf
+            from .gguf_header import read_header
 
-            try:
-                reader = gguf.GGUFReader(str(path), "r")
-            except Exception as exc:
-                raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
+            reader = read_header(path)
         tokenizer = cls.from_reader(reader)
         if cache_file is not None:
             _store(cache_file, tokenizer, stale_pattern=f"{stem}-*.json")

@@ -56,7 +56,7 @@ def check_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     gf = open_gguf(path)
     try:
-        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.reader)
+        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.header)
         template = ChatTemplate.from_tokenizer(tokenizer)
         facts = gf.config.to_dict()
     finally:
