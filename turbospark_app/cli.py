@@ -12,6 +12,8 @@ import argparse
 import sys
 from typing import Sequence
 
+from .cli_types import float_in, int_at_least
+
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     """Flags accepted before or after the subcommand. On a subparser they default to SUPPRESS,
@@ -25,14 +27,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     )
     p.add_argument(
         "--session-slots",
-        type=int,
+        type=int_at_least(1),
         default=default,
         metavar="N",
         help="KV slots kept for conversations (default: the app's setting, 4)",
     )
     p.add_argument(
         "--kv-budget-mb",
-        type=float,
+        type=float_in(0.0, low_open=True),
         default=default,
         metavar="MB",
         help="bound on the KV cache memory of all session slots; least recently used idle "
