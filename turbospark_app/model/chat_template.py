@@ -191,7 +191,8 @@ def _render_bounded(chunks: Any, budget: RenderBudget, cancel: Callable[[], bool
                 over = "was stopped while rendering"
         if over is not None:
             raise _OverBudget(over)
-        return tracer
+        # Lines are traced in the template's own code only (its loops); other calls count once.
+        return tracer if frame.f_code.co_filename == "<template>" else None
 
     out: list[str] = []
     length = 0
