@@ -141,8 +141,8 @@ def _cached_synthetic(factory) -> GGUFTokenizer:
 @pytest.mark.parametrize(("change", "message"), [
     (dict(pre="klingon"), "unsupported pre-tokenizer 'klingon'"),
     (dict(model="bert"), "unsupported tokenizer model 'bert'"),
-    (dict(merges=["Ġ zz"]), "could not build"),
-    (dict(merges=["nospace"]), "malformed merge"),
+    (dict(merges=["Ġ zz"]), "merge #0 'Ġ zz' refers to 'zz', which is not a token"),
+    (dict(merges=["nospace"]), "merge #0 'nospace' is not two tokens"),
 ])
 def test_unsupported_or_broken_metadata_is_a_clear_error(tmp_path, change, message):
     args = dict(model="gpt2", pre="smollm", tokens=GPT2_TOKENS, types=GPT2_TYPES, merges=MERGES) | change

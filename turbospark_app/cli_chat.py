@@ -52,6 +52,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    help="prefill in chunks (default) or token by token (--no-chunked)")
     p.add_argument("--chunk-size", type=int_at_least(1), default=128)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+    p.add_argument("--chat-template", choices=["chatml"], default=None,
+                   help="use the built-in ChatML template instead of the model's own (offered when "
+                   "the model's template is refused at load and its vocabulary has ChatML's tokens)")
 
 
 def kv_budget_bytes(args: argparse.Namespace) -> int | None:
@@ -168,6 +171,7 @@ def chat_command(args: argparse.Namespace) -> int:
             path,
             session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
             max_kv_bytes=kv_budget_bytes(args),
+            chat_template=args.chat_template,
         )
     except (EngineError, OSError) as e:
         print(f"turbospark: {e}", file=sys.stderr)

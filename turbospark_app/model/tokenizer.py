@@ -58,7 +58,7 @@ _END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<
 _EOS_TEXTS = ("<|endoftext|>", "<|end_of_text|>", "</s>")
 _TOOL_CALL_TEXTS = ("<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "<|tool_call|>", "<tool_calls>")
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: specs are checked (check_spec) before an entry is written
 
 
 class TokenizerError(EngineError):
@@ -101,7 +101,7 @@ class TokenizerSpec:
         if len(types) != len(tokens):
             raise TokenizerError(f"{len(tokens)} tokens but {len(types)} token types")
         pre = g("pre", "default")
-        return cls(
+        spec = cls(
             model=model, pre=pre, tokens=tokens, token_types=[int(t) for t in types],
             merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
             bos_id=g("bos_token_id"), eos_id=g("eos_token_id"), eot_id=g("eot_token_id"),
@@ -111,12 +111,47 @@ class TokenizerSpec:
             add_space_prefix=bool(g("add_space_prefix", model == "llama")),
             chat_template=read_field(reader, "tokenizer.chat_template") or None,
         )
+        check_spec(spec)
+        return spec
 
     def meta(self) -> dict[str, Any]:
         """Everything but merges and scores (which only the build needs): for the cache."""
         d = dataclasses.asdict(self)
         d["merges"], d["scores"] = [], []
         return d
+
+
+def _check_types(spec: TokenizerSpec) -> None:
+    for key, values, kind in (("tokens", spec.tokens, str), ("merges", spec.merges, str),
+                              ("token_type", spec.token_types, int)):
+        if not isinstance(values, list) or not all(isinstance(v, kind) for v in values):
+            raise TokenizerError(f"tokenizer.ggml.{key} must be a list of {kind.__name__}")
+    if not isinstance(spec.chat_template, (str, type(None))):
+        raise TokenizerError("tokenizer.chat_template must be text")
+
+
+def check_spec(spec: TokenizerSpec) -> None:
+    """Special-token ids inside the vocabulary; BPE merges made of known tokens. TokenizerError."""
+    _check_types(spec)
+    n = len(spec.tokens)
+    for name, value in (("bos_token_id", spec.bos_id), ("eos_token_id", spec.eos_id),
+                        ("eot_token_id", spec.eot_id), ("eom_token_id", spec.eom_id),
+                        ("unknown_token_id", spec.unk_id)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not 0 <= value < n):
+            raise TokenizerError(f"tokenizer.ggml.{name} = {value!r} is outside the vocabulary "
+                                 f"of {n:,} tokens")
+    if spec.model != "gpt2":
+        return
+    known = set(spec.tokens)
+    for i, merge in enumerate(spec.merges):
+        parts = merge.split(" ")
+        if len(parts) != 2:
+            raise TokenizerError(f"tokenizer.ggml.merges: merge #{i} {merge!r} is not two tokens")
+        for piece in (*parts, "".join(parts)):
+            if piece not in known:
+                raise TokenizerError(f"tokenizer.ggml.merges: merge #{i} {merge!r} refers to "
+                                     f"{piece!r}, which is not a token")
 
 
 def _bytes_to_unicode() -> dict[int, str]:
