@@ -75,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .self_test import self_test
 
         return self_test(args)
+    from .platform_check import check_window_platform
+
+    hint = check_window_platform()
+    if hint is not None:  # Qt would abort with "Could not load the Qt platform plugin xcb"
+        print(hint, file=sys.stderr)
+        return 1
     from .ui.app import run_app
 
     return run_app(args)
