@@ -191,7 +191,7 @@ def chat_command(args: argparse.Namespace) -> int:
         if interactive:
             print(f"TurboSpark chat with {path.name} — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
-        for user_text in turns if turns is not None else _read_lines():
+        for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():
                 break
             if not interactive:
@@ -214,7 +214,7 @@ def chat_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_lines() -> Iterable[str]:
+def read_lines() -> Iterable[str]:
     while True:
         try:
             yield input("> ")

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Iterable, TextIO
 
 from ..chat.api import ChatMessage, TurnSettings
+from ..cli_chat import read_lines
 from ..service.events import Failed, Finished, Token, TurnRequest, TurnStats
 from .client import Target, Timeouts
 from .runner import RemoteRunner
@@ -113,7 +114,7 @@ def remote_chat_command(args: argparse.Namespace, settings: TurnSettings, turns:
               "Ctrl-C stops a reply.", file=sys.stderr)
     status = 0
     try:
-        for user_text in turns if turns is not None else _read_lines():
+        for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():
                 break
             if not interactive:
@@ -141,10 +142,3 @@ def remote_chat_command(args: argparse.Namespace, settings: TurnSettings, turns:
         loop.close()
     return status
 
-
-def _read_lines() -> Iterable[str]:
-    while True:
-        try:
-            yield input("> ")
-        except EOFError:
-            return

@@ -114,14 +114,22 @@ class KeyStore:
         os.replace(tmp, self.path)
 
 
+def default_folder() -> Path:
+    """Where endpoints live: the per-user config folder, or TURBOSPARK_DATA_DIR when that is set
+    (tests and QA sandboxes, like the app's settings), so nothing leaks into the user's own."""
+    override = os.environ.get("TURBOSPARK_DATA_DIR", "").strip()
+    if override:
+        return Path(override).expanduser()
+    from ..paths import config_dir
+
+    return config_dir()
+
+
 class EndpointBook:
     """The saved endpoints and their keys."""
 
     def __init__(self, folder: Path | None = None, *, use_keyring: bool = True) -> None:
-        if folder is None:
-            from ..paths import config_dir
-
-            folder = config_dir()
+        folder = default_folder() if folder is None else folder
         self.folder = folder
         self.path = folder / ENDPOINTS_FILE
         self.keys = KeyStore(folder, use_keyring=use_keyring)

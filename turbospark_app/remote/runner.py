@@ -129,6 +129,13 @@ class RemoteRunner:
             job.task.cancel()
         return True
 
+    def stop_all_now(self) -> None:
+        """Stop every turn and deliver its Finished (CANCELLED) before returning: the window is
+        closing and the loop may not run again, but stopped replies must still be saved."""
+        for job in list(self._jobs.values()):
+            self.cancel(job.request_id)
+            self._finish(job)
+
     def running(self) -> list[int]:
         """Ids of the turns not yet ended."""
         return list(self._jobs)
@@ -239,5 +246,5 @@ class RemoteRunner:
             self.observer(event)
 
     def _end(self, job: RemoteJob, event: Any) -> None:
-        self._jobs.pop(job.request_id, None)
-        self._emit(job, event)
+        if self._jobs.pop(job.request_id, None) is not None:  # ended once (stop_all_now)
+            self._emit(job, event)
