@@ -70,6 +70,8 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     (["chat", "--max-tps", "inf"], "--max-tps", "> 0"),
     (["--kv-budget-mb", "0"], "--kv-budget-mb", "> 0"),
     (["chat", "--chunk-size", "many"], "--chunk-size", ">= 1"),
+    (["chat", "--read-timeout", "0"], "--read-timeout", "> 0"),
+    (["chat", "--chat-template", "jinja"], "--chat-template", "chatml"),
 ])
 def test_every_flag_is_checked_when_parsed(
     argv: list[str], flag: str, accepted: str, capsys: pytest.CaptureFixture[str]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 from .chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
-from .cli_types import float_in, int_at_least, non_empty
+from .cli_types import float_in, int_at_least, non_empty, read_lines
 from .engine import (
     EngineError,
     GenerationConfig,
@@ -55,6 +55,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
+    from .remote.cli import add_remote_arguments
+
+    add_remote_arguments(p)
 
 
 def kv_budget_bytes(args: argparse.Namespace) -> int | None:
@@ -165,6 +168,10 @@ def chat_command(args: argparse.Namespace) -> int:
     from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
     from .model.fetch import resolve_model_path
 
+    if getattr(args, "endpoint", None):
+        from .remote.cli import remote_chat_command
+
+        return remote_chat_command(args, settings_from_args(args), _user_turns(args))
     try:
         path = resolve_model_path(args.model)
         backend = load_backend(
@@ -191,7 +198,7 @@ def chat_command(args: argparse.Namespace) -> int:
         if interactive:
             print(f"TurboSpark chat with {path.name} — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
-        for user_text in turns if turns is not None else _read_lines():
+        for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():
                 break
             if not interactive:
@@ -212,11 +219,3 @@ def chat_command(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     return 0
-
-
-def _read_lines() -> Iterable[str]:
-    while True:
-        try:
-            yield input("> ")
-        except EOFError:
-            return

@@ -1,4 +1,5 @@
-"""argparse type functions: every flag is checked when parsed, with the accepted range in the error.
+"""argparse type functions (every flag is checked when parsed, with the accepted range in the
+error) and the console's line reader: what the local and the remote `chat` share.
 
 argparse turns an `ArgumentTypeError` into one line naming the flag:
 `turbospark chat: error: argument --chunk-size: must be an integer >= 1 (got '0')`.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Callable, Iterable
 
 
 def _number(kind: type, text: str) -> float:
@@ -61,3 +62,12 @@ def non_empty(text: str) -> str:
     if not text:
         raise argparse.ArgumentTypeError("must be a non-empty text (got '')")
     return text
+
+
+def read_lines() -> Iterable[str]:
+    """The interactive chat's user lines, until end of input."""
+    while True:
+        try:
+            yield input("> ")
+        except EOFError:
+            return
