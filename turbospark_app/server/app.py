@@ -21,6 +21,9 @@ from .routes import Routes
 from .security import security_middleware
 
 
+STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish after their jobs are cancelled
+
+
 class ApiServer:
     """Start/stop the OpenAI-compatible API on the running loop."""
 
@@ -58,7 +61,8 @@ class ApiServer:
         self.stopping = False
         self.board = JobBoard(self.engine, asyncio.get_running_loop())
         # access_log=None: nothing about requests is logged, prompts least of all.
-        runner = web.AppRunner(self.build_app(), handler_cancellation=True, access_log=None)
+        runner = web.AppRunner(self.build_app(), handler_cancellation=True, access_log=None,
+                               shutdown_timeout=STOP_GRACE_SECONDS)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.config.host, self.config.port)
@@ -77,6 +81,9 @@ class ApiServer:
         if runner is None:
             return
         self.stopping = True
+        if self.board is not None:  # streams end with their finish chunk, queued jobs never start
+            for job in list(self.board.live.values()):
+                self.board.cancel(job, "server_stopped")
         await runner.cleanup()
 
     def describe(self) -> dict[str, Any]:

@@ -9,6 +9,7 @@ engine drops it within one forward step, or before it starts when it is still qu
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,10 @@ from .errors import ApiError
 from .jobs import ApiJob, JobBoard
 from .params import ApiParams
 from .wire import DONE, PING, Envelope, chat_logprobs, finish_reason, legacy_logprobs, sse
+
+
+STREAM_WRITE_BUFFER = 16 * 1024
+STALL_POLL_SECONDS = 0.05
 
 
 class ClientStalled(Exception):
@@ -99,12 +104,25 @@ async def _stream(request: web.Request, job: ApiJob, admitted: Admitted, timing:
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
     })
     await resp.prepare(request)
+    transport = request.transport
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is not None:
+        # A token stream needs little buffering: bounded kernel buffers make a client that
+        # stopped reading show up as a write backlog within a few dozen KiB.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STREAM_WRITE_BUFFER)
 
     async def write(data: bytes) -> None:
-        try:
-            await asyncio.wait_for(resp.write(data), timing.stall_timeout)
-        except TimeoutError:
-            raise ClientStalled() from None
+        await resp.write(data)
+        # aiohttp only drains every 64 KiB; watch the backlog ourselves (public API).
+        deadline = None
+        while transport is not None and transport.get_write_buffer_size() > STREAM_WRITE_BUFFER:
+            if transport.is_closing():
+                raise ConnectionResetError("the client closed the connection")
+            now = asyncio.get_running_loop().time()
+            deadline = deadline or now + timing.stall_timeout
+            if now >= deadline:
+                raise ClientStalled()
+            await asyncio.sleep(STALL_POLL_SECONDS)
 
     first: dict[str, Any] | str = {"role": "assistant", "content": ""} if p.kind == "chat" else (
         admitted.prompt_text if p.echo else "")
