@@ -3,9 +3,10 @@
 dropped without holding up the engine. Each checks through /status that the job ended as
 cancelled, and how fast (the engine-measured disconnect-to-ended latency).
 
-Time bounds here are loose (2 cores shared with other work: one 64-token chunk took 0.3-5 s
-while others compiled); the tight check is structural: at most one more forward step ran
-after the disconnect. benchmarks/bench_server.py measures the latency distribution."""
+Wall-clock bounds cannot be fixed here (2 cores shared with other work: one 64-token chunk
+took 0.3 s idle and 10 s while others compiled), so the checks are relative: at most about one
+more forward step ran after the disconnect (counted in tokens), and the latency is within a
+few of this run's own average steps. benchmarks/bench_server.py measures the distribution."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ from api_harness import (  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.real_model
 
-LATENCY_BOUND_MS = 10_000  # one forward step: ~50-300 ms idle, seconds on a loaded machine
 CHUNK = 64  # ServerConfig.prefill_chunk
+SLACK_MS = 1000  # scheduling noise on a loaded machine
 
 
 def _chat(content: str, **kw) -> dict:
@@ -47,10 +48,22 @@ def _ended(server, number: int) -> dict:
     return wait_job(server, lambda r: r["job"] == number and r["state"] == "ended")
 
 
+def _step_ms(row: dict) -> float:
+    """This job's own average forward step (a prefill chunk, or a decoded token)."""
+    if row["generated_tokens"]:
+        return row["decode_ms"] / row["generated_tokens"]
+    fed = row["prefill_done"] - (row["reused_tokens"] or 0)
+    return row["prefill_ms"] / max(1, -(-fed // CHUNK))
+
+
 def _assert_cancelled(row: dict, reason: str = "client_disconnected") -> None:
     assert row["stop_reason"] == "cancelled" and row["cancel_reason"] == reason, row
-    assert row["disconnect_to_ended_ms"] is not None
-    assert 0 <= row["disconnect_to_ended_ms"] < LATENCY_BOUND_MS, row
+    latency = row["disconnect_to_ended_ms"]
+    assert latency is not None and latency >= 0, row
+    if row["started"]:
+        assert latency <= 3 * _step_ms(row) + SLACK_MS, row
+    else:  # it ends when the engine is between steps of OTHER jobs: their step time counts
+        assert latency <= 15_000, row
 
 
 def test_disconnect_mid_decode(api) -> None:  # noqa: F811

@@ -93,6 +93,8 @@ class ApiJob:
                         else round((self.first_token_at - self.submitted_at) * 1000, 1)),
             "tokens_per_sec": (round(fin.result.decode_tokens_per_sec, 2)
                                if fin is not None and decode_s else None),
+            "prefill_ms": None if fin is None else round(fin.result.prefill_seconds * 1000, 1),
+            "decode_ms": None if fin is None else round(fin.result.decode_seconds * 1000, 1),
             "age_s": round(end - self.submitted_at, 3), "error": self.error,
         }
 
