@@ -20,6 +20,31 @@ class TurnRequest:
     settings: TurnSettings = field(default_factory=TurnSettings)
 
 
+API_SESSION_PREFIX = "api-auto:"  # KV sessions the engine chose for an API request
+API_PINNED_PREFIX = "api-conv:"  # KV sessions an API client named (its conversation id)
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """A turn over prompt ids already built (and checked) with the loaded model's
+    `PromptBuilder`: the API server's request kind. The KV slot is chosen when the turn
+    starts: the client's `pin` conversation when given, else the API session whose KV shares
+    the longest token prefix with the prompt, else a fresh session."""
+
+    prompt_ids: tuple[int, ...]
+    settings: TurnSettings
+    builder: Any  # the PromptBuilder the ids came from; a model switch since fails the turn
+    pin: str | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        """The session before the start decides it ("" = to be chosen by prefix)."""
+        return "" if self.pin is None else API_PINNED_PREFIX + self.pin
+
+
+AnyRequest = TurnRequest | PromptRequest
+
+
 @dataclass(frozen=True)
 class TurnStats:
     """What the UI shows under a reply. Times are seconds; None = not applicable."""
@@ -37,6 +62,12 @@ class TurnStats:
     decode_tokens_per_sec: float
     stop_latency: float | None  # cancel() -> the turn ended; None when not cancelled
     slot_evicted: bool
+    # A remote turn (turbospark_app.remote): where it ran and what the server did not say.
+    source: str = "local"  # "local" | "remote"
+    remote: str = ""  # "<endpoint name> · <model>" for a remote turn
+    usage_reported: bool = True  # False: the server sent no usage; counts are client-side
+    reuse_source: str = "engine"  # engine | cached_tokens | timings.cache_n | "" (unavailable)
+    cap: str = ""  # the tok/s cap: "" none set | "applied" | "applied by server" | "not applied (remote)"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -50,7 +81,8 @@ class TurnStats:
             "stop_reason": "", "started": True, "queued_seconds": 0.0,
             "time_to_first_token": None, "prefill_seconds": 0.0, "decode_seconds": 0.0,
             "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
-            "stop_latency": None, "slot_evicted": False,
+            "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
+            "usage_reported": True, "reuse_source": "engine", "cap": "",
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)
@@ -88,6 +120,17 @@ class Queued:
 
 
 @dataclass(frozen=True, slots=True)
+class Retrying:
+    """A remote server answered busy (429 / 503): the request is sent again in `seconds`."""
+
+    request_id: int
+    conversation_id: str
+    attempt: int
+    seconds: float
+    status: int
+
+
+@dataclass(frozen=True, slots=True)
 class Started:
     """The turn was admitted (prompt rendered, it fits the context) and is being stepped."""
 
@@ -115,6 +158,8 @@ class Token:
     index: int
     id: int
     delta: str
+    logprob: float | None = None  # with TurnSettings.top_logprobs only
+    top_logprobs: tuple[tuple[int, float], ...] = ()  # (id, logprob), most likely first
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,18 +186,21 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The turn failed; nothing of it should be kept. `kind` is a stable machine label."""
+    """The turn failed. `kind` is a stable machine label. A local turn keeps nothing; a remote
+    stream that broke mid-reply carries its `partial` text and figures, which are kept."""
 
     request_id: int
     conversation_id: str
     message: str
     kind: str  # context_overflow | empty_prompt | zero_budget | model_failure | engine |
-    #            backend_unavailable | internal
+    #            backend_unavailable | internal | remote kinds (remote.errors.RemoteError)
     error_type: str  # the exception's class name, e.g. "ContextOverflow"
+    partial: str = ""  # remote: the reply received before the failure
+    stats: TurnStats | None = None  # remote: its figures, when `partial` is not empty
 
 
 EngineEvent = (
-    BackendLoading | BackendReady | BackendFailed | Queued | Started | Prefilling | Token
+    BackendLoading | BackendReady | BackendFailed | Queued | Retrying | Started | Prefilling | Token
     | Tail | Finished | Failed
 )
 TERMINAL_EVENTS = (Finished, Failed)

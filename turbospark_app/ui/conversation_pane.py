@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from ..chat.api import ChatMessage, reply_token_ids
 from ..engine.progress import StopReason
-from ..service import Failed, Finished, Prefilling, Queued, Started, Tail, Token, TurnRequest, TurnStats
+from ..service import Failed, Finished, Prefilling, Queued, Retrying, Started, Tail, Token, TurnRequest, TurnStats
 from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from .bridge import EngineBridge
 from .chat_input import ChatInput
@@ -155,6 +155,7 @@ class ConversationPane(QWidget):
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
 
         status_row = QHBoxLayout()
+        self.status_row = status_row  # the window adds the model source picker (remote engines)
         status_row.setSpacing(10)
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
@@ -183,6 +184,11 @@ class ConversationPane(QWidget):
     def conversation_id(self) -> str:
         """The conversation shown (also the backend session id)."""
         return self.conversation.id
+
+    @property
+    def engine(self) -> Any:
+        """What turns are submitted to: the EngineBridge, or a PaneEngine routing to a remote."""
+        return self._bridge
 
     @property
     def busy(self) -> bool:
@@ -295,9 +301,13 @@ class ConversationPane(QWidget):
         elif isinstance(event, Started):
             self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
             self.prefill_bar.setValue(0)
-            self.prefill_bar.setVisible(True)
+            self.prefill_bar.setVisible(event.prompt_tokens > 0)  # a remote server does not say
             if self.state != "stopping":
                 self._set_state("prefilling")
+        elif isinstance(event, Retrying):
+            if self.state != "stopping":
+                self._set_state("queued", f"server busy (HTTP {event.status}), retry {event.attempt} "
+                                f"in {seconds_label(event.seconds)}")
         elif isinstance(event, Queued):
             if self.state != "stopping":
                 self._set_state("queued", f"{event.position} ahead" if event.position else "")
@@ -318,7 +328,9 @@ class ConversationPane(QWidget):
         try:
             reply = self._store.add_message(
                 self.conversation.id, "assistant", event.text,
-                token_ids=reply_token_ids(event.result.reason, event.generated_ids),
+                # A remote reply has no ids of ours: its text is what the next prompt reads.
+                token_ids=reply_token_ids(event.result.reason, event.generated_ids) if event.generated_ids
+                or not event.text else None,
                 stats=stats, stop_reason=event.result.reason.value,
             )
             self.messages.append(reply)
@@ -338,6 +350,9 @@ class ConversationPane(QWidget):
     def _fail(self, event: Failed) -> None:
         if self._discarded:
             self._end_turn("failed")
+            return
+        if event.partial:
+            self._keep_partial(event)
             return
         self.transcript.truncate(self._mark)
         template = _ERRORS.get(event.kind, "{m}")
@@ -361,6 +376,23 @@ class ConversationPane(QWidget):
             self._overflowed(event)
         else:
             self._auto_drop = False
+
+    def _keep_partial(self, event: Failed) -> None:
+        """A remote stream broke mid-reply: the message and the reply so far stay (saved, with
+        its figures and the error as stop reason); the error is said under it."""
+        stats = event.stats.to_json() if event.stats is not None else {}
+        stats["model_id"] = self._turn_model_id
+        footer = stats_line(event.stats) if event.stats is not None else ""
+        self.transcript.end_reply(event.partial, footer, stopped=True)
+        try:
+            reply = self._store.add_message(self.conversation.id, "assistant", event.partial,
+                                            stats=stats, stop_reason="error")
+            self.messages.append(reply)
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"The reply could not be saved: {e}")
+        self.transcript.append_error(_ERRORS.get(event.kind, "{m}").format(m=event.message))
+        self._set_state("error", event.kind)
+        self._end_turn("failed")
 
     def _end_turn(self, how: str) -> None:
         self.request_id = None
