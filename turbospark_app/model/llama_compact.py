@@ -19,7 +19,7 @@ from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
 from .llama import ForwardCancelled, LlamaModel
 from .compact_weights import CompactWeights, embed_rows, load_compact
-from .ort_graph import build_stage_protos, make_session
+from .ort_graph import build_stage_protos, default_threads, make_session
 
 _F32 = np.float32
 
@@ -35,7 +35,8 @@ class CompactLlamaModel(LlamaModel):
         t0 = time.perf_counter()
         protos = build_stage_protos(config, weights.layers, weights.head, weights.output_norm,
                                     weights.external_ref)
-        sessions = [make_session(p, weights.cache_path) for p in protos]
+        self._threads = default_threads()
+        sessions = [make_session(p, weights.cache_path, self._threads) for p in protos]
         self.session_seconds = time.perf_counter() - t0
         self._embed_run = sessions[0].run
         self._layer_runs = [s.run for s in sessions[1:-1]]
