@@ -34,10 +34,10 @@ def _timed(fn: Callable, key: str, acc: dict[str, float]) -> Callable:
 def decode_breakdown(model: Any, prompt: list[int], steps: int) -> dict[str, float]:
     """Median ms per decode step of each part, over `steps` greedy steps after `prompt`."""
     acc: dict[str, float] = collections.defaultdict(float)
-    saved = model._embed_run, model._layer_runs, model._head_run
-    model._embed_run = _timed(saved[0], "embed stage (qkv of layer 0)", acc)
-    model._layer_runs = [_timed(r, "layer stages (o, ffn, next qkv)", acc) for r in saved[1]]
-    model._head_run = _timed(saved[2], "head stage", acc)
+    saved = model._decode_stages
+    names = (["embed stage (qkv of layer 0)"] + ["layer stages (o, ffn, next qkv)"] * (len(saved) - 2)
+             + ["head stage"])
+    model._decode_stages = [_timed(run, name, acc) for run, name in zip(saved, names)]
     model._attend_one = _timed(model._attend_one, "attention (numpy)", acc)
     per: dict[str, list[float]] = collections.defaultdict(list)
     try:
@@ -53,7 +53,7 @@ def decode_breakdown(model: Any, prompt: list[int], steps: int) -> dict[str, flo
             per["Python glue (rest of the step)"].append(total - sum(acc.values()))
             per["step"].append(total)
     finally:
-        model._embed_run, model._layer_runs, model._head_run = saved
+        model._decode_stages = saved
         del model._attend_one
     return {k: statistics.median(v) * 1e3 for k, v in per.items()}
 
@@ -71,7 +71,8 @@ def stage_ops(model: Any, rows: int, runs: int = 20) -> dict[str, float]:
     from turbospark_app.model.ort_graph import build_stage_protos
 
     w, c = model.weights, model.config
-    proto = build_stage_protos(c, w.layers[:2], w.head, w.output_norm, w.external_ref)[1]
+    prefill = rows > 1  # the model runs chunks on the prefill stages
+    proto, feeds = build_stage_protos(c, w.layers[:2], w.head, w.output_norm, w.external_ref, prefill)[1]
     with tempfile.TemporaryDirectory() as tmp:
         so = ort.SessionOptions()
         so.enable_profiling = True
@@ -84,7 +85,7 @@ def stage_ops(model: Any, rows: int, runs: int = 20) -> dict[str, float]:
                 "session.model_external_initializers_file_folder_path", str(w.cache_path))
         sess = ort.InferenceSession(proto, so, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(0)
-        feeds = {"x": rng.standard_normal((rows, c.dim)).astype(np.float32),
+        feeds = {**feeds, "x": rng.standard_normal((rows, c.dim)).astype(np.float32),
                  "attn": rng.standard_normal((rows, c.q_dim)).astype(np.float32)}
         for _ in range(runs):
             sess.run(None, feeds)

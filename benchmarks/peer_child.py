@@ -86,7 +86,9 @@ def run_llama_cpp(args: argparse.Namespace) -> dict:
     llm.eval(_ids(args.prompt, vocab, 2))
     t = time.perf_counter()
     for _ in range(args.decode):
-        llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
+        # Without logits_all the binding keeps no logits of its own: read the context's row.
+        last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
+        llm.eval([int(np.argmax(last))])
     decode = args.decode / (time.perf_counter() - t)
     return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode}
 

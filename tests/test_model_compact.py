@@ -78,8 +78,9 @@ def test_float32_on_the_hot_path(pair) -> None:
             arrays = [getattr(m, n, None) for n in ("scales", "mins", "weight")]
             assert all(a.dtype == np.float32 for a in arrays if a is not None)
     x = np.ones((1, compact.config.dim), np.float32)
-    (qkv,) = compact._embed_run(["qkv"], {"x": x})
-    assert qkv.dtype == np.float32
+    for stages in (compact._decode_stages, compact._prefill_stages):
+        (qkv,) = stages[0](["qkv"], {"x": x})
+        assert qkv.dtype == np.float32
     cache = compact.new_cache()
     assert compact.forward(TOKENS[:3], cache).dtype == np.float32
     assert compact.forward([4], cache).dtype == np.float32

@@ -178,10 +178,10 @@ class LlamaModel:
                 x = self._chunk(ids, cache, cancel)
         if not want_logits:
             return None
-        return self._head(x, logits_out)
+        return self._head(x, logits_out, ids.size > 1)
 
-    def _head(self, x: np.ndarray, logits_out: np.ndarray | None) -> np.ndarray:
-        """Final RMSNorm + output head for one (dim,) residual vector."""
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
+        """Final RMSNorm + output head for one (dim,) residual vector (after a chunk or not)."""
         c = self.config
         r = 1.0 / math.sqrt(float(np.dot(x, x)) / c.dim + c.norm_eps)
         xn = x * self._out_norm

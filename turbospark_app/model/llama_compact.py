@@ -33,16 +33,21 @@ class CompactLlamaModel(LlamaModel):
         self.weights = weights  # type: ignore[assignment]
         self._init_common(config, weights.rope_freq_factors)
         t0 = time.perf_counter()
-        protos = build_stage_protos(config, weights.layers, weights.head, weights.output_norm,
-                                    weights.external_ref)
         self._threads = default_threads()
-        sessions = [make_session(p, weights.cache_path, self._threads) for p in protos]
+        self._decode_stages = self._stages(config, weights, False)
+        self._prefill_stages = self._stages(config, weights, True)
         self.session_seconds = time.perf_counter() - t0
-        self._embed_run = sessions[0].run
-        self._layer_runs = [s.run for s in sessions[1:-1]]
-        self._head_run = sessions[-1].run
         n = config.n_layers
         self._layer_outs = [["x_out", "qkv"]] * (n - 1) + [["x_out"]]
+
+    def _stages(self, config: LlamaConfig, w: CompactWeights, prefill: bool) -> list[Callable]:
+        """One run(outputs, activations) per stage: embed, layers..., head."""
+        protos = build_stage_protos(config, w.layers, w.head, w.output_norm, w.external_ref, prefill)
+        out = []
+        for proto, feeds in protos:
+            run = make_session(proto, w.cache_path, self._threads).run
+            out.append(_with_feeds(run, feeds) if feeds else run)
+        return out
 
     @classmethod
     def load(
@@ -52,8 +57,9 @@ class CompactLlamaModel(LlamaModel):
         config, weights = load_compact(path, cache_dir)
         return cls(config, weights)
 
-    def _head(self, x: np.ndarray, logits_out: np.ndarray | None) -> np.ndarray:
-        (logits,) = self._head_run(["logits"], {"x": x.reshape(1, -1)})  # (1, vocab)
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
+        stages = self._prefill_stages if chunk else self._decode_stages
+        (logits,) = stages[-1](["logits"], {"x": x.reshape(1, -1)})  # (1, vocab)
         if logits_out is None:
             return logits[0]
         np.copyto(logits_out, logits[0])
@@ -67,9 +73,10 @@ class CompactLlamaModel(LlamaModel):
         rot = self._rope_table(pos + 1)[pos]  # (rope_dims/2,) complex64
         attend = self._attend_one
         k_layers, v_layers = cache.k_layers, cache.v_layers
+        stages = self._decode_stages
         x = embed_rows(self.weights.embd, np.array([token]))  # (1, dim)
-        (qkv,) = self._embed_run(["qkv"], {"x": x})  # (1, nqkv)
-        for i, (run, outs) in enumerate(zip(self._layer_runs, self._layer_outs)):
+        (qkv,) = stages[0](["qkv"], {"x": x})  # (1, nqkv)
+        for i, (run, outs) in enumerate(zip(stages[1:-1], self._layer_outs)):
             np.copyto(b.qkv, qkv[0])  # the buffer's views give q, k, v and the RoPE pairs
             a = attend(b, k_layers[i], v_layers[i], pos, rot).reshape(1, -1)  # (1, q_dim)
             res = run(outs, {"x": x, "attn": a})
@@ -87,9 +94,10 @@ class CompactLlamaModel(LlamaModel):
         p = cache.offset
         cache.reserve(p + t_len)
         rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
+        stages = self._prefill_stages
         x = embed_rows(self.weights.embd, ids)  # (T, dim)
-        (qkv,) = self._embed_run(["qkv"], {"x": x})  # (T, nqkv)
-        for i, (run, outs) in enumerate(zip(self._layer_runs, self._layer_outs)):
+        (qkv,) = stages[0](["qkv"], {"x": x})  # (T, nqkv)
+        for i, (run, outs) in enumerate(zip(stages[1:-1], self._layer_outs)):
             if cancel is not None and cancel():
                 raise ForwardCancelled()
             a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
@@ -99,3 +107,12 @@ class CompactLlamaModel(LlamaModel):
                 qkv = res[1]
         cache.advance(t_len)
         return x[-1]
+
+
+def _with_feeds(run: Callable, feeds: dict[str, np.ndarray]) -> Callable:
+    """`run` with the stage's weight inputs added to every call's activations."""
+
+    def run_with(outputs: list[str], activations: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return run(outputs, {**feeds, **activations})
+
+    return run_with

@@ -7,11 +7,15 @@ One small graph (session) per stage of a forward pass; attention stays in numpy 
                                             down + residual, then layer i+1's attn_norm, q|k|v)
     head:    x            -> logits        (output_norm, output head)
 
-so a decode step is n_layers + 2 kernel-library calls.
+so a decode step is n_layers + 2 kernel-library calls. Each stage exists twice: for decode
+(one token: weights prepacked, int8 activations per block of 32, like llama.cpp's dot products)
+and for prefill chunks (weights as run-time inputs: dequantized to float32 per call, exact;
+see `build_stage_protos`). A prompt prefilled with int8 activations drifted enough on the
+default model to change its greedy answer; the exact prefill costs no speed for large chunks.
 
 RMSNorm weights and 1/sqrt(head_dim) act on activations (`SimplifiedLayerNormalization`, one
 `Mul`), never on the weights, so the blocks stay the GGUF's. A matrix with minimums adds
-`(block sums of x) @ mins.T` to the zero-point-free 4/8-bit product (see `quant_blocks.py`).
+`(block sums of x) @ mins.T` to the re-centred 4/8-bit product (see `quant_blocks.py`).
 
 Weights are never copied into the graph proto when they live in the cache: initializers are
 ONNX "external data" pointing into the cache entry's .npy files at their data offset.
@@ -52,12 +56,14 @@ class LayerMatrices:
 
 
 class _Graph:
-    def __init__(self, external: ExternalRef) -> None:
+    def __init__(self, external: ExternalRef, weights_as_inputs: bool = False) -> None:
         self.nodes: list = []
         self.inits: list = []
         self.inputs: list = []
         self.outputs: list = []
+        self.feeds: dict[str, np.ndarray] = {}  # weights passed at run time (weights_as_inputs)
         self._external = external
+        self._as_inputs = weights_as_inputs
         self._n = 0
 
     def name(self, base: str) -> str:
@@ -68,6 +74,11 @@ class _Graph:
         from onnx import TensorProto, helper, numpy_helper
 
         name = self.name(base)
+        if self._as_inputs and arr.nbytes >= 4096:
+            dtype = helper.np_dtype_to_tensor_dtype(arr.dtype)
+            self.inputs.append(helper.make_tensor_value_info(name, dtype, list(arr.shape)))
+            self.feeds[name] = arr
+            return name
         where = self._external(arr) if arr.nbytes >= 4096 else None
         if where is None:
             self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
@@ -148,8 +159,16 @@ def build_stage_protos(
     head: list[Matrix],
     output_norm: np.ndarray,
     external: ExternalRef,
-) -> list[bytes]:
-    """The serialized ONNX models of every stage, in order: embed, layers..., head."""
+    weights_as_inputs: bool = False,
+) -> list[tuple[bytes, dict[str, np.ndarray]]]:
+    """(serialized ONNX model, weight feeds) of every stage, in order: embed, layers..., head.
+
+    Decode stages hold their weights as initializers, which ONNX Runtime prepacks for its int8
+    kernels. With `weights_as_inputs` (the prefill stages) the weights are run-time inputs
+    instead (the feeds: views of the cache's memory maps, passed without a copy): nothing is
+    prepacked and `MatMulNBits` dequantizes each block to float32 and runs an sgemm, exact and
+    as fast as float32 weights for a large chunk, with no second copy of the weights in memory.
+    """
     c = config
     nqkv = c.q_dim + 2 * c.kv_dim
     qkv_scale = np.ones(nqkv, np.float32)
@@ -161,11 +180,11 @@ def build_stage_protos(
             y = g.node("Add", [y, g.const("bias", layer.bqkv)])[0]
         g.output(g.node("Mul", [y, g.const("qscale", qkv_scale)])[0], "qkv", nqkv)
 
-    g = _Graph(external)
+    g = _Graph(external, weights_as_inputs)
     qkv_of(g, g.input("x", c.dim), layers[0])
-    protos = [_model(g)]
+    protos = [(_model(g), g.feeds)]
     for i, layer in enumerate(layers):
-        g = _Graph(external)
+        g = _Graph(external, weights_as_inputs)
         x, a = g.input("x", c.dim), g.input("attn", c.q_dim)
         x1 = g.node("Add", [x, g.linear(a, layer.o)])[0]
         gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
@@ -175,11 +194,11 @@ def build_stage_protos(
         g.output(x2, "x_out", c.dim)
         if i + 1 < len(layers):
             qkv_of(g, x2, layers[i + 1])
-        protos.append(_model(g))
-    g = _Graph(external)
+        protos.append((_model(g), g.feeds))
+    g = _Graph(external, weights_as_inputs)
     h = g.input("x", c.dim)
     g.output(g.linear(g.rms(h, output_norm, c.norm_eps), head), "logits", c.vocab_size)
-    protos.append(_model(g))
+    protos.append((_model(g), g.feeds))
     return protos
 
 
@@ -208,7 +227,7 @@ def make_session(proto: bytes, folder: Path | None, threads: int | None = None):
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # The graphs are already what should run (fused stacks, contrib norms): skipping the
     # optimizer passes cuts session creation (the warm load) by ~40%; weights are prepacked anyway.
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     so.log_severity_level = 3
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if folder is not None:
