@@ -49,7 +49,7 @@ def _positions(model: LlamaModel, tokens: list[int]) -> np.ndarray:
 
 def test_compact_is_the_default_and_close_to_float32(pair) -> None:
     _, _, f32, compact = pair
-    assert isinstance(compact, CompactLlamaModel) and type(f32) is LlamaModel
+    assert isinstance(compact, CompactLlamaModel) and isinstance(f32, LlamaModel)
     ref, got = _positions(f32, TOKENS), _positions(compact, TOKENS)
     # int8 activations per block of 32: ~1% of the logits' range, same argmax nearly always
     scale = np.abs(ref).max(axis=1, keepdims=True)

@@ -181,7 +181,7 @@ def test_config_from_metadata(tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", [1, 5, 128])
 def test_chunked_attention_in_query_blocks(tiny, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks longer than the attention's query block (and starting mid-cache) stay exact."""
-    import turbospark_app.model.llama as llama_mod
+    import turbospark_app.model.llama_base as llama_mod
 
     model, _, _ = tiny
     tokens = [(i * 37) % 300 for i in range(150)]

@@ -1,7 +1,7 @@
 """The Llama forward pass over compact weights: GGUF blocks, matmuls in ONNX Runtime.
 
-Same contract, RoPE, KV cache and numpy attention as the float32 `LlamaModel` (its parent);
-only the weight side differs. Each forward pass is n_layers + 2 runs of one ONNX Runtime
+Same contract, RoPE, KV cache and numpy attention as the float32 `LlamaModel` (both subclass
+`llama_base.LlamaBase`); only the weight side differs. Each forward pass is n_layers + 2 runs of one ONNX Runtime
 session (`ort_graph.py`): the embed stage (attn_norm + q|k|v of layer 0), one stage per layer
 (o proj, feed-forward, and the NEXT layer's q|k|v), and the head. Attention runs in numpy
 between stages, on the float32 q|k|v the session returns.
@@ -17,14 +17,14 @@ import numpy as np
 
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
-from .llama import ForwardCancelled, LlamaModel
+from .llama_base import ForwardCancelled, LlamaBase
 from .compact_weights import CompactWeights, embed_rows, load_compact
 from .ort_graph import build_stage_protos, default_threads, make_session
 
 _F32 = np.float32
 
 
-class CompactLlamaModel(LlamaModel):
+class CompactLlamaModel(LlamaBase):
     """A LlamaModel whose weights stay the GGUF's blocks (see the module docstring)."""
 
     weights_kind = "compact"

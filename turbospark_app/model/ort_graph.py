@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from .gguf_file import LlamaConfig
-from .quant_blocks import BlockMatrix, DenseMatrix, Matrix
+from .quant_blocks import DenseMatrix, Matrix
 
 # MatMulNBits accuracy_level per weight bit width: 4 = int8 activations (the fast CPU path),
 # 0 = float32 activations (exact, slow).

@@ -278,7 +278,7 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any], prepare: P
             "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.name} for k, a in maps.items()},
             "layout": layout,
         }
-        del maps
+        maps.clear()  # close the maps before the rename
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
         if entry.exists() and _load_entry(entry, identity) is not None:
             return  # another process finished the same entry meanwhile: keep theirs
