@@ -67,6 +67,11 @@ def chat_body(request: TurnRequest, model: str) -> dict[str, Any]:
         body["repeat_penalty"] = body["repetition_penalty"] = shaping.repetition_penalty
     if gen.rate.max_tokens_per_sec:
         body[CAP_FIELD] = gen.rate.max_tokens_per_sec
+    if getattr(request, "continue_final", False):
+        # vLLM's names (TurboSpark's server reads them too): the last assistant message is left
+        # open and the reply continues it.
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
     return body
 
 
