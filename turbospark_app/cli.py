@@ -12,6 +12,8 @@ import argparse
 import sys
 from typing import Sequence
 
+from .cli_types import float_in, int_at_least
+
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     """Flags accepted before or after the subcommand. On a subparser they default to SUPPRESS,
@@ -25,14 +27,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     )
     p.add_argument(
         "--session-slots",
-        type=int,
+        type=int_at_least(1),
         default=default,
         metavar="N",
         help="KV slots kept for conversations (default: the app's setting, 4)",
     )
     p.add_argument(
         "--kv-budget-mb",
-        type=float,
+        type=float_in(0.0, low_open=True),
         default=default,
         metavar="MB",
         help="bound on the KV cache memory of all session slots; least recently used idle "
@@ -62,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "model":
-        from .model.fetch import model_command
+        from .model.model_cli import run_model_command
 
-        return model_command(args)
+        return run_model_command(args)
     if args.command == "chat":
         from .cli_chat import chat_command
 
@@ -73,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .self_test import self_test
 
         return self_test(args)
+    from .platform_check import check_window_platform
+
+    hint = check_window_platform()
+    if hint is not None:  # Qt would abort with "Could not load the Qt platform plugin xcb"
+        print(hint, file=sys.stderr)
+        return 1
     from .ui.app import run_app
 
     return run_app(args)

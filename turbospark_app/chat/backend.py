@@ -27,6 +27,7 @@ from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
 from ..model.chat_template import ChatTemplate
+from ..model.consistency import checked_template
 from ..model.llama import LlamaModel
 from ..model.producer import LlamaProducer
 from ..model.tokenizer import GGUFTokenizer
@@ -214,16 +215,19 @@ def load_backend(
     cache_dir: Path | None = None,
     thermal: ThermalMonitor | None = None,
     memory: MemoryMonitor | None = None,
+    chat_template: str | None = None,
 ) -> LlamaChatBackend:
     """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
 
     `thermal` / `memory`: monitors to pace on (the desktop app passes its own, so a level forced
-    from the QA panel survives a model switch); by default they come from the environment."""
+    from the QA panel survives a model switch); by default they come from the environment.
+    The load checks (`model.consistency`) refuse a tokenizer that does not fit the weights or a
+    template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead."""
     path = Path(model_path)
     start = time.perf_counter()
     model = LlamaModel.from_gguf(path, cache_dir)
     tokenizer = GGUFTokenizer.from_gguf(path)
-    template = ChatTemplate.from_tokenizer(tokenizer)
+    template = checked_template(path, model.config, tokenizer, chat_template)
     return LlamaChatBackend(
         model,
         tokenizer,
