@@ -8,48 +8,15 @@ import json
 import socket
 import threading
 import urllib.request
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from test_ui_remote import loop  # noqa: F401 (the qasync loop fixture)
+from test_server_units import ApiFakeBackend
 from ui_fakes import FakeBackend
 
-from turbospark_app.chat.api import ChatMessage, PreparedTurn, TurnSettings
 from turbospark_app.server import ServerConfig
 from turbospark_app.ui.api_server import load_api_config, save_api_config
 from turbospark_app.ui.api_widgets import ApiRequestsTable, ApiSettingsDialog
-
-
-class ByteBuilder:
-    """A PromptBuilder over bytes (token id = byte)."""
-
-    max_context = 4096
-
-    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None) -> list[int]:
-        return list("".join(f"<{m.role}>{m.content}" for m in messages).encode() + b"<assistant>")
-
-    def raw_ids(self, text: str) -> list[int]:
-        return list(text.encode())
-
-    def token_bytes(self, token_id: int) -> bytes:
-        return b"w"
-
-
-@dataclass
-class ApiFakeBackend(FakeBackend):
-    """FakeBackend with what PromptRequests need."""
-
-    def __post_init__(self) -> None:
-        self.prompts = ByteBuilder()
-
-    def model_info(self) -> dict[str, Any]:
-        return {"file_name": "fake-model.gguf", "max_context": self.max_context}
-
-    def prepare_prompt(self, session_id: str, ids: Sequence[int], settings: TurnSettings) -> PreparedTurn:
-        return PreparedTurn(session_id, tuple(ids), settings)
-
-    def pick_session(self, ids: Sequence[int], prefix: str, fallback: str) -> str:
-        return fallback
 
 
 def _post(url: str, payload: dict[str, Any], out: dict[str, Any]) -> threading.Thread:
