@@ -159,6 +159,11 @@ class Routes:
 
 def _prompt_ids(builder: Any, p: ApiParams, info: dict[str, Any]) -> tuple[tuple[int, ...], str]:
     """(prompt ids, prompt text) — runs in a worker thread (the builder is thread-safe)."""
+    if p.kind == "chat" and p.continue_final:
+        try:
+            return tuple(builder.open_assistant_ids(p.messages)), ""
+        except ValueError as e:
+            raise bad_request(str(e), "messages") from None
     if p.kind == "chat":
         return tuple(builder.chat_ids(p.messages)), ""
     if isinstance(p.prompt, str):
