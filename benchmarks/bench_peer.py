@@ -124,6 +124,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--model", type=Path, default=None)
     ap.add_argument("--skip-1b", action="store_true")
+    ap.add_argument("--only-1b", action="store_true", help="skip the default model")
     ap.add_argument("--decode", type=int, default=64)
     args = ap.parse_args()
     if not Path(args.peer_python).exists():
@@ -136,8 +137,9 @@ def main() -> int:
     extra = ["--decode", str(args.decode)]
     with tempfile.TemporaryDirectory(prefix="turbospark-peer-") as tmp:
         cache = Path(tmp) / "cache"
-        compare("default model", args.model or default_model_path(), args.peer_python,
-                args.rounds, cache, extra)
+        if not args.only_1b:
+            compare("default model", args.model or default_model_path(), args.peer_python,
+                    args.rounds, cache, extra)
         if not args.skip_1b:
             from synthetic_gguf import write_synthetic
 

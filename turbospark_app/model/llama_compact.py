@@ -45,7 +45,7 @@ class CompactLlamaModel(LlamaBase):
         protos = build_stage_protos(config, w.layers, w.head, w.output_norm, w.external_ref, prefill)
         out = []
         for proto, feeds in protos:
-            run = make_session(proto, w.cache_path, self._threads).run
+            run = make_session(proto, w.cache_path, self._threads, arena=not prefill).run
             out.append(_with_feeds(run, feeds) if feeds else run)
         return out
 

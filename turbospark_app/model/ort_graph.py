@@ -213,7 +213,7 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def make_session(proto: bytes, folder: Path | None, threads: int | None = None):
+def make_session(proto: bytes, folder: Path | None, threads: int | None = None, arena: bool = True):
     """An ONNX Runtime CPU session over `proto`; external data is read from `folder`.
 
     Its worker threads sleep between runs instead of spinning: numpy (attention) runs between
@@ -223,6 +223,9 @@ def make_session(proto: bytes, folder: Path | None, threads: int | None = None):
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads or default_threads()
+    # Without an arena, a prefill stage's float32 dequantization buffers go back after each run
+    # instead of staying reserved per stage (measured: +600 MiB peak RSS with arenas).
+    so.enable_cpu_mem_arena = arena
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # The graphs are already what should run (fused stacks, contrib norms): skipping the
