@@ -80,13 +80,16 @@ class LlamaChatBackend:
     # -- ChatBackend ------------------------------------------------------------------------
 
     def prepare_turn(
-        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
+        *, continue_final: bool = False,
     ) -> PreparedTurn:
         """Render and tokenize. Everything the step loop would reject is checked here, before
-        the model: empty message, zero budget, context overflow, invalid cap or sampling."""
+        the model: empty message, zero budget, context overflow, invalid cap or sampling.
+        `continue_final`: the last message is a reply to continue (left open, see prompt)."""
         if not messages or not messages[-1].content.strip():
             raise EmptyPrompt()
-        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
+        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt,
+                               continue_final=continue_final)
         bos = self.tokenizer.bos_id
         if self.tokenizer.add_bos and bos is not None and ids[:1] != [bos]:
             ids.insert(0, bos)

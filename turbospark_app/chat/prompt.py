@@ -5,12 +5,18 @@ between placeholders is tokenized on its own and the assistant's original token 
 in. Every earlier segment renders to the same text in every later turn, so turn N+1's prompt
 starts with exactly the ids turn N's KV holds: prefix reuse by construction, with no
 re-tokenization drift (a generated id sequence rarely equals encode(decode(ids))).
+
+`continue_final`: the last message is an assistant reply to be continued (Hugging Face's
+`continue_final_message`). The conversation is rendered WITHOUT a generation prompt and cut
+right after that reply's placeholder, so no end-of-turn follows it: the prompt is the previous
+prompt + the reply's ids, exactly what the KV slot holds after the reply stopped.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
+from ..engine.errors import EngineError
 from .api import ChatMessage
 
 _PLACEHOLDER = "\u27e6ts-assistant-{}\u27e7"  # ⟦ts-assistant-N⟧: survives templates untouched
@@ -29,12 +35,17 @@ def build_prompt_ids(
     tokenizer: EncoderLike,
     messages: Sequence[ChatMessage],
     system_prompt: str | None = None,
+    *,
+    continue_final: bool = False,
 ) -> list[int]:
-    """The prompt ids for `messages` (ending with the new user message) + a generation prompt.
+    """The prompt ids for `messages` (ending with the new user message) + a generation prompt,
+    or, with `continue_final`, ending inside the final assistant message (left open).
 
     An assistant message without token ids (imported text) is tokenized from its text like
     any other segment. BOS, when the model wants one, is the caller's to add.
     """
+    if continue_final and (not messages or messages[-1].role != "assistant"):
+        raise EngineError("continue_final needs an assistant message last")
     rendered: list[dict[str, Any]] = []
     if system_prompt:
         rendered.append({"role": "system", "content": system_prompt})
@@ -42,13 +53,19 @@ def build_prompt_ids(
     for i, m in enumerate(messages):
         if m.role == "system" and system_prompt:
             continue  # the per-conversation system prompt wins
-        if m.role == "assistant" and m.token_ids is not None:
+        open_reply = continue_final and i == len(messages) - 1
+        if m.role == "assistant" and (m.token_ids is not None or open_reply):
             key = _PLACEHOLDER.format(i)
-            spliced[key] = m.token_ids
+            spliced[key] = m.token_ids if m.token_ids is not None else tokenizer.encode(m.content)
             rendered.append({"role": "assistant", "content": key})
         else:
             rendered.append({"role": m.role, "content": m.content})
-    text = template.render(rendered, add_generation_prompt=True)
+    text = template.render(rendered, add_generation_prompt=not continue_final)
+    if continue_final:
+        last = _PLACEHOLDER.format(len(messages) - 1)
+        if last not in text:
+            raise EngineError("the chat template left out the reply to continue")
+        text = text[: text.index(last) + len(last)]  # the reply stays open: no end-of-turn
 
     ids: list[int] = []
     rest = text

@@ -362,7 +362,8 @@ class EngineThread:
         job.ready_at = 0.0
         try:
             job.turn = self._backend.prepare_turn(
-                job.conversation_id, list(job.request.messages), job.request.settings
+                job.conversation_id, list(job.request.messages), job.request.settings,
+                continue_final=job.request.continue_final,
             )
             job.stream = self._backend.stream_turn(job.turn, lambda: job.cancelled)
         except Exception as e:
