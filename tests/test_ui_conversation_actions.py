@@ -198,3 +198,37 @@ def test_export_markdown_and_json_from_the_conversation_menu(ui, qtbot, tmp_path
     assert {m["content"] for m in replies} == {"Plain **answer**.", "Other."}
     assert all(m["figures"]["new_tokens"] > 0 for m in replies)
     assert [m["on_screen"] for m in replies] == [False, True]
+
+
+def test_qa_evidence_export_from_the_file_menu(ui, qtbot, tmp_path: Path, monkeypatch) -> None:
+    import csv
+
+    from PySide6.QtGui import QAction, QImage
+
+    backend = EngineLoopBackend(replies=(LONG, "Short one."), step_delay=0.002)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    done = finished_events(w)
+    send(qtbot, pane, "talk")
+    qtbot.waitUntil(lambda: len(pane.transcript.streamed_text()) > 20, timeout=5000)
+    assert not pane.regenerate_button.isEnabled() and not pane.continue_button.isEnabled()  # busy
+    pane.stop()
+    wait_idle(qtbot, pane)
+    send(qtbot, pane, "and?")
+    wait_idle(qtbot, pane)
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(tmp_path / "evidence.png"), ""))
+    w.findChild(QAction, "actionExportQA").trigger()
+    png, csv_path, json_path = (tmp_path / f"evidence.{ext}" for ext in ("png", "csv", "json"))
+    assert not QImage(str(png)).isNull() and w.qa_panel.isVisible()
+    rows = list(csv.DictReader(csv_path.open()))
+    tokens = [r for r in rows if r["kind"] == "token"]
+    assert len(tokens) == sum(len(e.generated_ids) for e in done)
+    times = [float(r["t_s"]) for r in tokens]
+    assert times == sorted(times) and {r["memory"] for r in tokens} <= {"normal", "warning", "critical", "unavailable"}
+    turns = [r for r in rows if r["kind"] == "turn"]
+    assert [int(r["reused_prefix_tokens"]) for r in turns] == [e.stats.reused_prefix_tokens for e in done]
+    stops = [r for r in rows if r["kind"] == "stop"]
+    assert len(stops) == 1 and float(stops[0]["stop_latency_ms"]) >= 0 and stops[0]["phase"] == "decode"
+    doc = json.loads(json_path.read_text())
+    assert len(doc["tokens"]) == len(tokens) and len(doc["turns"]) == 2 and doc["stops"][0]["latency"] is not None
+    assert doc["totals"]["evictions"] == 0 and "cadence_tok_s" in doc["series"]

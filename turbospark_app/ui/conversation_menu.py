@@ -12,8 +12,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Callable
 
+from PySide6.QtCore import QStandardPaths
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
 from ..export import ExportError, conversation_json, conversation_markdown, to_json_text, write_text
@@ -70,7 +72,9 @@ def export_current(window: Any, kind: str, path: str | None = None) -> str | Non
     if path is None:
         stem = re.sub(r"[^\w\- ]+", "", pane.conversation.title).strip() or "conversation"
         label = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
-        path, _ = QFileDialog.getSaveFileName(window, "Export Conversation", f"{stem}.{kind}", label)
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        start = str(Path(folder) / f"{stem}.{kind}") if folder else f"{stem}.{kind}"
+        path, _ = QFileDialog.getSaveFileName(window, "Export Conversation", start, label)
         if not path:
             return None
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Sequence
 
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QMessageBox
 
 from ..conversation import ConversationTree, can_continue
@@ -99,6 +99,7 @@ class MessageActions:
             return False
         self.editing = message
         self.input.setPlainText(message.content)  # type: ignore[attr-defined]
+        self.input.moveCursor(QTextCursor.MoveOperation.End)  # type: ignore[attr-defined]
         self.input.setFocus()  # type: ignore[attr-defined]
         self.edit_banner.setText("Editing an earlier message: Enter resends it and the turns after it are "  # type: ignore[attr-defined]
                                  "kept as a branch (‹ › on the message). Esc cancels.")

@@ -101,6 +101,7 @@ class PaneTurns:
         self._tokens, self._first_token_at = 0, None
         self.request_id = self._bridge.submit(request, self._on_event)
         self._set_state("queued")
+        self._update_actions()
         self.busyChanged.emit(cid, True)
         return True
 

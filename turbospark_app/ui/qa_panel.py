@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from PySide6.QtCharts import QCategoryAxis, QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
+from PySide6.QtCore import QEvent, QPointF, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -262,8 +262,9 @@ class QAPanel(QDockWidget):
         """Ask for a base file name, then export (errors are said in a message box)."""
         if not self.isVisible():
             self.show()
-        base, _ = QFileDialog.getSaveFileName(self, "Export QA Evidence", "turbospark-qa-evidence",
-                                              "PNG + CSV + JSON (*.png)")
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        start = f"{folder}/turbospark-qa-evidence" if folder else "turbospark-qa-evidence"
+        base, _ = QFileDialog.getSaveFileName(self, "Export QA Evidence", start, "PNG + CSV + JSON (*.png)")
         if not base:
             return []
         try:

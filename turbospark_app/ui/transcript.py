@@ -366,17 +366,20 @@ class Transcript(QTextBrowser):
             block.setTopMargin(2)
             cursor.insertBlock(block, fmt)
 
-        def link(action: str, label: str) -> None:
+        def link(action: str, label: str, big: bool = False) -> None:
             a = QTextCharFormat(fmt)
+            if big:  # the ‹ › arrows: a full-size bold glyph is an easier target than a small one
+                a.setFont(self.font())
+                a.setFontWeight(QFont.Weight.Bold)
             a.setAnchor(True)
             a.setAnchorHref(f"ts:{action}:{entry.message_id}")
             a.setForeground(self.palette().color(QPalette.ColorRole.Link))
             cursor.insertText(label, a)
 
         if entry.variant[1] > 1:
-            link("prev", "‹")
-            cursor.insertText(f" {entry.variant[0]}/{entry.variant[1]} ", fmt)
-            link("next", "›")
+            link("prev", " ‹ ", big=True)
+            cursor.insertText(f"{entry.variant[0]}/{entry.variant[1]}", fmt)
+            link("next", " › ", big=True)
             cursor.insertText("   ", fmt)
         for i, action in enumerate(entry.actions):
             if i:
