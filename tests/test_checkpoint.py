@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ui_fakes import FakeBackend, wait_idle
 
-from turbospark_app.checkpoint import CheckpointPolicy, ReplyCheckpointer, ReplyRecorder, ReplySnapshot
+from turbospark_app.checkpoint import CheckpointPolicy, ReplyRecorder, ReplySnapshot
 from turbospark_app.store import INTERRUPTED, STORE_FILENAME, Store
 
 

@@ -27,17 +27,16 @@ from PySide6.QtGui import (
     QDesktopServices,
     QGuiApplication,
     QFont,
-    QFontDatabase,
     QPalette,
-    QTextBlock,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
-    QTextFormat,
     QTextFrameFormat,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
+
+from .code_blocks import code_block_text, style_code
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 ACTION_LABELS = {
@@ -129,16 +128,7 @@ class Transcript(QTextBrowser):
 
     def code_block_at(self, position: int) -> str | None:
         """The text of the fenced code block holding `position`, or None."""
-        block = self.document().findBlock(position)
-        if not _is_code(block):
-            return None
-        while _is_code(block.previous()):
-            block = block.previous()
-        lines = []
-        while _is_code(block):
-            lines.append(block.text())
-            block = block.next()
-        return "\n".join(lines)
+        return code_block_text(self.document(), position)
 
     def copy_message(self, message_id: int) -> bool:
         """Put the message's Markdown source on the clipboard."""
@@ -344,7 +334,7 @@ class Transcript(QTextBrowser):
             cursor.insertText(
                 "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
             )
-        self._style_code(start, cursor.position())
+        style_code(self.document(), start, cursor.position(), self.palette())
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:
@@ -398,43 +388,6 @@ class Transcript(QTextBrowser):
                 bold.setForeground(self._tint(0.8, ERROR_HUE, QPalette.ColorRole.Text))
             cursor.insertText(f"■ {badge}  ", bold)
         cursor.insertText(text, fmt)
-
-    def _style_code(self, start: int, end: int) -> None:
-        """Fixed-pitch font and a subtle background for code blocks and inline code."""
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        code_bg = self.palette().color(QPalette.ColorRole.AlternateBase)
-        block = self.document().findBlock(start)
-        while block.isValid() and block.position() < end:
-            fmt = block.blockFormat()
-            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.hasProperty(
-                QTextFormat.Property.BlockCodeLanguage
-            ):
-                fmt.setBackground(code_bg)
-                fmt.setLeftMargin(8)
-                fmt.setRightMargin(8)
-                c = QTextCursor(block)
-                c.setBlockFormat(fmt)
-                c.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-                mf = QTextCharFormat()
-                mf.setFontFamilies([mono.family()])
-                mf.setFontFixedPitch(True)
-                mf.setFontStyleHint(QFont.StyleHint.Monospace)
-                c.mergeCharFormat(mf)
-            else:
-                it = block.begin()
-                while not it.atEnd():
-                    frag = it.fragment()
-                    if frag.isValid() and frag.charFormat().fontFixedPitch():
-                        c = QTextCursor(self.document())
-                        c.setPosition(frag.position())
-                        c.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
-                        mf = QTextCharFormat()
-                        mf.setFontFamilies([mono.family()])
-                        mf.setFontStyleHint(QFont.StyleHint.Monospace)
-                        mf.setBackground(code_bg)
-                        c.mergeCharFormat(mf)
-                    it += 1
-            block = block.next()
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -513,10 +466,3 @@ class Transcript(QTextBrowser):
                 for part in parts:
                     self.append_delta(part)
 
-
-def _is_code(block: QTextBlock) -> bool:
-    if not block.isValid():
-        return False
-    fmt = block.blockFormat()
-    return fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.hasProperty(
-        QTextFormat.Property.BlockCodeLanguage)
