@@ -146,3 +146,15 @@ def test_continued_figures_add_up_honestly() -> None:
     crashed = partial_stats(first, 5, "m")
     again = combine_stats(crashed, second)
     assert again["new_tokens"] == 45 and again["decode_tokens_per_sec"] == 20.0 and len(again["runs"]) == 3
+
+
+def test_an_empty_interrupted_reply_is_answered_afresh_not_kept(store: Store) -> None:
+    c = store.create_conversation()
+    u, empty = store.start_turn(c.id, None, "q")  # the app died before the first token
+    tree = ConversationTree(store, c.id)
+    assert tree.plan_continue() is None
+    plan = tree.plan_regenerate()
+    assert plan is not None and plan.discard == empty.id and plan.replaces is None
+    _, fresh = store.start_turn(c.id, plan.parent_id, discard=plan.discard)
+    tree.reload()
+    assert [m.id for m in tree.all] == [u.id, fresh.id] and tree.variant(fresh) == (1, 1)

@@ -39,6 +39,7 @@ class TurnPlan:
     user_text: str | None = None  # a new user message (send, edit)
     target: StoredMessage | None = None  # continue: the reply that grows
     replaces: int | None = None  # the sibling on screen now (shown again if the turn fails)
+    discard: int | None = None  # an empty reply a crash left: deleted when the new one starts
 
     @property
     def continue_final(self) -> bool:
@@ -117,6 +118,9 @@ class ConversationTree:
         last = self.last
         if last is None:
             return None
+        if last.role == "assistant" and not last.content and last.stop_reason == INTERRUPTED:
+            # Cut off before its first token: answered afresh, not kept as an empty alternative.
+            return TurnPlan("regenerate", tuple(self.path[:-1]), last.parent_id, discard=last.id)
         if last.role == "assistant":
             return TurnPlan("regenerate", tuple(self.path[:-1]), last.parent_id, replaces=last.id)
         return TurnPlan("regenerate", tuple(self.path), last.id)

@@ -277,12 +277,16 @@ class Store:
                                 token_ids, stats, stop_reason)
 
     def start_turn(
-        self, conversation_id: str, parent_id: int | None, user_text: str | None = None
+        self, conversation_id: str, parent_id: int | None, user_text: str | None = None,
+        *, discard: int | None = None,
     ) -> tuple[StoredMessage | None, StoredMessage]:
         """One transaction: the user message (when given) under `parent_id`, and under it (or
         under `parent_id`) an empty reply marked INTERRUPTED until its turn ends. Both become
-        the branch on screen; their former siblings are kept as alternatives."""
+        the branch on screen; their former siblings are kept as alternatives. `discard`: a
+        message deleted in the same transaction (an empty reply a crash left)."""
         with self._tx() as db:
+            if discard is not None:
+                self._delete_one(db, discard)
             user = None
             if user_text is not None:
                 user = self._insert(db, conversation_id, "user", user_text, parent_id)

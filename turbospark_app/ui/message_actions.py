@@ -25,6 +25,8 @@ def reply_footer(message: StoredMessage) -> tuple[str, str]:
     """(stats line, badge) under a saved reply. A continued reply's figures are combined
     (see conversation.combine_stats) and say how many runs made it."""
     stats = message.stats or {}
+    if message.stop_reason == INTERRUPTED and not message.content:
+        return "the app stopped before the first token · Regenerate (Ctrl+R) answers again", "interrupted"
     if message.stop_reason == INTERRUPTED:
         n = int(stats.get("new_tokens") or 0)
         return (f"{n} tok saved before the app stopped · Continue (Ctrl+Shift+Enter) resumes it",

@@ -74,7 +74,7 @@ class PaneTurns:
                                            stats=target.stats, stop_reason=INTERRUPTED)
                 user = None
             else:
-                user, reply = store.start_turn(cid, plan.parent_id, plan.user_text)
+                user, reply = store.start_turn(cid, plan.parent_id, plan.user_text, discard=plan.discard)
         except sqlite3.Error as e:
             where = " It is still in the input box." if plan.user_text is not None else ""
             self.transcript.append_error(f"Could not save your message: {e}.{where}")
