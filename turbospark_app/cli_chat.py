@@ -49,6 +49,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    help="prefill in chunks (default) or token by token (--no-chunked)")
     p.add_argument("--chunk-size", type=int, default=128)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+    from .remote.cli import add_remote_arguments
+
+    add_remote_arguments(p)
 
 
 def kv_budget_bytes(args: argparse.Namespace) -> int | None:
@@ -159,6 +162,10 @@ def chat_command(args: argparse.Namespace) -> int:
     from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
     from .model.fetch import resolve_model_path
 
+    if getattr(args, "endpoint", None):
+        from .remote.cli import remote_chat_command
+
+        return remote_chat_command(args, settings_from_args(args), _user_turns(args))
     try:
         path = resolve_model_path(args.model)
         backend = load_backend(
@@ -184,7 +191,7 @@ def chat_command(args: argparse.Namespace) -> int:
         if interactive:
             print(f"TurboSpark chat with {path.name} — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
-        for user_text in turns if turns is not None else _read_lines():
+        for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():
                 break
             if not interactive:
@@ -207,7 +214,7 @@ def chat_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_lines() -> Iterable[str]:
+def read_lines() -> Iterable[str]:
     while True:
         try:
             yield input("> ")

@@ -56,6 +56,12 @@ CREATE TABLE IF NOT EXISTS messages (
     active          INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+-- Where a conversation's replies come from (no row: "This computer"); remote/endpoints.py.
+CREATE TABLE IF NOT EXISTS conversation_sources (
+    conversation_id TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+    endpoint_id     TEXT NOT NULL,
+    model           TEXT NOT NULL
+);
 """
 # Schema 1 -> 2: the tree columns; each message's parent is the one before it.
 _MIGRATE_1 = """
@@ -252,7 +258,25 @@ class Store:
         """Delete a conversation and its messages."""
         with self._tx() as db:
             db.execute("DELETE FROM messages WHERE conversation_id = ?", (conversation_id,))
+            db.execute("DELETE FROM conversation_sources WHERE conversation_id = ?", (conversation_id,))
             db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def model_source(self, conversation_id: str) -> tuple[str, str] | None:
+        """(endpoint id, model) when the conversation runs on a remote endpoint; None for
+        "This computer"."""
+        row = self._db.execute(
+            "SELECT endpoint_id, model FROM conversation_sources WHERE conversation_id = ?",
+            (conversation_id,),
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def set_model_source(self, conversation_id: str, source: tuple[str, str] | None) -> None:
+        """Remember where the conversation's replies come from (None: this computer)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM conversation_sources WHERE conversation_id = ?", (conversation_id,))
+            if source is not None:
+                db.execute("INSERT INTO conversation_sources VALUES (?, ?, ?)",
+                           (conversation_id, source[0], source[1]))
 
     # -- messages --------------------------------------------------------------------------
 

@@ -40,6 +40,12 @@ class TurnStats:
     decode_tokens_per_sec: float
     stop_latency: float | None  # cancel() -> the turn ended; None when not cancelled
     slot_evicted: bool
+    # A remote turn (turbospark_app.remote): where it ran and what the server did not say.
+    source: str = "local"  # "local" | "remote"
+    remote: str = ""  # "<endpoint name> · <model>" for a remote turn
+    usage_reported: bool = True  # False: the server sent no usage; counts are client-side
+    reuse_source: str = "engine"  # engine | cached_tokens | timings.cache_n | "" (unavailable)
+    cap: str = ""  # the tok/s cap: "" none set | "applied" | "applied by server" | "not applied (remote)"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -53,7 +59,8 @@ class TurnStats:
             "stop_reason": "", "started": True, "queued_seconds": 0.0,
             "time_to_first_token": None, "prefill_seconds": 0.0, "decode_seconds": 0.0,
             "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
-            "stop_latency": None, "slot_evicted": False,
+            "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
+            "usage_reported": True, "reuse_source": "engine", "cap": "",
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)
@@ -88,6 +95,17 @@ class Queued:
     request_id: int
     conversation_id: str
     position: int
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """A remote server answered busy (429 / 503): the request is sent again in `seconds`."""
+
+    request_id: int
+    conversation_id: str
+    attempt: int
+    seconds: float
+    status: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,18 +162,21 @@ class Finished:
 
 @dataclass(frozen=True, slots=True)
 class Failed:
-    """The turn failed; nothing of it should be kept. `kind` is a stable machine label."""
+    """The turn failed. `kind` is a stable machine label. A local turn keeps nothing; a remote
+    stream that broke mid-reply carries its `partial` text and figures, which are kept."""
 
     request_id: int
     conversation_id: str
     message: str
     kind: str  # context_overflow | empty_prompt | zero_budget | model_failure | engine |
-    #            backend_unavailable | internal
+    #            backend_unavailable | internal | remote kinds (remote.errors.RemoteError)
     error_type: str  # the exception's class name, e.g. "ContextOverflow"
+    partial: str = ""  # remote: the reply received before the failure
+    stats: TurnStats | None = None  # remote: its figures, when `partial` is not empty
 
 
 EngineEvent = (
-    BackendLoading | BackendReady | BackendFailed | Queued | Started | Prefilling | Token
+    BackendLoading | BackendReady | BackendFailed | Queued | Retrying | Started | Prefilling | Token
     | Tail | Finished | Failed
 )
 TERMINAL_EVENTS = (Finished, Failed)

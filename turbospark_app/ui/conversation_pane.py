@@ -149,6 +149,7 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
 
         status_row = QHBoxLayout()
+        self.status_row = status_row  # the window adds the model source picker (remote engines)
         status_row.setSpacing(10)
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
@@ -180,6 +181,11 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
     def conversation_id(self) -> str:
         """The conversation shown (also the backend session id)."""
         return self.conversation.id
+
+    @property
+    def engine(self) -> Any:
+        """What turns are submitted to: the EngineBridge, or a PaneEngine routing to a remote."""
+        return self._bridge
 
     @property
     def busy(self) -> bool:

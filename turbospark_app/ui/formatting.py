@@ -53,16 +53,23 @@ def bytes_label(n: int | float | None) -> str:
 
 def stats_line(stats: TurnStats) -> str:
     """The line under a reply: prompt, reused, new, TTFT, decode rate, stop reason, latency."""
+    remote = stats.source == "remote"
     if not stats.started:
         latency = f" after {seconds_label(stats.stop_latency)}" if stats.stop_latency is not None else ""
+        if remote:
+            return f"stopped before the server answered{latency} · {stats.remote}"
         return f"stopped while queued{latency} · the model was not run"
     parts = [
-        f"prompt {stats.prompt_tokens} tok",
-        f"reused {stats.reused_prefix_tokens}",
+        f"prompt {stats.prompt_tokens} tok" if stats.usage_reported or not remote else "prompt unavailable",
+        f"reused {stats.reused_prefix_tokens}" if stats.reuse_source or not remote else "reused unavailable",
         f"new {stats.new_tokens} tok",
         f"TTFT {seconds_label(stats.time_to_first_token)}",
         f"decode {rate_label(stats.decode_tokens_per_sec)}",
     ]
+    if remote:
+        parts.insert(0, f"remote {stats.remote}")
+    if stats.cap:
+        parts.append(f"cap {stats.cap}")
     if stats.stop_reason == "cancelled":
         stop = "stopped"
         if stats.stop_latency is not None:

@@ -26,14 +26,17 @@ from .about import AboutDialog
 from .bridge import EngineBridge
 from .conversation_menu import add_message_actions
 from .conversation_pane import ConversationPane
+from .endpoints_dialog import EndpointsDialog
 from .first_run import remember_model
 from .model_dialogs import ModelInfoDialog, ModelOpener
 from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
 from .pane_area import PaneArea
 from .qa_panel import QAPanel
+from .remote_source import PaneEngine, RemoteHub
 from .settings import read_json, write_json
 from .settings_dialog import SettingsDialog, load_defaults, load_session_slots, save_defaults, save_session_slots
 from .sidebar import Sidebar, dot_icon
+from .source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label
 
 ModelFactory = Callable[[str], BackendFactory]  # a GGUF path -> what loads it on the engine thread
@@ -51,14 +54,17 @@ class MainWindow(QMainWindow):
         settings: QSettings,
         *,
         model_factory: ModelFactory | None = None,
+        remote: RemoteHub | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`model_factory(path)` builds the backend factory File > Open Model… switches to
-        (None: the action explains that this window cannot switch models)."""
+        (None: the action explains that this window cannot switch models). `remote`: the
+        remote engines (saved endpoints, the HTTP client); one over the saved endpoints when None."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
         self.bridge = bridge
+        self.remote = remote if remote is not None else RemoteHub(parent=self)
         self.settings = settings
         self._closed = False
         self._notices: list[tuple[str, str]] = []
@@ -66,9 +72,10 @@ class MainWindow(QMainWindow):
         self.defaults: dict[str, Any] = load_defaults(settings)
         self.model_opener = ModelOpener(self, self.switch_model)
         self.settings_dialog: SettingsDialog | None = None
+        self.endpoints_dialog: EndpointsDialog | None = None
         self.sidebar = Sidebar(self)
         self.area = PaneArea(self._make_pane, self)
-        self.status = EngineStatusBar(bridge, self)
+        self.status = EngineStatusBar(bridge, self, remote=self.remote)
         self.setStatusBar(self.status)
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.setObjectName("mainSplitter")
@@ -80,6 +87,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
         self.setMinimumSize(720, 480)
         self.qa_panel = QAPanel(bridge, self, title_of=self._title_of)
+        self.remote.engineEvent.connect(self.qa_panel.remote_event)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.qa_panel)
         self.qa_panel.hide()
         self._build_menus()
@@ -134,6 +142,7 @@ class MainWindow(QMainWindow):
         settings_action = self._action(conv, "S&ettings…", self.open_settings, QKeySequence.StandardKey.Preferences,
                                        "actionSettings", "Ctrl+,")
         settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self._action(conv, "E&ndpoints…", self.open_endpoints, None, "actionEndpoints")
         view = bar.addMenu("&View")
         self._action(view, "Split &Right", self.split_right, "Ctrl+\\", "actionSplitRight")
         self._action(view, "&Unsplit", self.area.unsplit, "Ctrl+Shift+\\", "actionUnsplit")
@@ -164,7 +173,15 @@ class MainWindow(QMainWindow):
         conv = self.store.conversation(conversation_id)
         if conv is None:
             return None
-        pane = ConversationPane(conv, self.store, self.bridge, self.defaults)
+        engine = PaneEngine(self.bridge, self.remote, self.store.model_source(conv.id))
+        pane = ConversationPane(conv, self.store, engine, self.defaults)
+        engine.setParent(pane)
+        picker = SourcePicker(engine, self.store, conv.id, pane)
+        pane.source_picker = picker
+        pane.status_row.insertWidget(0, picker)
+        pane.busyChanged.connect(lambda _cid, busy: picker.set_busy(busy))
+        picker.manageRequested.connect(self.open_endpoints)
+        engine.sourceChanged.connect(lambda: self._current_pane_changed(self.area.current_pane()))
         pane.titleChanged.connect(self._title_changed)
         pane.busyChanged.connect(self._busy_changed)
         pane.turnEnded.connect(lambda cid, _how: self.sidebar.touch(cid))
@@ -364,6 +381,14 @@ class MainWindow(QMainWindow):
         self.settings_dialog = dialog
         dialog.open()
 
+    def open_endpoints(self) -> None:
+        """Settings › Endpoints: the remote servers conversations can run on."""
+        if self.endpoints_dialog is None:
+            dialog = EndpointsDialog(self.remote, self)
+            dialog.finished.connect(lambda _r: setattr(self, "endpoints_dialog", None))
+            self.endpoints_dialog = dialog
+            dialog.open()
+
     def _apply_settings(self, dialog: SettingsDialog, conversation_id: str) -> None:
         values = dialog.values()
         found = self.area.find(conversation_id)
@@ -419,6 +444,8 @@ class MainWindow(QMainWindow):
         if pane is None:
             self.setWindowTitle("TurboSpark")
             return
+        engine = pane.engine
+        self.status.set_remote(engine.label() if getattr(engine, "is_remote", False) else None)
         self.setWindowTitle(f"{pane.conversation.title} — TurboSpark")
         self.sidebar.select(pane.conversation_id)
 
@@ -464,6 +491,7 @@ class MainWindow(QMainWindow):
             self.status.timer.stop()
             self.qa_panel.poll_timer.stop()
             self.qa_panel.flush_timer.stop()
+            self.remote.shutdown()
             self.bridge.shutdown()
             self.store.close()
         super().closeEvent(event)

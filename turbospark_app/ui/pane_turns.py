@@ -23,7 +23,7 @@ from ..chat.api import reply_token_ids
 from ..checkpoint import ReplyRecorder
 from ..conversation import ConversationTree, TurnPlan, combine_stats, prompt_messages
 from ..engine.progress import StopReason
-from ..service import Failed, Finished, Prefilling, Queued, Started, Tail, Token, TurnRequest
+from ..service import Failed, Finished, Prefilling, Queued, Retrying, Started, Tail, Token, TurnRequest
 from ..store import INTERRUPTED, Store, StoredMessage
 from .formatting import rate_label, seconds_label, stats_line
 from .transcript import Transcript
@@ -151,9 +151,13 @@ class PaneTurns:
         elif isinstance(event, Started):
             self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
             self.prefill_bar.setValue(0)
-            self.prefill_bar.setVisible(True)
+            self.prefill_bar.setVisible(event.prompt_tokens > 0)  # a remote server does not say
             if self.state != "stopping":
                 self._set_state("prefilling")
+        elif isinstance(event, Retrying):
+            if self.state != "stopping":
+                self._set_state("queued", f"server busy (HTTP {event.status}), retry {event.attempt} "
+                                f"in {seconds_label(event.seconds)}")
         elif isinstance(event, Queued):
             if self.state != "stopping":
                 self._set_state("queued", f"{event.position} ahead" if event.position else "")
@@ -171,7 +175,9 @@ class PaneTurns:
         stopped = event.result.reason is StopReason.CANCELLED
         stats = event.stats.to_json()
         stats["model_id"] = self._turn_model_id
-        ids = reply_token_ids(event.result.reason, event.generated_ids)
+        # A remote reply has no ids of ours: its text is what the next prompt reads.
+        remote = not event.generated_ids and bool(event.text)
+        ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)
         text = event.text
         if plan.target is not None:
             text = plan.target.content + event.text
@@ -214,6 +220,9 @@ class PaneTurns:
         if self._discarded:
             self._end_turn("failed")
             return
+        if getattr(event, "partial", ""):
+            self._keep_partial(event)
+            return
         self._undo_turn()
         template = ERRORS.get(event.kind, "{m}")
         back = "\nYour message was put back in the input box." if self._plan.user_text is not None else ""
@@ -230,6 +239,25 @@ class PaneTurns:
             self._overflowed(event)
         else:
             self._auto_drop = False
+
+    def _keep_partial(self, event: Failed) -> None:
+        """A remote stream broke mid-reply: the message and the reply so far stay (saved, with
+        its figures and the error as stop reason); the error is said under it."""
+        stats = event.stats.to_json() if event.stats is not None else {}
+        stats["model_id"] = self._turn_model_id
+        text = (self._plan.target.content if self._plan.target is not None else "") + event.partial
+        footer = stats_line(event.stats) if event.stats is not None else ""
+        try:
+            self._store.update_reply(self._reply.id, text, token_ids=None, stats=stats, stop_reason="error")
+            self.tree.reload()
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"The reply could not be saved: {e}")
+        self.messages = list(self.tree.path)
+        saved = next((m for m in self.tree.path if m.id == self._reply.id), None)
+        self.transcript.end_reply(text, footer, stopped=True, meta=self.entry_for(saved) if saved else None)
+        self.transcript.append_error(ERRORS.get(event.kind, "{m}").format(m=event.message))
+        self._set_state("error", event.kind)
+        self._end_turn("failed")
 
     def _undo_turn(self) -> None:
         """Take back what the failed turn saved; the branch shown before comes back."""

@@ -324,6 +324,11 @@ class QAPanel(QDockWidget):
             self.poll_timer.stop()
             self.flush_timer.stop()
 
+    def remote_event(self, event: Any) -> None:
+        """A remote turn's event (RemoteHub.engineEvent): its cadence and Stop are recorded
+        like a local turn's."""
+        self._on_event(event)
+
     def _on_event(self, event: Any) -> None:
         now = self.now()
         if isinstance(event, Token):

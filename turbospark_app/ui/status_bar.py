@@ -9,6 +9,10 @@
     memory      the memory pressure, the same way
     RSS         this process's resident memory
 
+When the current pane runs on a remote endpoint, thermal and memory say "remote: unavailable"
+(the server does not report them, and this machine's readings are not the server's); remote
+turns' events come from the RemoteHub and feed the same decode / reuse labels.
+
 Thermal, memory and RSS come from `system_info`, polled by a QTimer about every second,
 during and between generations. The poll reads a lock-protected snapshot plus live process
 readings, so it never waits behind a forward step.
@@ -49,14 +53,17 @@ def model_label(info: dict[str, Any]) -> str:
 class EngineStatusBar(QStatusBar):
     """See the module docstring."""
 
-    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None) -> None:
+    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None, *, remote: Any = None) -> None:
+        """`remote`: the RemoteHub whose turns' events are shown too."""
         super().__init__(parent)
         self.setObjectName("engineStatusBar")
         self._bridge = bridge
+        self._remote_label: str | None = None
         self._token_times: collections.deque[float] = collections.deque()
         self._last_decode_rate = 0.0
         self._last_finished: Finished | None = None
         self.labels: dict[str, QLabel] = {}
+        self._tips: dict[str, str] = {}
         for key, tip in (
             ("model", "The model the engine thread runs"),
             ("reuse", "Last turn: prompt tokens continued from the KV cache, and how the "
@@ -70,6 +77,7 @@ class EngineStatusBar(QStatusBar):
             label = QLabel(self)
             label.setObjectName(f"status_{key}")
             label.setToolTip(tip)
+            self._tips[key] = tip
             label.setContentsMargins(6, 0, 6, 0)
             self.labels[key] = label
             if key == "model":
@@ -81,6 +89,8 @@ class EngineStatusBar(QStatusBar):
         self.labels["prefill"].setText("prefill – tok/s")
         self.labels["decode"].setText("decode – tok/s")
         bridge.engineEvent.connect(self._on_event)
+        if remote is not None:
+            remote.engineEvent.connect(self._on_event)
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
@@ -92,25 +102,38 @@ class EngineStatusBar(QStatusBar):
         """A label's text (tests and screenshots read the figures)."""
         return self.labels[key].text()
 
+    def set_remote(self, label: str | None) -> None:
+        """The current pane runs on a remote endpoint (`label`), or on this computer (None)."""
+        self._remote_label = label
+        self.poll()
+
     def poll(self) -> None:
         """Refresh the readings from system_info (cheap; never waits on the engine)."""
         self.polls += 1
         info = self._bridge.system_info()
         thermal = info.get("thermal")
         memory = info.get("memory_pressure")
-        self.labels["thermal"].setText(f"thermal {reading_label(thermal)}")
-        self.labels["memory"].setText(f"memory {reading_label(memory)}")
+        if self._remote_label is not None:
+            for key in ("thermal", "memory"):
+                self.labels[key].setText(f"{key} remote: unavailable")
+                self.labels[key].setToolTip(f"{self._tips[key]}\n{self._remote_label} does not report its {key} state; "
+                                            "this computer's reading would not be the server's")
+            thermal = memory = None
+        else:
+            self.labels["thermal"].setText(f"thermal {reading_label(thermal)}")
+            self.labels["memory"].setText(f"memory {reading_label(memory)}")
         for key, reading in (("thermal", thermal), ("memory", memory)):
             if isinstance(reading, dict):
                 source = reading.get("source") or "no source"
                 detail = reading.get("detail") or ""
-                self.labels[key].setToolTip(f"{self.labels[key].toolTip().splitlines()[0]}\n"
+                self.labels[key].setToolTip(f"{self._tips[key]}\n"
                                             f"source: {source}" + (f"\n{detail}" if detail else ""))
         rss = nested(info, "process.rss_bytes")
         self.labels["rss"].setText(f"RSS {bytes_label(rss)}")
         self._update_decode()
         last = info.get("last_turn")
-        if self._last_finished is not None and isinstance(last, dict):
+        if self._last_finished is not None and self._last_finished.stats.source != "remote" \
+                and isinstance(last, dict):
             self._show_reuse(self._last_finished, last)
 
     def _on_event(self, event: Any) -> None:
@@ -143,6 +166,11 @@ class EngineStatusBar(QStatusBar):
     def _show_reuse(self, event: Finished, last_turn: dict[str, Any] | None) -> None:
         stats = event.stats
         if not stats.started:
+            return
+        if stats.source == "remote":
+            reused = (f"reused {stats.reused_prefix_tokens}/{stats.prompt_tokens} tok ({stats.reuse_source})"
+                      if stats.reuse_source else "reused unavailable")
+            self.labels["reuse"].setText(f"{reused} · remote")
             return
         outcome = slot_outcome(stats, last_turn)
         self.labels["reuse"].setText(

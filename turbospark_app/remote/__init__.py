@@ -1,0 +1,19 @@
+"""Remote engines: conversations served by any OpenAI-compatible server (vLLM, llama-server,
+Ollama, LM Studio, another TurboSpark), with the same events, Stop and honest figures as the
+local engine. Qt-free except `turbospark_app.ui.remote_*`."""
+
+from .client import RemoteStream, RetryPolicy, Target, Timeouts, api_base, list_models
+from .errors import RemoteError
+from .runner import RemoteRunner, chat_body
+
+__all__ = [
+    "RemoteError",
+    "RemoteRunner",
+    "RemoteStream",
+    "RetryPolicy",
+    "Target",
+    "Timeouts",
+    "api_base",
+    "chat_body",
+    "list_models",
+]

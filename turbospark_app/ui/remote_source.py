@@ -1,0 +1,168 @@
+"""Where a pane's turns go: this computer's engine or a remote endpoint.
+
+`RemoteHub` (one per window) owns the RemoteRunner (aiohttp on the qasync loop, GUI thread)
+and the saved endpoints; its `engineEvent` re-emits every remote event for the status bar and
+the QA panel, like EngineBridge's. `PaneEngine` (one per pane) looks like an EngineBridge to the
+pane — submit / cancel / model_info / max_context / backend_state / backendStateChanged — and
+routes each turn to the local bridge or to the hub by the conversation's model source, so the
+pane has one code path for both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from ..remote.client import Target, Timeouts
+from ..remote.endpoints import Endpoint, EndpointBook
+from ..remote.runner import RemoteRunner
+from ..service import Failed, TurnRequest
+from .bridge import EngineBridge
+
+Listener = Callable[[Any], None]
+Source = tuple[str, str]  # (endpoint id, model id); None = this computer
+
+
+class RemoteHub(QObject):
+    """See the module docstring. `book`: the saved endpoints (the per-user config folder)."""
+
+    engineEvent = Signal(object)  # every remote turn's events, on the GUI thread
+    endpointsChanged = Signal()
+
+    def __init__(self, book: EndpointBook | None = None, *, timeouts: Timeouts = Timeouts(),
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.book = book if book is not None else EndpointBook()
+        self.runner = RemoteRunner(timeouts=timeouts, observer=self.engineEvent.emit)
+        self._requests: dict[int, TurnRequest] = {}
+        self.engineEvent.connect(self._forget)
+
+    def endpoints(self) -> list[Endpoint]:
+        return self.book.endpoints()
+
+    def save_endpoints(self, entries: list[tuple[Endpoint, str | None]]) -> list[Endpoint]:
+        """Save the list (Settings › Endpoints) and tell every pane."""
+        saved = self.book.save(entries)
+        self.endpointsChanged.emit()
+        return saved
+
+    def submit(self, request: TurnRequest, listener: Listener, target: Target) -> int:
+        rid = self.runner.submit(request, listener, target)
+        self._requests[rid] = request
+        return rid
+
+    def cancel(self, request_id: int) -> bool:
+        return self.runner.cancel(request_id)
+
+    def turn_request(self, request_id: int) -> TurnRequest | None:
+        """The request of a remote turn still running (the QA panel reads its cap)."""
+        return self._requests.get(request_id)
+
+    def shutdown(self) -> None:
+        """Stop every remote turn now (their responses are closed; stopped replies are saved
+        as the events arrive) and close the HTTP session when the loop next runs."""
+        self.runner.stop_all_now()
+        try:
+            loop = asyncio.get_event_loop()
+            if not loop.is_closed():
+                loop.create_task(self.runner.aclose())
+        except RuntimeError:
+            pass  # no loop left: the process is ending and takes the sockets with it
+
+    def _forget(self, event: Any) -> None:
+        if type(event).__name__ in ("Finished", "Failed"):
+            self._requests.pop(getattr(event, "request_id", 0), None)
+
+
+def remote_identity(source: Source) -> str:
+    """The model identity of a remote source (never equal to a local model's)."""
+    return f"remote:{source[0]}:{source[1]}"
+
+
+class PaneEngine(QObject):
+    """See the module docstring. The source is read when a turn is submitted: a turn already
+    running keeps going where it was sent."""
+
+    backendStateChanged = Signal(str)
+    sourceChanged = Signal()
+
+    def __init__(self, bridge: EngineBridge, hub: RemoteHub, source: Source | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.bridge = bridge
+        self.hub = hub
+        self.source = source
+        self._remote_ids: set[int] = set()
+        bridge.backendStateChanged.connect(self._local_state_changed)
+
+    # -- the source ------------------------------------------------------------------------
+
+    @property
+    def is_remote(self) -> bool:
+        return self.source is not None
+
+    def set_source(self, source: Source | None) -> None:
+        if source != self.source:
+            self.source = source
+            self.sourceChanged.emit()
+            self.backendStateChanged.emit(self.backend_state)
+
+    def endpoint(self) -> Endpoint | None:
+        return None if self.source is None else self.hub.book.get(self.source[0])
+
+    def label(self) -> str:
+        """"This computer", or "<endpoint> · <model>"."""
+        if self.source is None:
+            return "This computer"
+        endpoint = self.endpoint()
+        return f"{endpoint.name if endpoint else 'missing endpoint'} · {self.source[1]}"
+
+    # -- what the pane reads of a bridge ---------------------------------------------------
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        if self.source is None:
+            return self.bridge.model_info
+        return {"name": remote_identity(self.source), "remote": self.label()}
+
+    @property
+    def max_context(self) -> int:
+        return self.bridge.max_context if self.source is None else 0  # the server does not say
+
+    @property
+    def backend_state(self) -> str:
+        return self.bridge.backend_state if self.source is None else "ready"
+
+    def submit(self, request: TurnRequest, listener: Listener) -> int:
+        if self.source is None:
+            return self.bridge.submit(request, listener)
+        endpoint_id, model = self.source
+        target = self.hub.book.target(endpoint_id, model)
+        if target is None:
+            rid = -(10**9) - len(self._remote_ids)
+            message = ("The endpoint this conversation uses is no longer saved. Pick another "
+                       "source in the pane, or add the endpoint again in Settings › Endpoints.")
+            # After submit returns (the pane records the id first), like any other failure.
+            QTimer.singleShot(0, lambda: listener(Failed(rid, request.conversation_id, message,
+                                                         "endpoint_missing", "RemoteError")))
+            return rid
+        rid = self.hub.submit(request, listener, target)
+        self._remote_ids.add(rid)
+        return rid
+
+    def cancel(self, request_id: int) -> bool:
+        if request_id in self._remote_ids:
+            return self.hub.cancel(request_id)
+        return self.bridge.cancel(request_id)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "bridge":  # not set yet (construction): no recursion
+            raise AttributeError(name)
+        # Everything else (system_info, drop_session, engine, ...) is the local bridge's.
+        return getattr(self.bridge, name)
+
+    def _local_state_changed(self, state: str) -> None:
+        if self.source is None:
+            self.backendStateChanged.emit(state)
