@@ -72,7 +72,13 @@ class MessageActions:
         if last is None or last.id != message_id or self.busy:  # type: ignore[attr-defined]
             return ()
         out = ("regenerate",)
-        return out + ("continue",) if can_continue(last) else out
+        return out + ("continue",) if can_continue(last) and self.continue_supported() else out
+
+    def continue_supported(self) -> bool:
+        """The local engine continues any reply; a remote engine only when it says it can
+        (`supports_continue`, e.g. a server that honours an open final assistant message)."""
+        engine = self._bridge  # type: ignore[attr-defined]
+        return not getattr(engine, "is_remote", False) or bool(getattr(engine, "supports_continue", False))
 
     def _update_actions(self) -> None:
         """Enable the pane's Regenerate / Continue buttons for what the branch allows."""
@@ -80,7 +86,7 @@ class MessageActions:
         last = self.tree.last
         self.regenerate_button.setEnabled(idle and last is not None)  # type: ignore[attr-defined]
         self.regenerate_button.setText("Answer" if last is not None and last.role == "user" else "Regenerate")  # type: ignore[attr-defined]
-        self.continue_button.setEnabled(idle and can_continue(last))  # type: ignore[attr-defined]
+        self.continue_button.setEnabled(idle and can_continue(last) and self.continue_supported())  # type: ignore[attr-defined]
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -91,7 +97,9 @@ class MessageActions:
 
     def continue_reply(self) -> bool:
         """Resume the last reply where it stopped (Stop, token limit, or a crash)."""
-        plan = None if self.busy else self.tree.plan_continue()  # type: ignore[attr-defined]
+        if self.busy or not self.continue_supported():  # type: ignore[attr-defined]
+            return False
+        plan = self.tree.plan_continue()
         return plan is not None and self._start_turn(plan)  # type: ignore[attr-defined]
 
     def begin_edit(self, message_id: int) -> bool:
