@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .branches import active_path, children_of, subtree_ids
+from .branches import active_path
+from .store_tree import activate, delete_exchange, delete_one
 
 if TYPE_CHECKING:
     from .checkpoint import ReplyCheckpointer
@@ -310,7 +311,7 @@ class Store:
         message deleted in the same transaction (an empty reply a crash left)."""
         with self._tx() as db:
             if discard is not None:
-                self._delete_one(db, discard)
+                delete_one(db, discard)
             user = None
             if user_text is not None:
                 user = self._insert(db, conversation_id, "user", user_text, parent_id)
@@ -346,20 +347,20 @@ class Store:
     def select_message(self, message_id: int) -> None:
         """Put `message_id` (and the branch under it) on screen instead of its siblings."""
         with self._tx() as db:
-            self._activate(db, message_id)
+            activate(db, message_id)
 
     def delete_message(self, message_id: int) -> None:
         """Delete one message; its children move up to its parent (a user message whose reply
         failed goes back to the input box)."""
         with self._tx() as db:
-            self._delete_one(db, message_id)
+            delete_one(db, message_id)
 
     def delete_exchange(self, user_id: int) -> None:
         """Delete a message pair: the user message and its replies (alternatives included, with
         any branch under an alternative not on screen); the turns after the reply on screen move
         up to the user message's place."""
         with self._tx() as db:
-            self._delete_exchange(db, user_id)
+            delete_exchange(db, user_id, lambda cid: self._rows(db, cid))
 
     def delete_messages(self, message_ids: Sequence[int]) -> None:
         """Delete several messages in one transaction (the oldest turns dropped to fit the
@@ -374,9 +375,9 @@ class Store:
                     continue
                 before = {m.id for m in self._rows(db, row[1])}
                 if row[0] == "user":
-                    self._delete_exchange(db, int(mid))
+                    delete_exchange(db, int(mid), lambda cid: self._rows(db, cid))
                 else:
-                    self._delete_one(db, int(mid))
+                    delete_one(db, int(mid))
                 gone |= before - {m.id for m in self._rows(db, row[1])}
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
@@ -421,56 +422,6 @@ class Store:
             None if token_ids is None else tuple(int(t) for t in token_ids),
             stats, stop_reason, now, parent_id, True,
         )
-
-    @staticmethod
-    def _activate(db: sqlite3.Connection, message_id: int) -> None:
-        row = db.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?", (message_id,)).fetchone()
-        if row is None:
-            return
-        db.execute("UPDATE messages SET active = (id = ?) WHERE conversation_id = ? AND parent_id IS ?",
-                   (message_id, row[0], row[1]))
-
-    def _delete_one(self, db: sqlite3.Connection, message_id: int) -> None:
-        row = db.execute("SELECT parent_id, active, conversation_id FROM messages WHERE id = ?",
-                         (message_id,)).fetchone()
-        if row is None:
-            return
-        parent, was_active, cid = row
-        # Its children take its place; only the branch that was on screen stays on screen.
-        db.execute("UPDATE messages SET parent_id = ?, active = active AND ? WHERE parent_id = ?",
-                   (parent, was_active, message_id))
-        db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
-        self._ensure_active(db, cid, parent)
-
-    def _delete_exchange(self, db: sqlite3.Connection, user_id: int) -> None:
-        row = db.execute("SELECT conversation_id, parent_id, active FROM messages WHERE id = ?",
-                         (user_id,)).fetchone()
-        if row is None:
-            return
-        cid, parent, was_active = row
-        kids = children_of(self._rows(db, cid))
-        replies = kids.get(user_id, [])
-        shown = [m for m in replies if m.active][-1:] or replies[-1:]
-        # The turns after the reply on screen move up to the user message's place.
-        for reply in shown:
-            db.execute("UPDATE messages SET parent_id = ?, active = active AND ? WHERE parent_id = ?",
-                       (parent, was_active, reply.id))
-        doomed = [user_id] + [m.id for m in shown]
-        doomed += [i for m in replies if m not in shown for i in subtree_ids(m.id, kids)]
-        db.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in doomed])
-        self._ensure_active(db, cid, parent)
-
-    @staticmethod
-    def _ensure_active(db: sqlite3.Connection, conversation_id: str, parent_id: int | None) -> None:
-        """Some sibling of the group stays on screen (the newest, when the active one went)."""
-        ids = [r[0] for r in db.execute(
-            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? AND active = 1",
-            (conversation_id, parent_id))]
-        if not ids:
-            db.execute(
-                "UPDATE messages SET active = 1 WHERE id = (SELECT MAX(id) FROM messages "
-                "WHERE conversation_id = ? AND parent_id IS ?)", (conversation_id, parent_id))
-
 
 def _ids_json(token_ids: Sequence[int] | None) -> str | None:
     return None if token_ids is None else json.dumps([int(t) for t in token_ids])
