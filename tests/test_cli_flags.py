@@ -26,8 +26,8 @@ def test_kv_budget_flag_in_bytes_for_app_and_chat() -> None:
     assert kv_budget_bytes(build_parser().parse_args(["--kv-budget-mb", "1.5"])) == 1_572_864
     chat = build_parser().parse_args(["chat", "--kv-budget-mb", "64"])
     assert kv_budget_bytes(chat) == 64 * 1024 * 1024
-    with pytest.raises(SystemExit, match="must be > 0"):
-        kv_budget_bytes(build_parser().parse_args(["--kv-budget-mb", "0"]))
+    with pytest.raises(SystemExit):  # checked when parsed (see the table below)
+        build_parser().parse_args(["--kv-budget-mb", "0"])
 
 
 def test_prompt_and_script_are_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,3 +49,44 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     args = build_parser().parse_args(["--model", "x.gguf", "model", "path"])
     assert args.model == "x.gguf" and args.action == "path"
     assert build_parser().parse_args(["model", "path"]).model is None
+
+
+@pytest.mark.parametrize(("argv", "flag", "accepted"), [
+    (["chat", "--chunk-size", "0"], "--chunk-size", ">= 1"),
+    (["chat", "--chunk-size", "-5"], "--chunk-size", ">= 1"),
+    (["chat", "--session-slots", "0"], "--session-slots", ">= 1"),
+    (["--session-slots", "-1"], "--session-slots", ">= 1"),
+    (["chat", "--stop", ""], "--stop", "non-empty"),
+    (["chat", "--max-new", "0"], "--max-new", ">= 1"),
+    (["chat", "--temperature", "-1"], "--temperature", ">= 0"),
+    (["chat", "--temperature", "nan"], "--temperature", ">= 0"),
+    (["chat", "--top-k", "-2"], "--top-k", ">= 0"),
+    (["chat", "--top-p", "0"], "--top-p", "(0, 1]"),
+    (["chat", "--top-p", "1.5"], "--top-p", "(0, 1]"),
+    (["chat", "--min-p", "1"], "--min-p", "[0, 1)"),
+    (["chat", "--repeat-penalty", "0"], "--repeat-penalty", "> 0"),
+    (["chat", "--seed", "-3"], "--seed", ">= 0"),
+    (["chat", "--max-tps", "0"], "--max-tps", "> 0"),
+    (["chat", "--max-tps", "inf"], "--max-tps", "> 0"),
+    (["--kv-budget-mb", "0"], "--kv-budget-mb", "> 0"),
+    (["chat", "--chunk-size", "many"], "--chunk-size", ">= 1"),
+    (["chat", "--read-timeout", "0"], "--read-timeout", "> 0"),
+    (["chat", "--chat-template", "jinja"], "--chat-template", "chatml"),
+])
+def test_every_flag_is_checked_when_parsed(
+    argv: list[str], flag: str, accepted: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    line = err.strip().splitlines()[-1]  # argparse: usage, then the one error line
+    assert f"argument {flag}" in line and accepted in line, err
+    assert "Traceback" not in err
+
+
+def test_good_flags_still_parse() -> None:
+    args = build_parser().parse_args(
+        ["--session-slots", "2", "chat", "--chunk-size", "1", "--top-p", "1", "--min-p", "0",
+         "--temperature", "0", "--seed", "0", "--stop", "x"])
+    assert (args.session_slots, args.chunk_size, args.top_p, args.stop) == (2, 1, 1.0, ["x"])

@@ -15,6 +15,7 @@ import pytest
 
 from turbospark_app import paths
 from turbospark_app.model import fetch
+from turbospark_app.model.model_cli import run_model_command
 
 PAYLOAD = os.urandom(3 * (1 << 20) + 12345)  # several 1 MiB chunks
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -234,24 +235,24 @@ def test_resolve_model_path_precedence(isolated_dirs, monkeypatch):
 
 def test_model_command_path_and_fetch(fake_download, monkeypatch, capsys):
     monkeypatch.delenv("TURBOSPARK_MODEL", raising=False)
-    assert fetch.model_command(argparse.Namespace(action="path", model=None)) == 1
+    assert run_model_command(argparse.Namespace(action="path", model=None)) == 1
     assert capsys.readouterr().out.strip() == str(fetch.default_model_path())
-    assert fetch.model_command(argparse.Namespace(action="fetch", model="/x.gguf")) == 2
-    assert fetch.model_command(argparse.Namespace(action="fetch", model=None)) == 0
+    assert run_model_command(argparse.Namespace(action="fetch", model="/x.gguf")) == 2
+    assert run_model_command(argparse.Namespace(action="fetch", model=None)) == 0
     assert capsys.readouterr().out.strip() == str(fetch.default_model_path())
-    assert fetch.model_command(argparse.Namespace(action="path", model=None)) == 0
+    assert run_model_command(argparse.Namespace(action="path", model=None)) == 0
 
 
 def test_model_command_info_on_a_non_gguf(tmp_path, capsys):
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"nope" * 100)
-    assert fetch.model_command(argparse.Namespace(action="info", model=str(bad))) == 1
-    assert "cannot read" in capsys.readouterr().err
+    assert run_model_command(argparse.Namespace(action="info", model=str(bad))) == 1
+    assert "not a GGUF file" in capsys.readouterr().err
 
 
 @pytest.mark.real_model
 def test_model_info_on_the_default_model(default_model_path, capsys):
-    assert fetch.model_command(argparse.Namespace(action="info", model=str(default_model_path))) == 0
+    assert run_model_command(argparse.Namespace(action="info", model=str(default_model_path))) == 0
     out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
     assert out["architecture"] == "llama"
     assert out["quantization"] == "Q4_1"

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turbospark_app.engine.tokenizer import EngineTokenizer
+from turbospark_app.model import gguf_header
+from turbospark_app.model.gguf_header import ModelFileError
 from turbospark_app.model.tokenizer import GGUFTokenizer, TokenizerError
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
@@ -139,8 +141,8 @@ def _cached_synthetic(factory) -> GGUFTokenizer:
 @pytest.mark.parametrize(("change", "message"), [
     (dict(pre="klingon"), "unsupported pre-tokenizer 'klingon'"),
     (dict(model="bert"), "unsupported tokenizer model 'bert'"),
-    (dict(merges=["Ġ zz"]), "could not build"),
-    (dict(merges=["nospace"]), "malformed merge"),
+    (dict(merges=["Ġ zz"]), "merge #0 'Ġ zz' refers to 'zz', which is not a token"),
+    (dict(merges=["nospace"]), "merge #0 'nospace' is not two tokens"),
 ])
 def test_unsupported_or_broken_metadata_is_a_clear_error(tmp_path, change, message):
     args = dict(model="gpt2", pre="smollm", tokens=GPT2_TOKENS, types=GPT2_TYPES, merges=MERGES) | change
@@ -152,7 +154,7 @@ def test_unsupported_or_broken_metadata_is_a_clear_error(tmp_path, change, messa
 def test_not_a_gguf_is_a_clear_error(tmp_path):
     bad = tmp_path / "x.gguf"
     bad.write_bytes(b"nope" * 64)
-    with pytest.raises(TokenizerError, match="cannot read"):
+    with pytest.raises(ModelFileError, match="not a GGUF file"):
         GGUFTokenizer.from_gguf(bad, use_cache=False)
 
 
@@ -170,7 +172,7 @@ def test_cache_skips_the_reader_and_follows_file_changes(tmp_path, isolated_dirs
         raise AssertionError("the cache should have answered")
 
     with monkeypatch.context() as m:
-        m.setattr(gguf, "GGUFReader", no_reader)
+        m.setattr(gguf_header, "read_header", no_reader)
         again = GGUFTokenizer.from_gguf(path)
     assert again.encode(" the 12<|im_end|>") == first.encode(" the 12<|im_end|>")
     assert again.end_of_turn_ids == first.end_of_turn_ids and again.eos_ids == first.eos_ids
@@ -304,10 +306,16 @@ class _Reference:
 
 @pytest.fixture(scope="module")
 def smol(default_model_path):
+    # gguf's own reader as the reference for what our bounded header walk reads
     reader = gguf.GGUFReader(str(default_model_path), "r")
     tokens = reader.fields["tokenizer.ggml.tokens"].contents()
     merges = reader.fields["tokenizer.ggml.merges"].contents()
-    return GGUFTokenizer.from_reader(reader), tokens, _Reference(tokens, merges)
+    header = gguf_header.read_header(default_model_path)
+    assert header.value("tokenizer.ggml.tokens") == tokens
+    assert header.value("tokenizer.ggml.merges") == merges
+    assert header.value("tokenizer.ggml.token_type") == list(
+        reader.fields["tokenizer.ggml.token_type"].contents())
+    return GGUFTokenizer.from_reader(header), tokens, _Reference(tokens, merges)
 
 
 KNOWN = {

@@ -231,3 +231,46 @@ def test_a_reply_stopped_by_a_model_switch_keeps_the_old_models_identity(ui, qtb
     history = second.prepared[-1][1]
     assert [m.role for m in history] == ["user", "assistant", "user"]
     assert all(m.token_ids is None for m in history)  # never the first model's ids
+
+
+def test_a_template_over_budget_is_refused_and_chatml_offered(ui, qtbot, tmp_path: Path) -> None:
+    """Open Model on a GGUF whose template loops forever: refused with the reason, and the
+    built-in ChatML offered (the model has ChatML's tokens); accepting loads with ChatML."""
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory
+
+    picked = tmp_path / "loops.gguf"
+    write_tiny_gguf(picked, tokenizer={"template": "{% for i in range(100000) %}{% for j in "
+                                       "range(100000) %}{% endfor %}{% endfor %}"})
+    second = RecordingBackend(replies=("ok",), model_name="second")
+    loaded: list[tuple[str, dict]] = []
+
+    def model_factory(path: str, **options):
+        loaded.append((path, options))
+        return fake_factory(second)
+
+    w = issue6_window(ui, RecordingBackend(replies=("a",), model_name="first"), model_factory=model_factory)
+    with qtbot.waitSignal(w.model_opener.checked, timeout=20000) as sig:
+        w.model_opener.open_path(str(picked))  # the real check_model_file
+    assert sig.args == [str(picked), False] and loaded == []
+    box = w.findChild(QMessageBox, "modelErrorBox")
+    assert box is not None and box.isVisible() and "budget" in box.informativeText()
+    use = box.findChild(type(box.buttons()[0]), "useChatmlButton")
+    assert use is not None and use.isVisible()
+    with qtbot.waitSignal(w.bridge.backendStateChanged, timeout=20000,
+                          check_params_cb=lambda state: state == "ready"):
+        use.click()
+    assert loaded == [(str(picked), {"chat_template": "chatml"})]
+    assert w.bridge.model_info["name"] == "second"
+
+
+def test_no_chatml_offer_for_other_errors(qtbot, tmp_path: Path) -> None:
+    parent = _Parent()
+    qtbot.addWidget(parent)
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF")
+    opener = ModelOpener(parent, lambda path, facts: None)
+    with qtbot.waitSignal(opener.checked, timeout=5000):
+        opener.open_path(str(bad))
+    box = parent.findChild(QMessageBox, "modelErrorBox")
+    assert box.findChild(type(box.buttons()[0]), "useChatmlButton") is None

@@ -78,8 +78,12 @@ def write_tiny_gguf(
     skip_tensor: str | None = None,
     skip_metadata: str | None = None,
     embd_type: str = "Q8_0",
+    tokenizer: dict[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Write the GGUF; return (reference float64 weights by tensor name, cfg)."""
+    """Write the GGUF; return (reference float64 weights by tensor name, cfg).
+
+    `tokenizer`: add a byte-level BPE vocabulary (`add_tiny_tokenizer` keywords; {} for the
+    defaults: `vocab` tokens, ChatML special tokens, a ChatML template)."""
     rng = np.random.default_rng(seed)
     head_dim = dim // n_heads
     rope_dims = rope_dims or head_dim
@@ -103,6 +107,8 @@ def write_tiny_gguf(
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(linear_scale)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    if tokenizer is not None:
+        add_tiny_tokenizer(w, **{"n_tokens": vocab, **tokenizer})
     weights: dict[str, np.ndarray] = {}
 
     def add(name: str, values: np.ndarray, qtype: str) -> None:
@@ -146,3 +152,57 @@ def write_tiny_gguf(
            "head_dim": head_dim, "eps": eps, "rope_base": rope_base, "rope_dims": rope_dims,
            "linear_scale": linear_scale or 1.0, "vocab": vocab, "context": context}
     return weights, cfg
+
+
+TINY_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TINY_MERGES = ["\u0120 t", "h e", "\u0120t he"]
+TINY_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _byte_chars() -> list[str]:
+    keep = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    extra, out = 0, []
+    for b in range(256):
+        if b in keep:
+            out.append(chr(b))
+        else:
+            out.append(chr(256 + extra))
+            extra += 1
+    return out
+
+
+def add_tiny_tokenizer(
+    w: gguf.GGUFWriter,
+    *,
+    n_tokens: int,
+    bos: int | None = None,
+    eos: int = 2,
+    eot: int | None = None,
+    merges: list[str] | None = None,
+    template: str | None = TINY_TEMPLATE,
+    specials: list[str] | None = None,
+) -> None:
+    """A gpt2 (byte-level BPE) vocabulary of `n_tokens` tokens: specials, the 256 byte tokens,
+    the merged tokens of TINY_MERGES, then unused padding tokens."""
+    specials = TINY_SPECIALS if specials is None else specials
+    tokens = [*specials, *_byte_chars(), "\u0120t", "he", "\u0120the"]
+    types = [3] * len(specials) + [1] * (len(tokens) - len(specials))
+    while len(tokens) < n_tokens:
+        tokens.append(f"<unused{len(tokens)}>")
+        types.append(5)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(TINY_MERGES if merges is None else merges)
+    w.add_eos_token_id(eos)
+    if bos is not None:
+        w.add_bos_token_id(bos)
+    if eot is not None:
+        w.add_eot_token_id(eot)
+    w.add_add_bos_token(False)
+    if template is not None:
+        w.add_chat_template(template)

@@ -11,15 +11,16 @@ The packaging spec (`packaging/turbospark.spec`) puts the default model at
 first launch works offline. In an ordinary (unfrozen) install every function here says "not
 bundled" and `resource_path` resolves against the repository's `resources/` folder.
 
-Importing this module is cheap and safe from anywhere: it imports only the standard library
-at module level (`model.fetch` is imported inside `bundled_model_path`, so `fetch` itself may
-import this module to prefer the bundled model without an import cycle).
+Importing this module is cheap and safe from anywhere: it imports the standard library and the
+leaf `model.default_model` (names only), so `model.fetch` imports it to prefer the bundled model.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from .model.default_model import DEFAULT_MODEL_FILENAME
 
 BUNDLED_MODELS_DIR = "models"
 """The folder, relative to the bundle's data root, that holds the embedded GGUF."""
@@ -79,10 +80,7 @@ def bundled_model_path(filename: str | None = None) -> Path | None:
     roots = _data_roots()
     if not roots:
         return None
-    if filename is None:
-        from .model.fetch import DEFAULT_MODEL_FILENAME
-
-        filename = DEFAULT_MODEL_FILENAME
+    filename = filename or DEFAULT_MODEL_FILENAME
     for root in roots:
         candidate = root / BUNDLED_MODELS_DIR / filename
         if candidate.is_file():

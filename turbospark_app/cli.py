@@ -3,6 +3,7 @@
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
     turbospark chat --prompt ...    headless chat for scripting and QA
+    turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Sequence
+
+from .cli_types import float_in, int_at_least
 
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -25,14 +28,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
     )
     p.add_argument(
         "--session-slots",
-        type=int,
+        type=int_at_least(1),
         default=default,
         metavar="N",
         help="KV slots kept for conversations (default: the app's setting, 4)",
     )
     p.add_argument(
         "--kv-budget-mb",
-        type=float,
+        type=float_in(0.0, low_open=True),
         default=default,
         metavar="MB",
         help="bound on the KV cache memory of all session slots; least recently used idle "
@@ -56,23 +59,39 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_chat import add_chat_arguments
 
     add_chat_arguments(chat)
+
+    serve = sub.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
+    _add_shared_flags(serve, top=False)
+    from .server.cli import add_serve_arguments
+
+    add_serve_arguments(serve)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "model":
-        from .model.fetch import model_command
+        from .model.model_cli import run_model_command
 
-        return model_command(args)
+        return run_model_command(args)
     if args.command == "chat":
         from .cli_chat import chat_command
 
         return chat_command(args)
+    if args.command == "serve":
+        from .server.cli import serve_command
+
+        return serve_command(args)
     if args.self_test:
         from .self_test import self_test
 
         return self_test(args)
+    from .platform_check import check_window_platform
+
+    hint = check_window_platform()
+    if hint is not None:  # Qt would abort with "Could not load the Qt platform plugin xcb"
+        print(hint, file=sys.stderr)
+        return 1
     from .ui.app import run_app
 
     return run_app(args)

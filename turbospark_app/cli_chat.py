@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 from .chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
+from .cli_types import float_in, int_at_least, non_empty, read_lines
 from .engine import (
     EngineError,
     GenerationConfig,
@@ -36,19 +37,24 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt", help="one user message; print the reply and exit")
     src.add_argument("--script", type=Path, help="a file of user messages, one per line")
     p.add_argument("--system", help="system prompt (default: the model template's own)")
-    p.add_argument("--max-new", type=int, default=256, metavar="N")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--repeat-penalty", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)")
-    p.add_argument("--max-tps", type=float, default=None, metavar="TOK/S", help="cap the decode rate")
+    p.add_argument("--max-new", type=int_at_least(1), default=256, metavar="N")
+    p.add_argument("--temperature", type=float_in(0.0), default=0.0)
+    p.add_argument("--top-k", type=int_at_least(0), default=0)
+    p.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=1.0)
+    p.add_argument("--min-p", type=float_in(0.0, 1.0, high_open=True), default=0.0)
+    p.add_argument("--repeat-penalty", type=float_in(0.0, low_open=True), default=1.0)
+    p.add_argument("--seed", type=int_at_least(0), default=None)
+    p.add_argument("--stop", type=non_empty, action="append", default=None, metavar="TEXT",
+                   help="stop string (repeatable)")
+    p.add_argument("--max-tps", type=float_in(0.0, low_open=True), default=None, metavar="TOK/S",
+                   help="cap the decode rate")
     p.add_argument("--chunked", action=argparse.BooleanOptionalAction, default=True,
                    help="prefill in chunks (default) or token by token (--no-chunked)")
-    p.add_argument("--chunk-size", type=int, default=128)
+    p.add_argument("--chunk-size", type=int_at_least(1), default=128)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+    p.add_argument("--chat-template", choices=["chatml"], default=None,
+                   help="use the built-in ChatML template instead of the model's own (offered when "
+                   "the model's template is refused at load and its vocabulary has ChatML's tokens)")
     from .remote.cli import add_remote_arguments
 
     add_remote_arguments(p)
@@ -172,6 +178,7 @@ def chat_command(args: argparse.Namespace) -> int:
             path,
             session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
             max_kv_bytes=kv_budget_bytes(args),
+            chat_template=args.chat_template,
         )
     except (EngineError, OSError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
@@ -212,11 +219,3 @@ def chat_command(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     return 0
-
-
-def read_lines() -> Iterable[str]:
-    while True:
-        try:
-            yield input("> ")
-        except EOFError:
-            return

@@ -10,6 +10,12 @@ extra keyword given to `render`, e.g. `tools`).
 
 A GGUF without a template gets plain ChatML (`CHATML_TEMPLATE`), which adds no system message.
 
+Rendering is bounded (`RenderBudget`): a template is code from a downloaded file, and the sandbox
+caps one `range`, not nested loops. Every render counts the Python steps it runs (a trace hook on
+the rendering thread), checks the clock and an optional cancel predicate every 1024 steps, counts
+the characters it emits, and refuses a `*`, `+` or `%` that would build a string or list past the
+character budget before it is built. Over budget is `TemplateBudgetExceeded`.
+
 Default system prompt: pass no system message to get the model's own default. SmolLM2's template
 inserts "<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging
 Face<|im_end|>\\n" whenever the first message is not a system message; a conversation that starts
@@ -19,7 +25,11 @@ with a system message replaces it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -41,6 +51,28 @@ CHATML_TEMPLATE = (
 
 class TemplateError(EngineError):
     """The chat template is broken, unsafe, or refused the messages (`raise_exception`)."""
+
+
+class TemplateBudgetExceeded(TemplateError):
+    """Rendering ran past its budget (steps, seconds or characters), or was stopped."""
+
+
+@dataclass(frozen=True)
+class RenderBudget:
+    """What one render may spend: traced Python steps, wall-clock seconds, output characters."""
+
+    steps: int = 2_000_000
+    seconds: float = 1.0
+    max_chars: int = 2_000_000
+
+
+DEFAULT_BUDGET = RenderBudget()
+_CHECK_EVERY = 1024
+_FORMAT_WIDTH = re.compile(r"%[-#0 +]*(\d+)")
+
+
+class _OverBudget(BaseException):
+    """Raised from the trace hook; a BaseException so no `except Exception` in a template swallows it."""
 
 
 class _RaisedByTemplate(Exception):
@@ -72,17 +104,114 @@ class _GenerationBlock(Extension):
         return parser.parse_statements(("name:endgeneration",), drop_needle=True)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(
+def _size(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
+class _BoundedEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox, plus: no `*` / `+` / `%` / call that builds something past the budget."""
+
+    intercepted_binops = frozenset({"*", "+", "%", "**"})
+
+    def __init__(self, budget: RenderBudget, **options: Any) -> None:
+        super().__init__(**options)
+        self.budget = budget
+
+    def _refuse(self, what: str) -> NoReturn:
+        raise TemplateBudgetExceeded(
+            f"the chat template {what}, past its budget of {self.budget.max_chars:,} characters")
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        cap = self.budget.max_chars
+        if operator == "*":
+            for seq, n in ((left, right), (right, left)):
+                if _size(seq) is not None and isinstance(n, int) and _size(seq) * n > cap:
+                    self._refuse(f"repeats a sequence {n:,} times")
+        elif operator == "+" and _size(left) is not None and _size(right) is not None:
+            if _size(left) + _size(right) > cap:
+                self._refuse("joins sequences")
+        elif operator == "%" and isinstance(left, str):
+            if any(int(w) > cap for w in _FORMAT_WIDTH.findall(left)):
+                self._refuse("formats a field")
+        elif operator == "**" and isinstance(right, int) and right > 64 and left not in (0, 1, -1):
+            raise TemplateBudgetExceeded(f"the chat template raises a number to the power {right:,}")
+        return super().call_binop(context, operator, left, right)
+
+    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        # e.g. 'a'.ljust(10**9), 'a'|center(10**9): no size argument past the budget
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, int) and not isinstance(value, bool) and value > self.budget.max_chars:
+                self._refuse(f"asks a call for {value:,} items")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _environment(budget: RenderBudget) -> ImmutableSandboxedEnvironment:
+    env = _BoundedEnvironment(
+        budget,
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_GenerationBlock, "jinja2.ext.loopcontrols"],
         autoescape=False,
     )
     env.filters["tojson"] = _tojson
+    for name in ("center", "indent", "wordwrap", "truncate"):
+        env.filters[name] = _bounded_filter(env, env.filters[name])
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
     return env
+
+
+def _bounded_filter(env: _BoundedEnvironment, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A size-taking filter (e.g. center) that refuses a size past the budget."""
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        return env.call(None, fn, *args, **kwargs)
+
+    for attr in ("jinja_pass_arg",):  # keep jinja's @pass_environment / @pass_context marks
+        if hasattr(fn, attr):
+            setattr(bounded, attr, getattr(fn, attr))
+    return bounded
+
+
+def _render_bounded(chunks: Any, budget: RenderBudget, cancel: Callable[[], bool] | None) -> str:
+    """Join the chunks a template generates, within `budget` (see the module docstring)."""
+    steps = 0
+    deadline = time.monotonic() + budget.seconds
+    over: str | None = None
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal steps, over
+        steps += 1
+        if over is None and steps % _CHECK_EVERY == 0:
+            if steps > budget.steps:
+                over = f"ran past its budget of {budget.steps:,} steps"
+            elif time.monotonic() > deadline:
+                over = f"ran past its budget of {budget.seconds:g} seconds"
+            elif cancel is not None and cancel():
+                over = "was stopped while rendering"
+        if over is not None:
+            raise _OverBudget(over)
+        # Lines are traced in the template's own code only (its loops); other calls count once.
+        return tracer if frame.f_code.co_filename == "<template>" else None
+
+    out: list[str] = []
+    length = 0
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        for chunk in chunks:
+            length += len(chunk)
+            if length > budget.max_chars:
+                over = f"wrote more than its budget of {budget.max_chars:,} characters"
+                break
+            out.append(chunk)
+    except _OverBudget:
+        pass
+    finally:
+        sys.settrace(previous)
+    if over is not None:
+        raise TemplateBudgetExceeded(f"the chat template {over}")
+    return "".join(out)
 
 
 def _as_dict(message: Any) -> dict[str, Any]:
@@ -95,14 +224,16 @@ def _as_dict(message: Any) -> dict[str, Any]:
 class ChatTemplate:
     """A compiled chat template; `render` turns messages into the prompt text."""
 
-    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "") -> None:
+    def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
+                 budget: RenderBudget = DEFAULT_BUDGET) -> None:
         """Compile `source` (None or empty: ChatML); raises TemplateError on a syntax error."""
         self.is_fallback = not source
         self.source = source or CHATML_TEMPLATE
         self.bos_token = bos_token
         self.eos_token = eos_token
+        self.budget = budget
         try:
-            self._template = _environment().from_string(self.source)
+            self._template = _environment(budget).from_string(self.source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
                 f"the chat template does not compile (line {exc.lineno}): {exc.message}"
@@ -125,12 +256,13 @@ class ChatTemplate:
 
         return cls.from_tokenizer(GGUFTokenizer.from_gguf(path))
 
-    def render(self, messages: Sequence[Any], add_generation_prompt: bool = True, **extra: Any) -> str:
+    def render(self, messages: Sequence[Any], add_generation_prompt: bool = True, *,
+               cancel: Callable[[], bool] | None = None, **extra: Any) -> str:
         """The prompt text for `messages` (dicts with "role" and "content", or ChatMessage-likes).
 
         With `add_generation_prompt` the text ends where the assistant's reply begins.
         Raises TemplateError when the template fails, refuses the messages, or tries something
-        the sandbox forbids.
+        the sandbox forbids; TemplateBudgetExceeded past the budget or when `cancel()` is true.
         """
         variables = {
             "bos_token": self.bos_token,
@@ -140,7 +272,10 @@ class ChatTemplate:
             "add_generation_prompt": add_generation_prompt,
         }
         try:
-            return self._template.render(**variables)
+            chunks = self._template.generate(**variables)
+            return _render_bounded(chunks, self.budget, cancel)
+        except TemplateError:
+            raise
         except _RaisedByTemplate as exc:
             raise TemplateError(f"the chat template refused the messages: {exc}") from exc
         except SecurityError as exc:

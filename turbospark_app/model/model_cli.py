@@ -18,37 +18,38 @@ from .fetch import (
 
 
 def model_info(path: Path) -> dict[str, Any]:
-    """Metadata of a GGUF: architecture, parameters, quantization, context, size, template."""
-    import gguf  # deferred: gguf pulls in numpy
+    """Metadata of a GGUF: architecture, parameters, quantization, context, size, template.
 
-    from .tokenizer import read_field
+    The header goes through the same bounded walk as `chat` and Open Model, so a broken file is
+    a ModelFileError naming what is wrong."""
+    from .gguf_file import quantization_name
+    from .gguf_header import read_header
 
-    reader = gguf.GGUFReader(str(path), "r")
-    arch = str(read_field(reader, "general.architecture", "unknown"))
-    file_type = read_field(reader, "general.file_type", None)
-    try:
-        quant = gguf.LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_")
-    except (TypeError, ValueError):  # absent, or a file type this gguf package does not know
-        quant = f"file type {file_type}"
-    tensor_types = collections.Counter(t.tensor_type.name for t in reader.tensors)
-    template = read_field(reader, "tokenizer.chat_template", None)
+    header = read_header(path)
+    value = header.value
+    arch = str(value("general.architecture", "unknown"))
+    file_type = value("general.file_type", None)
+    tensor_types = collections.Counter(t.type_name for t in header.tensors)
+    template = value("tokenizer.chat_template", None)
+    tokens = header.fields.get("tokenizer.ggml.tokens")
     return {
         "file": str(path),
-        "file_size": path.stat().st_size,
-        "name": read_field(reader, "general.name", ""),
+        "file_size": header.file_size,
+        "name": value("general.name", ""),
         "architecture": arch,
-        "parameters": int(sum(int(t.n_elements) for t in reader.tensors)),
-        "quantization": quant,
+        "parameters": sum(t.n_elements for t in header.tensors),
+        "quantization": quantization_name(file_type, header.tensors),
         "tensor_types": dict(tensor_types.most_common()),
-        "context_length": read_field(reader, f"{arch}.context_length", None),
-        "embedding_length": read_field(reader, f"{arch}.embedding_length", None),
-        "block_count": read_field(reader, f"{arch}.block_count", None),
-        "head_count": read_field(reader, f"{arch}.attention.head_count", None),
-        "head_count_kv": read_field(reader, f"{arch}.attention.head_count_kv", None),
-        "vocab_size": len(read_field(reader, "tokenizer.ggml.tokens", [])),
-        "tokenizer": f"{read_field(reader, 'tokenizer.ggml.model', '?')}"
-        f" (pre: {read_field(reader, 'tokenizer.ggml.pre', 'default')})",
-        "chat_template": f"present ({len(template)} chars)" if template else "absent (ChatML fallback)",
+        "context_length": value(f"{arch}.context_length", None),
+        "embedding_length": value(f"{arch}.embedding_length", None),
+        "block_count": value(f"{arch}.block_count", None),
+        "head_count": value(f"{arch}.attention.head_count", None),
+        "head_count_kv": value(f"{arch}.attention.head_count_kv", None),
+        "vocab_size": len(tokens) if isinstance(tokens, list) else 0,
+        "tokenizer": f"{value('tokenizer.ggml.model', '?')}"
+        f" (pre: {value('tokenizer.ggml.pre', 'default')})",
+        "chat_template": f"present ({len(template)} chars)" if isinstance(template, str) and template
+        else "absent (ChatML fallback)",
     }
 
 
@@ -109,10 +110,12 @@ def run_model_command(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: no model file at {path}", file=sys.stderr)
             return 1
+        from .gguf_header import ModelFileError
+
         try:
             info = model_info(path)
-        except Exception as exc:  # the gguf reader raises assorted errors on a bad file
-            print(f"error: cannot read {path} as GGUF: {type(exc).__name__}: {exc}", file=sys.stderr)
+        except ModelFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
             return 1
         if path == default_model_path():
             info["verified"] = "sha256 ok" if is_verified(path) else "not verified"

@@ -58,32 +58,16 @@ _END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<
 _EOS_TEXTS = ("<|endoftext|>", "<|end_of_text|>", "</s>")
 _TOOL_CALL_TEXTS = ("<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "<|tool_call|>", "<tool_calls>")
 
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2  # 2: specs are checked (check_spec) before an entry is written
 
 
 class TokenizerError(EngineError):
     """The GGUF's tokenizer metadata is missing, malformed or of an unsupported kind."""
 
 
-def read_field(reader: Any, key: str, default: Any = None) -> Any:
-    """A metadata value of a `gguf.GGUFReader`: str, int, float, bool, or a list of those."""
-    import gguf  # deferred: gguf pulls in numpy
-
-    field = reader.fields.get(key)
-    if field is None or not field.types:
-        return default
-    T = gguf.GGUFValueType
-
-    def value(part_index: int, vtype: Any) -> Any:
-        part = field.parts[part_index]
-        if vtype == T.STRING:
-            return bytes(part).decode("utf-8", errors="replace")
-        item = part[0].item()
-        return bool(item) if vtype == T.BOOL else item
-
-    if field.types[0] == T.ARRAY:
-        return [value(i, field.types[-1]) for i in field.data]
-    return value(field.data[0], field.types[0])
+def read_field(header: Any, key: str, default: Any = None) -> Any:
+    """A metadata value of a checked `GGUFHeader`: str, int, float, bool, or a list of those."""
+    return header.value(key, default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +91,7 @@ class TokenizerSpec:
 
     @classmethod
     def from_reader(cls, reader: Any) -> TokenizerSpec:
-        """Read the spec from a `gguf.GGUFReader`; raises TokenizerError when incomplete."""
+        """Read the spec from a checked `GGUFHeader`; raises TokenizerError when incomplete."""
         g = lambda key, default=None: read_field(reader, f"tokenizer.ggml.{key}", default)  # noqa: E731
         model = g("model")
         tokens = g("tokens")
@@ -117,7 +101,7 @@ class TokenizerSpec:
         if len(types) != len(tokens):
             raise TokenizerError(f"{len(tokens)} tokens but {len(types)} token types")
         pre = g("pre", "default")
-        return cls(
+        spec = cls(
             model=model, pre=pre, tokens=tokens, token_types=[int(t) for t in types],
             merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
             bos_id=g("bos_token_id"), eos_id=g("eos_token_id"), eot_id=g("eot_token_id"),
@@ -127,12 +111,47 @@ class TokenizerSpec:
             add_space_prefix=bool(g("add_space_prefix", model == "llama")),
             chat_template=read_field(reader, "tokenizer.chat_template") or None,
         )
+        check_spec(spec)
+        return spec
 
     def meta(self) -> dict[str, Any]:
         """Everything but merges and scores (which only the build needs): for the cache."""
         d = dataclasses.asdict(self)
         d["merges"], d["scores"] = [], []
         return d
+
+
+def _check_types(spec: TokenizerSpec) -> None:
+    for key, values, kind in (("tokens", spec.tokens, str), ("merges", spec.merges, str),
+                              ("token_type", spec.token_types, int)):
+        if not isinstance(values, list) or not all(isinstance(v, kind) for v in values):
+            raise TokenizerError(f"tokenizer.ggml.{key} must be a list of {kind.__name__}")
+    if not isinstance(spec.chat_template, (str, type(None))):
+        raise TokenizerError("tokenizer.chat_template must be text")
+
+
+def check_spec(spec: TokenizerSpec) -> None:
+    """Special-token ids inside the vocabulary; BPE merges made of known tokens. TokenizerError."""
+    _check_types(spec)
+    n = len(spec.tokens)
+    for name, value in (("bos_token_id", spec.bos_id), ("eos_token_id", spec.eos_id),
+                        ("eot_token_id", spec.eot_id), ("eom_token_id", spec.eom_id),
+                        ("unknown_token_id", spec.unk_id)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not 0 <= value < n):
+            raise TokenizerError(f"tokenizer.ggml.{name} = {value!r} is outside the vocabulary "
+                                 f"of {n:,} tokens")
+    if spec.model != "gpt2":
+        return
+    known = set(spec.tokens)
+    for i, merge in enumerate(spec.merges):
+        parts = merge.split(" ")
+        if len(parts) != 2:
+            raise TokenizerError(f"tokenizer.ggml.merges: merge #{i} {merge!r} is not two tokens")
+        for piece in (*parts, "".join(parts)):
+            if piece not in known:
+                raise TokenizerError(f"tokenizer.ggml.merges: merge #{i} {merge!r} refers to "
+                                     f"{piece!r}, which is not a token")
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -319,13 +338,14 @@ class GGUFTokenizer:
 
     @classmethod
     def from_reader(cls, reader: Any) -> GGUFTokenizer:
-        """Build from an open `gguf.GGUFReader` (no cache)."""
+        """Build from a checked `GGUFHeader` (no cache)."""
         spec = TokenizerSpec.from_reader(reader)
         return cls(build_hf_tokenizer(spec), spec)
 
     @classmethod
     def from_gguf(cls, path: str | Path, *, reader: Any = None, use_cache: bool = True) -> GGUFTokenizer:
-        """Build from a GGUF file, through the tokenizer cache; `reader` saves re-opening the file."""
+        """Build from a GGUF file, through the tokenizer cache; `reader` (its `GGUFHeader`) saves
+        re-reading the header. Raises ModelFileError for a file whose header does not hold."""
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -343,12 +363,9 @@ class GGUFTokenizer:
             except Exception:  # a corrupt or outdated entry is rebuilt below
                 cache_file.unlink(missing_ok=True)
         if reader is None:
-            import gguf
+            from .gguf_header import read_header
 
-            try:
-                reader = gguf.GGUFReader(str(path), "r")
-            except Exception as exc:
-                raise TokenizerError(f"cannot read {path} as GGUF: {exc}") from exc
+            reader = read_header(path)
         tokenizer = cls.from_reader(reader)
         if cache_file is not None:
             _store(cache_file, tokenizer, stale_pattern=f"{stem}-*.json")

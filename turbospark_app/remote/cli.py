@@ -13,7 +13,7 @@ import sys
 from typing import Any, Iterable, TextIO
 
 from ..chat.api import ChatMessage, TurnSettings
-from ..cli_chat import read_lines
+from ..cli_types import float_in, read_lines
 from ..service.events import Failed, Finished, Token, TurnRequest, TurnStats
 from .client import Target, Timeouts
 from .runner import RemoteRunner
@@ -27,7 +27,7 @@ def add_remote_arguments(p: argparse.ArgumentParser) -> None:
                    help="chat with an OpenAI-compatible server (base URL, or a saved endpoint's name)")
     p.add_argument("--remote-model", metavar="NAME", help="the model id on that server")
     p.add_argument("--api-key", metavar="KEY", help=f"the server's API key (also: {API_KEY_ENV})")
-    p.add_argument("--read-timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--read-timeout", type=float_in(0.0, low_open=True), default=120.0, metavar="S",
                    help="give up on a remote stream silent for this long (default 120 s)")
 
 

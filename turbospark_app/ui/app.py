@@ -51,9 +51,11 @@ def real_backend_factory(
     session_slots: int,
     monitors: Monitors | None = None,
     max_kv_bytes: int | None = None,
+    chat_template: str | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
-    pacing on `monitors` (thermal, memory). Called on the engine thread."""
+    pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML.
+    Called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend
@@ -66,7 +68,7 @@ def real_backend_factory(
             )
         thermal, memory = monitors if monitors is not None else (None, None)
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
-                            thermal=thermal, memory=memory)
+                            thermal=thermal, memory=memory, chat_template=chat_template)
 
     return load
 
@@ -137,9 +139,10 @@ def run_app(args: argparse.Namespace) -> int:
     monitors = (power.thermal, power.memory)
     kv_budget = kv_budget_bytes(args)
 
-    def model_factory(path: str) -> Callable[[], ChatBackend]:
+    def model_factory(path: str, chat_template: str | None = None) -> Callable[[], ChatBackend]:
         # Session slots are read when the model is loaded: a change applies at the next switch.
-        return real_backend_factory(path, load_session_slots(settings), monitors, kv_budget)
+        return real_backend_factory(path, load_session_slots(settings), monitors, kv_budget,
+                                    chat_template)
 
     factory = real_backend_factory(model_path, slots, monitors, kv_budget)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,

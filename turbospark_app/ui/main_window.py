@@ -39,7 +39,8 @@ from .sidebar import Sidebar, dot_icon
 from .source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label
 
-ModelFactory = Callable[[str], BackendFactory]  # a GGUF path -> what loads it on the engine thread
+# A GGUF path (and options: chat_template="chatml") -> what loads it on the engine thread
+ModelFactory = Callable[..., BackendFactory]
 
 DEFAULT_SIZE = (1280, 820)
 
@@ -349,6 +350,8 @@ class MainWindow(QMainWindow):
         sees the old model's token ids (see model_dialogs). Remembered for the next start."""
         if self.model_factory is None:
             return
+        choice = (facts or {}).get("chat_template_choice")
+        options = {"chat_template": choice} if choice else {}
         busy = [p for p in self.area.panes() if p.busy]
         if busy:
             box = QMessageBox(QMessageBox.Icon.Question, "Open Model",
@@ -356,15 +359,15 @@ class MainWindow(QMainWindow):
                               "being generated will be stopped (and kept as stopped).",
                               QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
             box.setObjectName("switchModelBox")
-            box.accepted.connect(lambda: self._switch_model_now(path))
+            box.accepted.connect(lambda: self._switch_model_now(path, options))
             box.open()
             return
-        self._switch_model_now(path)
+        self._switch_model_now(path, options)
 
-    def _switch_model_now(self, path: str) -> None:
+    def _switch_model_now(self, path: str, options: dict[str, Any] | None = None) -> None:
         assert self.model_factory is not None
         slots = load_session_slots(self.settings)
-        self.bridge.switch_backend(self.model_factory(path), max_active=slots)
+        self.bridge.switch_backend(self.model_factory(path, **(options or {})), max_active=slots)
         remember_model(self.settings, path)
 
     def open_settings(self) -> None:

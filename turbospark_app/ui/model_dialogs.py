@@ -7,6 +7,9 @@ Opening a model:
     `load_backend` needs except dequantizing the weights. A problem becomes a dialog that says
     what is wrong in plain words and what to do (`explain_model_error`);
  3. only a file that passed is handed to `switch` (the bridge reloads the engine's backend).
+    A file refused only for its chat template, whose vocabulary has ChatML's tokens, gets a
+    "Use Built-in ChatML" button: the check runs again with ChatML and the switch carries
+    `facts["chat_template_choice"] = "chatml"`.
 
 Why validate first: the engine thread would report the same errors, but only after it had
 dropped the model that was working. A bad pick must leave the app as it was.
@@ -23,6 +26,7 @@ starts with fresh sessions. Conversations keep all their text.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -43,21 +47,22 @@ from PySide6.QtWidgets import (
 
 from .formatting import bytes_label
 
+CHATML = "chatml"  # model.consistency.CHATML (not imported here: that pulls in numpy)
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
 
 
-def check_model_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
     """Everything `load_backend` checks except the weights; returns facts for the confirmation.
     Raises ModelFileError / TokenizerError / TemplateError (all EngineError). Any thread."""
-    from ..model.chat_template import ChatTemplate
+    from ..model.consistency import checked_template
     from ..model.gguf_file import open_gguf
     from ..model.tokenizer import GGUFTokenizer
 
     gf = open_gguf(path)
     try:
-        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.reader)
-        template = ChatTemplate.from_tokenizer(tokenizer)
+        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.header)
+        template = checked_template(Path(path), gf.config, tokenizer, chat_template)
         facts = gf.config.to_dict()
     finally:
         gf.close()
@@ -139,6 +144,7 @@ class ModelOpener(QObject):
         self._check = check
         self._choose = choose
         self._thread: _CheckThread | None = None
+        self._choice: str | None = None
         self.last_error: tuple[str, str] | None = None
 
     @property
@@ -152,11 +158,15 @@ class ModelOpener(QObject):
         if path:
             self.open_path(path)
 
-    def open_path(self, path: str) -> None:
-        """Check `path` in a worker thread; switch on success, explain on failure."""
+    def open_path(self, path: str, chat_template: str | None = None) -> None:
+        """Check `path` in a worker thread; switch on success, explain on failure.
+        `chat_template="chatml"`: with the built-in ChatML instead of the file's template."""
         if self._thread is not None:
             return
-        self._thread = _CheckThread(path, self._check, self)
+        check = self._check if chat_template is None else functools.partial(
+            self._check, chat_template=chat_template)
+        self._choice = chat_template
+        self._thread = _CheckThread(path, check, self)
         # A bound method of a GUI-thread object: the signal is queued to the GUI thread.
         self._thread.done.connect(self._checked)
         self._thread.start()
@@ -172,10 +182,17 @@ class ModelOpener(QObject):
                               QMessageBox.StandardButton.Ok, self._parent)
             box.setObjectName("modelErrorBox")
             box.setInformativeText(f"{Path(path).name}\n\n{self.last_error[1]}")
+            if getattr(exc, "chatml_available", False) and self._choice is None:
+                # The file's template was refused, but the model has ChatML's tokens: offer it.
+                use = box.addButton("Use Built-in ChatML", QMessageBox.ButtonRole.AcceptRole)
+                use.setObjectName("useChatmlButton")
+                use.clicked.connect(lambda: self.open_path(path, chat_template=CHATML))
             box.open()
             self.checked.emit(path, False)
             return
         self.last_error = None
+        if self._choice is not None:
+            facts = {**facts, "chat_template_choice": self._choice}
         self._switch(path, facts)
         self.checked.emit(path, True)
 

@@ -1,0 +1,91 @@
+"""Hostile GGUF headers: refused at once, with the field or tensor named, never a hang or a leak.
+
+Each file is opened the ways a user opens it (`turbospark model info`, and `load_backend`, which
+`chat` and the window's Open Model use) in a child process capped in memory and time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gguf_mutate import header_sites, mutated, site_named
+from hostile import open_bounded
+from tiny_gguf import write_tiny_gguf
+
+RAW_LIBRARY_TEXTS = ("index ", "out of bounds", "unpack", "reshape", "Traceback", "KeyError",
+                     "object has no attribute")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, list]:
+    path = tmp_path_factory.mktemp("tiny") / "tiny.gguf"
+    write_tiny_gguf(path, tokenizer={})
+    return path.read_bytes(), header_sites(str(path))
+
+
+def _open(tmp_path: Path, data: bytes) -> dict:
+    path = tmp_path / "hostile.gguf"
+    path.write_bytes(data)
+    env = dict(os.environ, TURBOSPARK_CACHE_DIR=str(tmp_path / "cache"),
+               TURBOSPARK_DATA_DIR=str(tmp_path / "data"))
+    return open_bounded(path, tmp_path / "cache", env)
+
+
+def _refused(out: dict) -> str:
+    """Both paths refused the file with a ModelFileError; the shared reason."""
+    assert out["info"]["code"] == 1, out
+    assert out["load"]["outcome"] == "ModelFileError", out
+    info = out["info"]["stderr"]
+    assert not any(t in info or t in out["load"]["text"] for t in RAW_LIBRARY_TEXTS), out
+    assert out["load"]["reason"] in info  # one set of messages for every path
+    assert out["info"]["seconds"] < 5 and out["load"]["seconds"] < 5, out
+    return out["load"]["reason"]
+
+
+def test_the_untouched_file_loads(tiny, tmp_path) -> None:
+    out = _open(tmp_path, tiny[0])
+    assert out["info"]["code"] == 0 and out["load"]["outcome"] == "ok", out
+
+
+def test_an_absurd_array_count_is_refused_at_once(tiny, tmp_path) -> None:
+    data, sites = tiny
+    site = site_named(sites, "tokenizer.ggml.tokens: array length")
+    reason = _refused(_open(tmp_path, mutated(data, site, 1 << 40)))
+    assert "'tokenizer.ggml.tokens'" in reason and "1,099,511,627,776" in reason
+
+
+def test_absurd_tensor_dimensions_name_the_tensor_and_size(tiny, tmp_path) -> None:
+    data, sites = tiny
+    site = site_named(sites, "blk.0.attn_q.weight: dimension 1")
+    reason = _refused(_open(tmp_path, mutated(data, site, 1 << 50)))
+    assert "'blk.0.attn_q.weight'" in reason and "truncated" not in reason
+    assert "bytes" in reason and str(1 << 50) in reason.replace(",", "")
+
+
+def test_an_absurd_tensor_offset_names_the_tensor(tiny, tmp_path) -> None:
+    data, sites = tiny
+    site = site_named(sites, "blk.0.attn_q.weight: data offset")
+    reason = _refused(_open(tmp_path, mutated(data, site, 1 << 36)))
+    assert "'blk.0.attn_q.weight'" in reason and "offset 68,719,476,736" in reason
+    assert "truncated" not in reason
+
+
+@pytest.mark.parametrize(("label", "value", "expected"), [
+    ("GGUF version", 7, "unsupported GGUF version 7"),
+    ("metadata count", 1 << 62, "metadata count"),
+    ("tensor count", 1 << 40, "tensor count"),
+    ("general.architecture: value type", 99, "unknown value type 99"),
+    ("tokenizer.ggml.merges: array item type", 42, "unknown value type 42"),
+    ("blk.0.attn_q.weight: dimension count", 9, "claims 9 dimensions"),
+    ("blk.0.attn_q.weight: dimension 0", 0, "zero dimension"),
+    ("blk.0.attn_q.weight: tensor type", 999, "unknown GGML type id 999"),
+    ("tokenizer.ggml.tokens: string length in array", 1 << 33, "tokenizer.ggml.tokens' element"),
+    ("general.architecture: key length", 1 << 45, "key of metadata entry"),
+])
+def test_lying_header_fields_give_one_clear_message(tiny, tmp_path, label, value, expected) -> None:
+    data, sites = tiny
+    reason = _refused(_open(tmp_path, mutated(data, site_named(sites, label), value)))
+    assert expected in reason

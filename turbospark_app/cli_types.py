@@ -1,0 +1,73 @@
+"""argparse type functions (every flag is checked when parsed, with the accepted range in the
+error) and the console's line reader: what the local and the remote `chat` share.
+
+argparse turns an `ArgumentTypeError` into one line naming the flag:
+`turbospark chat: error: argument --chunk-size: must be an integer >= 1 (got '0')`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Callable, Iterable
+
+
+def _number(kind: type, text: str) -> float:
+    value = kind(text)  # ValueError -> the caller's message
+    if kind is float and not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An integer flag that must be >= low."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(_number(int, text))
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low} (got {text!r})")
+        return value
+
+    return parse
+
+
+def float_in(low: float, high: float | None = None, *, low_open: bool = False,
+             high_open: bool = False) -> Callable[[str], float]:
+    """A finite float flag in [low, high] (either end open when asked; high None = no bound)."""
+    if high is None:
+        accepted = f"a finite number {'>' if low_open else '>='} {low:g}"
+    else:
+        accepted = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+
+    def parse(text: str) -> float:
+        try:
+            value = _number(float, text)
+        except ValueError:
+            value = None
+        ok = value is not None and (value > low if low_open else value >= low)
+        if ok and high is not None:
+            ok = value < high if high_open else value <= high
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {accepted} (got {text!r})")
+        return float(value)
+
+    return parse
+
+
+def non_empty(text: str) -> str:
+    """A text flag that must not be empty (e.g. a stop string)."""
+    if not text:
+        raise argparse.ArgumentTypeError("must be a non-empty text (got '')")
+    return text
+
+
+def read_lines() -> Iterable[str]:
+    """The interactive chat's user lines, until end of input."""
+    while True:
+        try:
+            yield input("> ")
+        except EOFError:
+            return
