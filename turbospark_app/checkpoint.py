@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .reply_stats import INTERRUPTED, partial_stats
+
 log = logging.getLogger(__name__)
 
 CHECKPOINT_SECONDS = 1.0
@@ -151,8 +153,6 @@ class ReplyCheckpointer:
 
 def write_snapshot(db: sqlite3.Connection, snapshot: ReplySnapshot) -> None:
     """ONE short transaction: the reply row's text, ids and figures (only while INTERRUPTED)."""
-    from .store import INTERRUPTED
-
     ids = None if snapshot.token_ids is None else json.dumps(list(snapshot.token_ids))
     stats = None if snapshot.stats is None else json.dumps(snapshot.stats)
     db.execute("BEGIN IMMEDIATE")
@@ -209,8 +209,6 @@ class ReplyRecorder:
 
     def snapshot(self) -> ReplySnapshot:
         """The reply as it stands."""
-        from .conversation import partial_stats
-
         ids = None if self.prefix_ids is None else self.prefix_ids + tuple(self.ids)
         stats = partial_stats(self.previous_stats, len(self.ids), self.model_id)
         return ReplySnapshot(self.message_id, self.prefix + "".join(self.parts), ids, stats)

@@ -19,11 +19,15 @@ its `TurnRequest(messages, continue_final=...)`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from .branches import active_path, children_of, variant_of
 from .chat.api import ChatMessage
-from .store import INTERRUPTED, Store, StoredMessage
+from .reply_stats import INTERRUPTED, combine_stats, partial_stats, previous_runs
+from .store import Store, StoredMessage
+
+__all__ = ["CONTINUABLE", "ConversationTree", "TurnPlan", "can_continue", "combine_stats", "partial_stats",
+           "previous_runs", "prompt_messages"]
 
 # Replies that ended before their natural end: Stop, the token limit, a crash.
 CONTINUABLE = ("cancelled", "max_tokens", INTERRUPTED)
@@ -140,52 +144,3 @@ class ConversationTree:
             return None
         old = self.path[index]
         return TurnPlan("edit", tuple(self.path[:index]), old.parent_id, text, replaces=old.id)
-
-
-def previous_runs(stats: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The runs a reply's figures already hold (none for a reply that never started)."""
-    if not stats:
-        return []
-    if stats.get("runs"):
-        return list(stats["runs"])
-    if stats.get("started", True) and "prompt_tokens" in stats:
-        return [_run(stats)]
-    return []
-
-
-def combine_stats(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    """A continued reply's figures: one run per Continue, combined honestly.
-
-    Token counts and seconds add up; the decode rate is the timed runs' tokens / their decode
-    seconds (not an average of rates; a run cut off by a crash counts its saved tokens but has
-    no timing); the prompt, reuse, stop reason and stop latency are the LAST run's (what the KV
-    held when the reply was resumed); time to first token is the FIRST run's (what the user
-    waited for the reply to begin). `runs` keeps every run's own figures.
-    """
-    runs = previous_runs(previous) + [_run(new)]
-    if len(runs) == 1:
-        return dict(new)
-    timed = [r for r in runs if not r.get("interrupted")]
-    out = dict(new)
-    out["new_tokens"] = sum(int(r.get("new_tokens") or 0) for r in runs)
-    for key in ("prefill_seconds", "decode_seconds", "queued_seconds"):
-        out[key] = sum(float(r.get(key) or 0.0) for r in timed)
-    timed_tokens = sum(int(r.get("new_tokens") or 0) for r in timed)
-    out["decode_tokens_per_sec"] = timed_tokens / out["decode_seconds"] if out["decode_seconds"] > 0 else 0.0
-    out["time_to_first_token"] = next((r.get("time_to_first_token") for r in timed
-                                       if r.get("time_to_first_token") is not None), None)
-    out["slot_evicted"] = any(r.get("slot_evicted") for r in runs)
-    out["runs"] = runs
-    return out
-
-
-def partial_stats(previous: dict[str, Any] | None, new_tokens: int, model_id: str) -> dict[str, Any]:
-    """The figures a checkpoint saves with a streaming reply: the runs before it, and this
-    run's tokens so far (its timing dies with a crash, so it has none)."""
-    runs = previous_runs(previous) + [{"new_tokens": new_tokens, "interrupted": True}]
-    return {"model_id": model_id, "stop_reason": INTERRUPTED, "started": True,
-            "new_tokens": sum(int(r.get("new_tokens") or 0) for r in runs), "runs": runs}
-
-
-def _run(stats: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in stats.items() if k != "runs"}

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .branches import active_path
+from .reply_stats import INTERRUPTED
 from .store_tree import activate, delete_exchange, delete_one
 
 if TYPE_CHECKING:
     from .checkpoint import ReplyCheckpointer
 
 SCHEMA_VERSION = 2
-INTERRUPTED = "interrupted"  # stop_reason of a reply still streaming (or cut off by a crash)
 STORE_FILENAME = "conversations.sqlite3"
 DEFAULT_TITLE = "New conversation"
 
