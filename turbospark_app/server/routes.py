@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -23,9 +23,6 @@ from .errors import ApiError, bad_request, context_exceeded, unavailable
 from .params import ApiParams, check_token_ids, parse_chat, parse_completion
 from .responder import Admitted, respond
 from .wire import Envelope
-
-if TYPE_CHECKING:
-    from .app import ApiServer
 
 
 def model_id(model_info: dict[str, Any]) -> str:
@@ -43,7 +40,7 @@ def fingerprint(model_info: dict[str, Any]) -> str:
 class Routes:
     """The handlers of one ApiServer."""
 
-    def __init__(self, server: "ApiServer") -> None:
+    def __init__(self, server: Any) -> None:  # an app.ApiServer (not imported: app imports us)
         self.server = server
 
     def add_to(self, app: web.Application) -> None:
