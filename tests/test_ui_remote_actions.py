@@ -52,3 +52,15 @@ def test_continue_is_offered_on_a_remote_conversation_only_when_the_engine_suppo
     assert w.store.messages(pane.conversation_id)[-1].stop_reason == "cancelled"
     assert not pane.continue_button.isEnabled() and not pane.continue_reply()
     assert pane.regenerate_button.isEnabled()
+    assert "not available on this server" in pane.continue_button.toolTip()
+    pane.engine.set_server_kind("vllm")  # a server known to continue an open final message
+    assert pane.continue_button.isEnabled()
+    before = w.store.messages(pane.conversation_id)[-1]
+    assert pane.continue_reply()
+    qtbot.waitUntil(lambda: len(pane.transcript.streamed_text()) > len(before.content) + 10, timeout=5000)
+    pane.stop()
+    wait_idle(qtbot, pane)
+    after = w.store.messages(pane.conversation_id)[-1]
+    assert after.id == before.id and after.content.startswith(before.content) and len(after.content) > len(before.content)
+    assert server.requests[-1]["continue_final_message"] is True
+    assert server.requests[-1]["messages"][-1]["role"] == "assistant"

@@ -92,6 +92,9 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
         self._update_actions()
         self.refresh_context()
         bridge.backendStateChanged.connect(self._backend_state_changed)
+        source_changed = getattr(bridge, "sourceChanged", None)  # a PaneEngine (remote engines)
+        if source_changed is not None:
+            source_changed.connect(self._update_actions)
 
     # -- construction ----------------------------------------------------------------------
 

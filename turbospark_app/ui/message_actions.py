@@ -75,10 +75,16 @@ class MessageActions:
         return out + ("continue",) if can_continue(last) and self.continue_supported() else out
 
     def continue_supported(self) -> bool:
-        """The local engine continues any reply; a remote engine only when it says it can
-        (`supports_continue`, e.g. a server that honours an open final assistant message)."""
+        """The local engine continues any reply; a remote one only a server known to honour an
+        open final assistant message (PaneEngine.continue_unsupported says why not)."""
+        return self._continue_refusal() is None
+
+    def _continue_refusal(self) -> str | None:
         engine = self._bridge  # type: ignore[attr-defined]
-        return not getattr(engine, "is_remote", False) or bool(getattr(engine, "supports_continue", False))
+        why = getattr(engine, "continue_unsupported", None)
+        if callable(why):
+            return why()
+        return "Continue is not available on this engine." if getattr(engine, "is_remote", False) else None
 
     def _update_actions(self) -> None:
         """Enable the pane's Regenerate / Continue buttons for what the branch allows."""
@@ -86,7 +92,9 @@ class MessageActions:
         last = self.tree.last
         self.regenerate_button.setEnabled(idle and last is not None)  # type: ignore[attr-defined]
         self.regenerate_button.setText("Answer" if last is not None and last.role == "user" else "Regenerate")  # type: ignore[attr-defined]
-        self.continue_button.setEnabled(idle and can_continue(last) and self.continue_supported())  # type: ignore[attr-defined]
+        refusal = self._continue_refusal()
+        self.continue_button.setEnabled(idle and can_continue(last) and refusal is None)  # type: ignore[attr-defined]
+        self.continue_button.setToolTip(refusal or "Resume the last reply where it stopped (Ctrl+Shift+Enter)")  # type: ignore[attr-defined]
 
     # -- actions -----------------------------------------------------------------------------
 
