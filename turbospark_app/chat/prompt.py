@@ -119,16 +119,10 @@ class PromptBuilder:
         (vLLM's `continue_final_message`): the template's text up to where that message's
         content goes, then the content itself. ValueError when the last message is not an
         assistant's or the template drops it."""
-        if not messages or messages[-1].role != "assistant":
-            raise ValueError("the last message must be the assistant's to continue it")
-        marker = _PLACEHOLDER.format("continue")
-        rendered = [{"role": m.role, "content": m.content} for m in messages[:-1]]
-        rendered.append({"role": "assistant", "content": marker})
-        text = self.template.render(rendered, add_generation_prompt=False)
-        head, found, _ = text.partition(marker)
-        if not found:
-            raise ValueError("the chat template left out the final assistant message")
-        return self._with_bos(self.tokenizer.encode(head + messages[-1].content))
+        try:
+            return self.chat_ids(messages, continue_final=True)  # one implementation (build_prompt_ids)
+        except EngineError as e:
+            raise ValueError(str(e)) from None
 
     def raw_ids(self, text: str) -> list[int]:
         """A raw completion prompt: the text as is (no template), BOS first when the model wants it."""
