@@ -18,7 +18,9 @@ contiguously and the tied output head can share `token_embd`):
 The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<path hash>-<key>/`, where the
 key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. It is written
 into a temporary folder and renamed into place, so a half-written entry never looks valid; an
-entry that fails validation (bad manifest, truncated .npy, wrong shape) is rebuilt.
+entry that fails validation (bad manifest, truncated .npy, wrong shape) is rebuilt. Each entry
+carries `checksums.json` (`cache_integrity`): a damaged payload of the right size is found by the
+background check after a warm load.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cache_integrity import write_checksums
 from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
 
 log = logging.getLogger(__name__)
@@ -256,6 +259,7 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any]) -> None:
         }
         del arrays, maps
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
+        write_checksums(tmp)  # content digests, verified in the background after warm loads
         if entry.exists() and _load_entry(entry, identity) is not None:
             return  # another process finished the same entry meanwhile: keep theirs
         if entry.exists():  # stale or corrupt: move aside first (rename is atomic, rmtree is not)
