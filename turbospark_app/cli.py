@@ -3,6 +3,7 @@
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
     turbospark chat --prompt ...    headless chat for scripting and QA
+    turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
 """
 
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_chat import add_chat_arguments
 
     add_chat_arguments(chat)
+
+    serve = sub.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
+    _add_shared_flags(serve, top=False)
+    from .server.cli import add_serve_arguments
+
+    add_serve_arguments(serve)
     return parser
 
 
@@ -71,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .cli_chat import chat_command
 
         return chat_command(args)
+    if args.command == "serve":
+        from .server.cli import serve_command
+
+        return serve_command(args)
     if args.self_test:
         from .self_test import self_test
 

@@ -41,6 +41,9 @@ class TurnSettings:
     system_prompt: str | None = None  # None = the model template's default
     chunked_prefill: bool = True
     chunk_size: int = 128
+    # Log-probabilities with every token (the API's `logprobs`): None = off, else how many
+    # top alternatives to report (0 = the chosen token's only).
+    top_logprobs: int | None = None
 
 
 @dataclass(frozen=True)

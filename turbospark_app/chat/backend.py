@@ -35,7 +35,8 @@ from ..model.tokenizer import GGUFTokenizer
 from ..readings import MemoryMonitor, ThermalMonitor, monitors_from_environment
 from ..readings.system_info import system_info
 from .api import ChatMessage, PreparedTurn, TurnSettings, TurnStream
-from .prompt import build_prompt_ids
+from .logprobs import LogprobTap
+from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
@@ -79,6 +80,7 @@ class LlamaChatBackend:
         self._sessions: list[dict[str, Any]] = self.pool.describe()
         self._last_turn: dict[str, Any] | None = None
         self._model_info = self._describe_model()
+        self.prompts = PromptBuilder(template, tokenizer, self.max_context)
 
     # -- ChatBackend ------------------------------------------------------------------------
 
@@ -89,14 +91,27 @@ class LlamaChatBackend:
         the model: empty message, zero budget, context overflow, invalid cap or sampling."""
         if not messages or not messages[-1].content.strip():
             raise EmptyPrompt()
-        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
-        bos = self.tokenizer.bos_id
-        if self.tokenizer.add_bos and bos is not None and ids[:1] != [bos]:
-            ids.insert(0, bos)
-        check_admission(ids, settings.generation, self.max_context)
+        ids = self.prompts.chat_ids(messages, settings.system_prompt)
+        return self.prepare_prompt(session_id, ids, settings)
+
+    def prepare_prompt(
+        self, session_id: str, prompt_ids: Sequence[int], settings: TurnSettings
+    ) -> PreparedTurn:
+        """A turn over prompt ids already built (`self.prompts`): the same checks as
+        `prepare_turn`, before the model."""
+        check_admission(prompt_ids, settings.generation, self.max_context)
         check_rate(settings.generation.rate)
         validate_shaping(settings.generation.shaping)
-        return PreparedTurn(session_id, tuple(ids), settings)
+        return PreparedTurn(session_id, tuple(prompt_ids), settings)
+
+    def pick_session(self, prompt_ids: Sequence[int], prefix: str, fallback: str) -> str:
+        """The session whose idle slot shares the longest token prefix with `prompt_ids`,
+        among sessions named `prefix`... (the API's); `fallback` (a new session) when none
+        shares at least a tenth of the prompt."""
+        session, shared = self.pool.longest_prefix_session(prompt_ids, prefix)
+        if session is None or shared * 10 < len(prompt_ids):
+            return fallback
+        return session
 
     def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]) -> TurnStream:
         """The turn's step loop on its session slot (waits, as PaceWait, for a busy slot)."""
@@ -110,6 +125,9 @@ class LlamaChatBackend:
             if cancel():
                 return _cancelled_before_start(turn)
             yield PaceWait(time.monotonic() + SLOT_WAIT_SECONDS)
+        tap = None
+        if turn.settings.top_logprobs is not None:
+            producer = tap = LogprobTap(producer, turn.settings.top_logprobs)
         try:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
                     self.model.vocab_size, cancel)
@@ -117,7 +135,7 @@ class LlamaChatBackend:
                 stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size)
             else:
                 stream = stream_raw_completion(*args)
-            result = yield from stream
+            result = yield from (stream if tap is None else tap.scored(stream))
             self._record_turn(turn, producer, result)
             return result
         finally:

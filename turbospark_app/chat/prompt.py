@@ -63,3 +63,41 @@ def build_prompt_ids(
     if rest:
         ids.extend(tokenizer.encode(rest))
     return ids
+
+
+class PromptTokenizer(EncoderLike, Protocol):
+    bos_id: int | None
+    add_bos: bool
+
+    def token_bytes(self, token_id: int) -> bytes: ...
+
+
+class PromptBuilder:
+    """Turns a conversation or a raw text into prompt ids for one loaded model.
+
+    Immutable after construction (template, tokenizer and context size never change), so
+    any thread may call it: the API server checks a request's context BEFORE it queues it.
+    """
+
+    def __init__(self, template: TemplateLike, tokenizer: PromptTokenizer, max_context: int) -> None:
+        self.template = template
+        self.tokenizer = tokenizer
+        self.max_context = max_context
+
+    def _with_bos(self, ids: list[int]) -> list[int]:
+        bos = self.tokenizer.bos_id
+        if self.tokenizer.add_bos and bos is not None and ids[:1] != [bos]:
+            ids.insert(0, bos)
+        return ids
+
+    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None) -> list[int]:
+        """The chat prompt ids (template + generation prompt), BOS first when the model wants it."""
+        return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt))
+
+    def raw_ids(self, text: str) -> list[int]:
+        """A raw completion prompt: the text as is (no template), BOS first when the model wants it."""
+        return self._with_bos(self.tokenizer.encode(text))
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The exact bytes one token adds to the text."""
+        return self.tokenizer.token_bytes(token_id)

@@ -14,6 +14,8 @@ from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
 
+from .kv_prefix import common_prefix_len
+
 
 class PooledProducer(Protocol):
     """A LogitProducer that owns a KV cache and a token mirror, and can free its memory."""
@@ -119,6 +121,21 @@ class SessionPool(Generic[P]):
 
     def slot_of(self, session_id: str) -> Slot[P] | None:
         return next((s for s in self._slots if s.session_id == session_id), None)
+
+    def longest_prefix_session(
+        self, prompt_ids: Sequence[int], prefix: str
+    ) -> tuple[str | None, int]:
+        """The idle session whose id starts with `prefix` and whose KV mirror shares the longest
+        token prefix with `prompt_ids` (None when no such session shares a token), and that length."""
+        ids = list(prompt_ids)
+        best: tuple[str | None, int] = (None, 0)
+        for s in self._slots:
+            if s.busy or s.session_id is None or not s.session_id.startswith(prefix):
+                continue
+            shared = common_prefix_len(list(s.producer.mirror), ids)
+            if shared > best[1]:
+                best = (s.session_id, shared)
+        return best
 
     def checkout(self, session_id: str) -> SessionProducer | None:
         """The producer for one turn of `session_id`, or None when every slot is busy."""

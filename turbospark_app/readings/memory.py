@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import psutil
 
@@ -37,9 +37,9 @@ from turbospark_app.engine.power import MemoryPressure
 
 from ._files import read_small
 from .macos import SysctlInt
-from .monitor import LevelMonitor, LevelSource
+from .monitor import LevelMonitor
 from .reading import MemoryReading
-from .simulation import MEMORY_ENV, simulation_from_env
+from .simulation import MEMORY_ENV
 
 PSI_MEMORY_PATH = Path("/proc/pressure/memory")
 MACOS_PRESSURE_SYSCTL = "kern.memorystatus_vm_pressure_level"
@@ -234,29 +234,6 @@ class MemoryMonitor(LevelMonitor[MemoryPressure, MemoryReading]):
     _level_type = MemoryPressure
     _reading_type = MemoryReading
     _pacing_default = MemoryPressure.NORMAL
-
-    def __init__(
-        self,
-        source: LevelSource[MemoryPressure] | None = None,
-        *,
-        simulated: MemoryPressure | None = None,
-        simulated_origin: str = "a setting",
-    ) -> None:
-        """`source` None = `discover_memory_source()` now (once)."""
-        super().__init__(
-            discover_memory_source() if source is None else source,
-            simulated=simulated,
-            simulated_origin=simulated_origin,
-        )
-
-    @classmethod
-    def from_environment(
-        cls,
-        environ: Mapping[str, str] | None = None,
-        *,
-        source: LevelSource[MemoryPressure] | None = None,
-    ) -> MemoryMonitor:
-        """A monitor with TURBOSPARK_SIMULATE_MEMORY applied. Raises SimulationError at once
-        on an invalid value of either simulation variable (call it at startup)."""
-        settings = simulation_from_env(environ)
-        return cls(source, simulated=settings.memory, simulated_origin=MEMORY_ENV)
+    _env_name = MEMORY_ENV
+    _settings_field = "memory"
+    _discover = staticmethod(discover_memory_source)

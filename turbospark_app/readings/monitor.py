@@ -10,11 +10,12 @@ that a torn read could corrupt (see each source).
 from __future__ import annotations
 
 import threading
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Mapping, Protocol, Self, TypeVar
 
 from turbospark_app.engine.power import MemoryPressure, ThermalLevel
 
 from .reading import SIMULATED_SOURCE, MemoryReading, ThermalReading
+from .simulation import simulation_from_env
 
 L = TypeVar("L", ThermalLevel, MemoryPressure)
 R = TypeVar("R", ThermalReading, MemoryReading)
@@ -40,19 +41,39 @@ class LevelMonitor(Generic[L, R]):
     _level_type: type
     _reading_type: type
     _pacing_default: L  # what probe() returns when the source is unavailable
+    _env_name: str  # the simulation variable (simulation.THERMAL_ENV / MEMORY_ENV)
+    _settings_field: str  # its field of simulation.SimulationSettings
+
+    @staticmethod
+    def _discover() -> LevelSource[L]:
+        raise NotImplementedError
 
     def __init__(
         self,
-        source: LevelSource[L],
+        source: LevelSource[L] | None = None,
         *,
         simulated: L | None = None,
         simulated_origin: str = "a setting",
     ) -> None:
-        self._source = source
+        """`source` None = the platform's source, discovered now (once)."""
+        self._source = self._discover() if source is None else source
         self._set_lock = threading.Lock()
         self._override: tuple[L, str] | None = None
         if simulated is not None:
             self.set_simulated(simulated, origin=simulated_origin)
+
+    @classmethod
+    def from_environment(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        source: LevelSource[L] | None = None,
+    ) -> Self:
+        """A monitor with its simulation variable applied. Raises SimulationError at once on an
+        invalid value of either simulation variable (call it at startup)."""
+        settings = simulation_from_env(environ)
+        simulated = getattr(settings, cls._settings_field)
+        return cls(source, simulated=simulated, simulated_origin=cls._env_name)
 
     @property
     def source(self) -> LevelSource[L]:

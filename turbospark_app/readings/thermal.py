@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable
 
 import psutil
 
 from turbospark_app.engine.power import ThermalLevel
 
 from .macos import ObjCThermalState
-from .monitor import LevelMonitor, LevelSource
+from .monitor import LevelMonitor
 from .reading import ThermalReading
-from .simulation import THERMAL_ENV, simulation_from_env
+from .simulation import THERMAL_ENV
 from .thermal_trips import (
     PSUTIL_SOURCE,
     SYSFS_SOURCE,
@@ -123,29 +123,6 @@ class ThermalMonitor(LevelMonitor[ThermalLevel, ThermalReading]):
     _level_type = ThermalLevel
     _reading_type = ThermalReading
     _pacing_default = ThermalLevel.NOMINAL
-
-    def __init__(
-        self,
-        source: LevelSource[ThermalLevel] | None = None,
-        *,
-        simulated: ThermalLevel | None = None,
-        simulated_origin: str = "a setting",
-    ) -> None:
-        """`source` None = `discover_thermal_source()` now (once)."""
-        super().__init__(
-            discover_thermal_source() if source is None else source,
-            simulated=simulated,
-            simulated_origin=simulated_origin,
-        )
-
-    @classmethod
-    def from_environment(
-        cls,
-        environ: Mapping[str, str] | None = None,
-        *,
-        source: LevelSource[ThermalLevel] | None = None,
-    ) -> ThermalMonitor:
-        """A monitor with TURBOSPARK_SIMULATE_THERMAL applied. Raises SimulationError at once
-        on an invalid value of either simulation variable (call it at startup)."""
-        settings = simulation_from_env(environ)
-        return cls(source, simulated=settings.thermal, simulated_origin=THERMAL_ENV)
+    _env_name = THERMAL_ENV
+    _settings_field = "thermal"
+    _discover = staticmethod(discover_thermal_source)

@@ -45,6 +45,8 @@ from ..engine.progress import (
     TokenProgress,
 )
 from .events import (
+    API_SESSION_PREFIX,
+    AnyRequest,
     BackendFailed,
     BackendLoading,
     BackendReady,
@@ -52,11 +54,11 @@ from .events import (
     Failed,
     Finished,
     Prefilling,
+    PromptRequest,
     Queued,
     Started,
     Tail,
     Token,
-    TurnRequest,
     error_kind,
 )
 from .jobs import Job, turn_stats
@@ -66,6 +68,7 @@ log = logging.getLogger(__name__)
 BackendFactory = Callable[[], ChatBackend]
 Clock = Callable[[], float]
 Monitors = tuple[Any, Any]  # (readings.ThermalMonitor, readings.MemoryMonitor): read() is thread-safe
+Listener = Callable[[EngineEvent], None]
 
 # The backend's system_info is re-read at most this often while turns are being stepped.
 SNAPSHOT_REFRESH_SECONDS = 0.5
@@ -111,6 +114,8 @@ class EngineThread:
         self._state = "idle"  # idle -> loading -> ready | failed
         self._load_error: tuple[str, str] | None = None
         self._backend: ChatBackend | None = None
+        self._facts: tuple[dict[str, Any], int, Any] | None = None  # set when ready
+        self._listeners: dict[int, Listener] = {}
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._snapshot_lock = threading.Lock()
         self._snapshot: dict[str, Any] = {}
@@ -130,12 +135,21 @@ class EngineThread:
         """"idle", "loading", "ready" or "failed"."""
         return self._state
 
-    def submit(self, request: TurnRequest) -> int:
-        """Queue a turn; returns its request id. Events for it follow via `on_event`."""
+    @property
+    def facts(self) -> tuple[dict[str, Any], int, Any] | None:
+        """(model_info, max_context, prompt builder) of the loaded backend; None unless ready.
+        The builder (`backend.prompts`, None when the backend has none) is thread-safe."""
+        return self._facts if self._state == "ready" else None
+
+    def submit(self, request: AnyRequest, listener: Listener | None = None) -> int:
+        """Queue a turn; returns its request id. Events for it follow via `on_event` and, when
+        given, `listener(event)` (also called on the engine thread, before `on_event`)."""
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("the engine thread is shut down")
             job = Job(next(self._ids), request, self._clock())
+            if listener is not None:
+                self._listeners[job.request_id] = listener
             self._jobs[job.request_id] = job
             self._pending.append(job)
             self._cond.notify_all()
@@ -259,6 +273,14 @@ class EngineThread:
     # -- engine thread ---------------------------------------------------------------------
 
     def _emit(self, event: EngineEvent) -> None:
+        rid = getattr(event, "request_id", None)
+        if rid is not None and rid in self._listeners:
+            listener = (self._listeners.pop(rid) if isinstance(event, (Finished, Failed))
+                        else self._listeners[rid])
+            try:
+                listener(event)
+            except Exception:
+                log.exception("request listener failed on %r", type(event).__name__)
         try:
             self._on_event(event)
         except Exception:  # a broken listener must not take the model thread down
@@ -285,6 +307,7 @@ class EngineThread:
 
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
+        self._facts = None
         with self._snapshot_lock:
             self._snapshot, self._snapshot_at = {}, float("-inf")
         close = getattr(backend, "close", None)
@@ -310,6 +333,7 @@ class EngineThread:
             self._emit(BackendFailed(self._load_error[0], self._load_error[1]))
             return
         self._backend = backend
+        self._facts = (model_info, max_context, getattr(backend, "prompts", None))
         self._refresh_snapshot(force=True)
         self._state = "ready"
         self._emit(BackendReady(model_info, max_context, time.monotonic() - t0))
@@ -367,14 +391,29 @@ class EngineThread:
         job.started_at = self._clock()
         job.ready_at = 0.0
         try:
-            job.turn = self._backend.prepare_turn(
-                job.conversation_id, list(job.request.messages), job.request.settings
-            )
+            request = job.request
+            if isinstance(request, PromptRequest):
+                job.turn = self._prepare_prompt(job, request)
+            else:
+                job.turn = self._backend.prepare_turn(
+                    job.conversation_id, list(request.messages), request.settings
+                )
             job.stream = self._backend.stream_turn(job.turn, lambda: job.cancelled)
         except Exception as e:
             self._fail(job, e)
             return
         self._emit(Started(job.request_id, job.conversation_id, len(job.turn.prompt_ids)))
+
+    def _prepare_prompt(self, job: Job, request: PromptRequest) -> Any:
+        """A PromptRequest's turn: the model must be the one its ids were built with; its
+        KV session is the pinned one, else chosen by longest common prefix."""
+        backend: Any = self._backend
+        if request.builder is None or request.builder is not getattr(backend, "prompts", None):
+            raise EngineError("the model was switched while the request waited; send it again")
+        job.session_id = request.conversation_id or backend.pick_session(
+            request.prompt_ids, API_SESSION_PREFIX, f"{API_SESSION_PREFIX}{job.request_id}"
+        )
+        return backend.prepare_prompt(job.session_id, request.prompt_ids, request.settings)
 
     def _step(self, job: Job) -> None:
         assert job.stream is not None
@@ -396,7 +435,8 @@ class EngineThread:
                 job.first_token_at = self._clock()
             job.generated_ids.append(event.id)
             job.text_parts.append(event.delta)
-            self._emit(Token(rid, cid, event.index, event.id, event.delta))
+            self._emit(Token(rid, cid, event.index, event.id, event.delta,
+                             getattr(event, "logprob", None), getattr(event, "top", ())))
         elif isinstance(event, PrefillProgress):
             self._emit(Prefilling(rid, cid, event.done, event.total))
         elif isinstance(event, TailProgress):

@@ -20,6 +20,31 @@ class TurnRequest:
     settings: TurnSettings = field(default_factory=TurnSettings)
 
 
+API_SESSION_PREFIX = "api-auto:"  # KV sessions the engine chose for an API request
+API_PINNED_PREFIX = "api-conv:"  # KV sessions an API client named (its conversation id)
+
+
+@dataclass(frozen=True)
+class PromptRequest:
+    """A turn over prompt ids already built (and checked) with the loaded model's
+    `PromptBuilder`: the API server's request kind. The KV slot is chosen when the turn
+    starts: the client's `pin` conversation when given, else the API session whose KV shares
+    the longest token prefix with the prompt, else a fresh session."""
+
+    prompt_ids: tuple[int, ...]
+    settings: TurnSettings
+    builder: Any  # the PromptBuilder the ids came from; a model switch since fails the turn
+    pin: str | None = None
+
+    @property
+    def conversation_id(self) -> str:
+        """The session before the start decides it ("" = to be chosen by prefix)."""
+        return "" if self.pin is None else API_PINNED_PREFIX + self.pin
+
+
+AnyRequest = TurnRequest | PromptRequest
+
+
 @dataclass(frozen=True)
 class TurnStats:
     """What the UI shows under a reply. Times are seconds; None = not applicable."""
@@ -133,6 +158,8 @@ class Token:
     index: int
     id: int
     delta: str
+    logprob: float | None = None  # with TurnSettings.top_logprobs only
+    top_logprobs: tuple[tuple[int, float], ...] = ()  # (id, logprob), most likely first
 
 
 @dataclass(frozen=True, slots=True)

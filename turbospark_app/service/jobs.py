@@ -7,7 +7,7 @@ from typing import Any, Generator
 
 from ..chat.api import PreparedTurn
 from ..engine.progress import RawDecodeResult
-from .events import TurnRequest, TurnStats
+from .events import AnyRequest, TurnStats
 
 
 @dataclass(eq=False)
@@ -16,7 +16,7 @@ class Job:
     except `cancelled`, a single bool the cancel predicate reads without the lock."""
 
     request_id: int
-    request: TurnRequest
+    request: AnyRequest
     submitted_at: float
     cancelled: bool = False
     cancel_at: float | None = None
@@ -28,10 +28,11 @@ class Job:
     first_token_at: float | None = None
     generated_ids: list[int] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
+    session_id: str | None = None  # a PromptRequest's KV session, chosen at start
 
     @property
     def conversation_id(self) -> str:
-        return self.request.conversation_id
+        return self.session_id or self.request.conversation_id
 
 
 def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:

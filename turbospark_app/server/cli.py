@@ -1,0 +1,117 @@
+"""`turbospark serve`: the API without the window, under `asyncio.run()`.
+
+The model loads on the engine thread while the server already answers (503 + Retry-After
+until it is ready). Ctrl+C / SIGTERM stop it: open requests are cancelled, then the engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any, Callable
+
+from .config import DEFAULT_PORT, ServerConfig
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    """The serve flags (besides the shared --model / --session-slots / --kv-budget-mb)."""
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; any "
+                   "other needs an API key)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
+    p.add_argument("--api-key", default=None, help="require this key (Bearer or X-Api-Key); "
+                   "also TURBOSPARK_API_KEY")
+    p.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                   help="enable CORS for this browser origin (repeatable; off by default)")
+    p.add_argument("--max-queue", type=int, default=ServerConfig.max_queue, metavar="N",
+                   help="requests allowed to wait for the engine; more get 503 + Retry-After")
+    p.add_argument("--prefill-chunk", type=int, default=ServerConfig.prefill_chunk, metavar="N",
+                   help="prompt tokens per engine step (smaller = faster disconnect in prefill)")
+    p.add_argument("--stall-timeout", type=float, default=ServerConfig.stall_timeout, metavar="S",
+                   help="drop a streaming client that reads nothing for S seconds")
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """ServerConfig from the flags (ValueError when unsafe)."""
+    config = ServerConfig(
+        host=args.host, port=args.port,
+        api_key=args.api_key or os.environ.get("TURBOSPARK_API_KEY") or None,
+        allowed_origins=tuple(args.allowed_origin), max_queue=args.max_queue,
+        prefill_chunk=args.prefill_chunk, stall_timeout=args.stall_timeout,
+    )
+    config.check()
+    return config
+
+
+def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None) -> Callable[[], Any]:
+    """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread."""
+
+    def load() -> Any:
+        from ..chat.backend import load_backend
+        from ..model.fetch import resolve_model_path
+
+        path = resolve_model_path(model)
+        if not path.exists():
+            raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
+        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes)
+
+    return load
+
+
+def _report(event: Any) -> None:
+    """Backend load events to stderr (engine thread). Requests are never logged."""
+    from ..service.events import BackendFailed, BackendReady
+
+    if isinstance(event, BackendReady):
+        print(f"turbospark: model ready: {event.model_info.get('file_name')} "
+              f"({event.load_seconds:.1f} s, context {event.max_context})", file=sys.stderr, flush=True)
+    elif isinstance(event, BackendFailed):
+        print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
+
+
+async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] | None = None) -> None:
+    """Serve until SIGINT / SIGTERM."""
+    from .app import ApiServer
+
+    server = ApiServer(engine, config)
+    await server.start()
+    print(f"turbospark: OpenAI-compatible API on {server.url}/v1", file=sys.stderr, flush=True)
+    if ready is not None:
+        ready(server.url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread / platform
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    """`turbospark serve`. Returns the exit code."""
+    from ..cli_chat import kv_budget_bytes
+    from ..service.engine_thread import EngineThread
+
+    try:
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"turbospark: {e}", file=sys.stderr)
+        return 2
+    slots = getattr(args, "session_slots", None) or 4
+    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args)),
+                          _report, max_active=slots)
+    engine.start()
+    try:
+        asyncio.run(serve(engine, config))
+    except OSError as e:
+        print(f"turbospark: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        engine.shutdown()
+    return 0
