@@ -26,7 +26,7 @@ from ..engine import (
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
-from ..model.cache_integrity import CacheCheck, verify_in_background
+from ..model.cache_integrity import CacheCheck, take_warm_entries, verify_in_background
 from ..model.chat_template import ChatTemplate
 from ..model.consistency import checked_template
 from ..model.llama import LlamaModel
@@ -150,7 +150,8 @@ class LlamaChatBackend:
         info = dict(self._model_info)
         check = self.cache_check
         # "pending" | "ok" | "mismatch" after a warm load; else how the weights were prepared
-        info["weights_check"] = check.state if check is not None else self.model.weights.origin
+        origin = getattr(getattr(self.model, "weights", None), "origin", "unknown")
+        info["weights_check"] = check.state if check is not None else origin
         return info
 
     def system_info(self) -> dict[str, Any]:
@@ -253,6 +254,7 @@ def load_backend(
     checking thread): the caller reports it and loads again, which rebuilds the entry."""
     path = Path(model_path)
     start = time.perf_counter()
+    take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
     model = LlamaModel.from_gguf(path, cache_dir)
     tokenizer = GGUFTokenizer.from_gguf(path)
     template = checked_template(path, model.config, tokenizer, chat_template)
@@ -268,7 +270,6 @@ def load_backend(
         memory=memory,
         load_seconds=time.perf_counter() - start,
     )
-    weights = model.weights
-    if weights.origin == "cache" and weights.cache_path is not None:
-        backend.cache_check = verify_in_background(weights.cache_path, on_cache_problem)
+    for entry in take_warm_entries(path):  # whatever format the weight cache holds
+        backend.cache_check = verify_in_background(entry, on_cache_problem)
     return backend

@@ -1,7 +1,9 @@
 """Content checksums for weight-cache entries, checked in the background after a warm load.
 
-A cache entry is a folder of files (whatever the weight format puts there). When an entry is
-complete, `write_checksums(folder)` records every file's size and BLAKE2b digest in
+A cache entry is a folder of files (whatever the weight format puts there). The cache layer
+calls two things: `write_checksums(folder)` when an entry is complete, and `note_warm_load` when
+it maps an entry it did not build; the model loader takes those entries (`take_warm_entries`)
+and verifies them. `write_checksums` records every file's size and BLAKE2b digest in
 `checksums.json`; the entry is then renamed into place, so the checksums always describe what
 was written. A warm load maps the files at once (the quick checks, header and size, are the
 weight loader's) and `verify_in_background` hashes them on a daemon thread: the user's first
@@ -29,6 +31,26 @@ log = logging.getLogger(__name__)
 CHECKSUM_FILE = "checksums.json"
 ALGORITHM = "blake2b-128"
 _CHUNK = 4 << 20
+
+
+_warm: dict[str, list[Path]] = {}
+_warm_lock = threading.Lock()
+
+
+def _key(gguf: Path) -> str:
+    return str(Path(gguf).resolve())
+
+
+def note_warm_load(gguf: Path, entry: Path) -> None:
+    """The cache layer mapped `entry` for `gguf` without building it: it is to be verified."""
+    with _warm_lock:
+        _warm.setdefault(_key(gguf), []).append(Path(entry))
+
+
+def take_warm_entries(gguf: Path) -> list[Path]:
+    """The entries warm-loaded for `gguf` since the last call (the loader verifies them)."""
+    with _warm_lock:
+        return _warm.pop(_key(gguf), [])
 
 
 def file_digest(path: Path) -> str:

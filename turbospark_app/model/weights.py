@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .cache_integrity import write_checksums
+from .cache_integrity import note_warm_load, write_checksums
 from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
 
 log = logging.getLogger(__name__)
@@ -308,6 +308,7 @@ def load_weights(
     entry = cache_entry_dir(path, cache_root, identity)
     hit = _load_entry(entry, identity)
     if hit is not None:
+        note_warm_load(path, entry)  # verified in the background by the loader
         return hit
 
     gf = open_gguf(path)
