@@ -223,3 +223,32 @@ def test_endpoints_dialog_tests_the_connection_and_saves(ui, qtbot, server, loop
     assert again.key.text() == "" and "saved" in again.key.placeholderText()
     again.accept()
     assert w.remote.book.keys.get(saved.id) == "sk-ui"
+
+
+def test_closing_the_window_mid_remote_reply_saves_it_as_stopped(ui, qtbot, server, loop) -> None:
+    server.default = fakes.make_endless(server.state, interval=0.02)
+    w, pane, _ = remote_window(ui, server, loop)
+    cid = pane.conversation_id
+    send(qtbot, pane, "Go on")
+    qtbot.waitUntil(lambda: pane._tokens >= 3, timeout=5000)
+    ui.close(w)
+    from turbospark_app.store import Store
+
+    store = Store(ui.store_path)
+    saved = store.messages(cid)
+    store.close()
+    assert [m.role for m in saved] == ["user", "assistant"]
+    assert saved[1].stop_reason == "cancelled" and saved[1].content.startswith(" w0 w1 w2")
+    qtbot.waitUntil(lambda: "client_gone_at" in server.state, timeout=3000)
+
+
+def test_continue_is_offered_only_where_the_server_can_continue(ui, qtbot, server, loop) -> None:
+    w, pane, endpoint = remote_window(ui, server, loop)
+    engine = pane.engine
+    qtbot.waitUntil(lambda: engine.server_kind is not None, timeout=5000)
+    assert engine.server_kind == "fake"
+    assert "not available on this server" in engine.continue_unsupported()
+    engine.set_server_kind("turbospark")
+    assert engine.continue_unsupported() is None
+    pane.source_picker.choose(None)
+    assert engine.continue_unsupported() is None  # this computer always can

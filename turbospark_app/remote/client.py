@@ -246,9 +246,10 @@ class RemoteStream:
         return connection_error(exc, self.url, (self.timeouts.connect, self.timeouts.read))
 
 
-async def list_models(session: aiohttp.ClientSession, target: Target,
-                      timeouts: Timeouts = Timeouts(connect=10.0, read=20.0)) -> list[str]:
-    """`GET /v1/models`: the ids the server offers (Test connection). Raises RemoteError."""
+async def model_entries(session: aiohttp.ClientSession, target: Target,
+                        timeouts: Timeouts = Timeouts(connect=10.0, read=20.0)) -> list[dict[str, str]]:
+    """`GET /v1/models`: {"id", "owned_by"} of every model the server offers. `owned_by` names
+    the server kind for the ones we know ("turbospark", "vllm", "llamacpp"). Raises RemoteError."""
     url = target.url("/models")
     headers = {k: v for k, v in target.headers().items() if k != "Accept"}
     try:
@@ -266,4 +267,11 @@ async def list_models(session: aiohttp.ClientSession, target: Target,
     if not isinstance(items, list):
         raise RemoteError("protocol", f"{url} did not list models (no `data` array).")
     # Ollama's native /api/tags uses "name"/"model"; the /v1 list uses "id".
-    return [str(m.get("id") or m.get("name") or m.get("model")) for m in items if isinstance(m, Mapping)]
+    return [{"id": str(m.get("id") or m.get("name") or m.get("model")), "owned_by": str(m.get("owned_by") or "")}
+            for m in items if isinstance(m, Mapping)]
+
+
+async def list_models(session: aiohttp.ClientSession, target: Target,
+                      timeouts: Timeouts = Timeouts(connect=10.0, read=20.0)) -> list[str]:
+    """The ids `GET /v1/models` lists (Test connection). Raises RemoteError."""
+    return [m["id"] for m in await model_entries(session, target, timeouts)]

@@ -46,7 +46,7 @@ def chat_body(request: TurnRequest, model: str) -> dict[str, Any]:
         messages.append({"role": "system", "content": settings.system_prompt})
     messages += [{"role": m.role, "content": m.content} for m in request.messages]
     body: dict[str, Any] = {
-        "model": model,
+        "model": model,  # dropped below when empty (llama-server and TurboSpark serve one model)
         "messages": messages,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -54,6 +54,8 @@ def chat_body(request: TurnRequest, model: str) -> dict[str, Any]:
         "temperature": shaping.temperature,
         "top_p": shaping.top_p,
     }
+    if not model:
+        del body["model"]
     if shaping.seed is not None:
         body["seed"] = shaping.seed
     if gen.stop_strings:
@@ -67,6 +69,11 @@ def chat_body(request: TurnRequest, model: str) -> dict[str, Any]:
         body["repeat_penalty"] = body["repetition_penalty"] = shaping.repetition_penalty
     if gen.rate.max_tokens_per_sec:
         body[CAP_FIELD] = gen.rate.max_tokens_per_sec
+    if getattr(request, "continue_final", False):
+        # vLLM's names (TurboSpark's server reads them too): the last assistant message is left
+        # open and the reply continues it.
+        body["continue_final_message"] = True
+        body["add_generation_prompt"] = False
     return body
 
 

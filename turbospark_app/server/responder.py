@@ -100,9 +100,10 @@ def _delta(admitted: Admitted, text: str, tokens: list[Token]) -> dict[str, Any]
 
 async def _stream(request: web.Request, job: ApiJob, admitted: Admitted, timing: Timing) -> web.StreamResponse:
     env, p = admitted.envelope, admitted.params
-    resp = web.StreamResponse(headers={
-        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-    })
+    headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if p.rate_cap:  # says the `max_tokens_per_sec` extension is applied (remote clients show it)
+        headers["X-TurboSpark-Cap"] = f"{p.rate_cap:g}"
+    resp = web.StreamResponse(headers=headers)
     await resp.prepare(request)
     transport = request.transport
     sock = None if transport is None else transport.get_extra_info("socket")

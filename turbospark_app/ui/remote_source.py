@@ -23,6 +23,10 @@ from .bridge import EngineBridge
 
 Listener = Callable[[Any], None]
 Source = tuple[str, str]  # (endpoint id, model id); None = this computer
+# Servers (by /v1/models `owned_by`) that continue a final assistant message when asked:
+# TurboSpark and vLLM read `continue_final_message`; llama-server prefills a last assistant
+# message by default. Others (Ollama, LM Studio, unknown) have no documented way.
+CONTINUING_SERVERS = {"turbospark": "TurboSpark", "vllm": "vLLM", "llamacpp": "llama-server"}
 
 
 class RemoteHub(QObject):
@@ -94,6 +98,7 @@ class PaneEngine(QObject):
         self.bridge = bridge
         self.hub = hub
         self.source = source
+        self.server_kind: str | None = None  # /v1/models owned_by, once listed
         self._remote_ids: set[int] = set()
         bridge.backendStateChanged.connect(self._local_state_changed)
 
@@ -105,9 +110,27 @@ class PaneEngine(QObject):
 
     def set_source(self, source: Source | None) -> None:
         if source != self.source:
+            if source is None or self.source is None or source[0] != self.source[0]:
+                self.server_kind = None
             self.source = source
             self.sourceChanged.emit()
             self.backendStateChanged.emit(self.backend_state)
+
+    def set_server_kind(self, kind: str) -> None:
+        """What the server's model list said it is (decides Continue)."""
+        if kind != self.server_kind:
+            self.server_kind = kind
+            self.sourceChanged.emit()
+
+    def continue_unsupported(self) -> str | None:
+        """Why Continue cannot be offered on this source (None: it can)."""
+        if self.source is None or (self.server_kind or "") in CONTINUING_SERVERS:
+            return None
+        if self.server_kind is None:
+            return "Continue: the server's kind is not known yet (its model list was not read)."
+        known = ", ".join(CONTINUING_SERVERS.values())
+        return (f"Continue is not available on this server (“{self.server_kind or 'unknown'}”): the OpenAI "
+                f"API has no standard way to continue a reply; {known} support it.")
 
     def endpoint(self) -> Endpoint | None:
         return None if self.source is None else self.hub.book.get(self.source[0])

@@ -11,7 +11,7 @@ import shiboken6
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QWidget
 
-from ..remote.client import list_models
+from ..remote.client import model_entries
 from ..remote.errors import RemoteError
 from ..store import Store
 from .remote_source import PaneEngine
@@ -50,6 +50,8 @@ class SourcePicker(QWidget):
         layout.addWidget(self.source_combo)
         layout.addWidget(self.model_combo)
         self.refresh()
+        if engine.source is not None:
+            self._fetch_models()  # the server's kind (Continue) and its model list
         self.source_combo.activated.connect(self._source_chosen)
         self.model_combo.activated.connect(lambda _i: self._model_chosen())
         self.model_combo.lineEdit().editingFinished.connect(self._model_chosen)
@@ -75,6 +77,7 @@ class SourcePicker(QWidget):
         self._filling = False
 
     def set_busy(self, busy: bool) -> None:
+        """Disabled while the pane's turn runs (it keeps the source it was sent to)."""
         self.setEnabled(not busy)
 
     def choose(self, endpoint_id: str | None, model: str | None = None) -> bool:
@@ -137,15 +140,18 @@ class SourcePicker(QWidget):
     async def _list(self, target, source) -> None:  # type: ignore[no-untyped-def]
         self.models_error = None
         try:
-            models = await list_models(self.engine.hub.runner.session(), target)
+            entries = await model_entries(self.engine.hub.runner.session(), target)
         except RemoteError as e:
-            models, self.models_error = [], str(e)
+            entries, self.models_error = [], str(e)
+        models = [m["id"] for m in entries]
         if not shiboken6.isValid(self):
             return  # the pane was closed meanwhile
         if self.models_error is not None and not models:
             self.model_combo.setToolTip(f"The server's models could not be listed: {self.models_error}")
             return
         if self.engine.source == source:
+            kinds = [m["owned_by"] for m in entries if m["id"] == source[1]] or [m["owned_by"] for m in entries]
+            self.engine.set_server_kind(kinds[0] if kinds else "")
             self.models_error = None
             self._filling = True
             self._fill_models(models)
