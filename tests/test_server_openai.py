@@ -189,3 +189,24 @@ def test_extensions_are_accepted(client, model_id) -> None:
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=model_id, messages=HELLO, extra_body={"top_k": -1})
     assert e.value.body["param"] == "top_k"
+
+
+def test_continue_final_message_and_the_cap_header(api, client, model_id) -> None:  # noqa: F811
+    msgs = HELLO + [{"role": "assistant", "content": "Red, green"}]
+    raw = client.chat.completions.with_raw_response.create(
+        model=model_id, messages=msgs, max_tokens=4, temperature=0,
+        extra_body={"continue_final_message": True, "add_generation_prompt": False,
+                    "max_tokens_per_sec": 50})
+    assert raw.headers["x-turbospark-cap"] == "50"
+    continued = raw.parse()
+    # The same as a raw completion of the rendered conversation with the last message open.
+    template = api.engine.facts[2].template
+    head = template.render([*HELLO, {"role": "assistant", "content": "\u0000"}],
+                           add_generation_prompt=False).split("\u0000")[0]
+    plain = client.completions.create(model=model_id, prompt=head + "Red, green", max_tokens=4,
+                                      temperature=0)
+    assert continued.choices[0].message.content == plain.choices[0].text
+    assert continued.usage.prompt_tokens == plain.usage.prompt_tokens
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=model_id, messages=HELLO,
+                                       extra_body={"continue_final_message": True})

@@ -94,6 +94,22 @@ class PromptBuilder:
         """The chat prompt ids (template + generation prompt), BOS first when the model wants it."""
         return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt))
 
+    def open_assistant_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """Ids that leave the LAST message (an assistant's) open, so the reply continues it
+        (vLLM's `continue_final_message`): the template's text up to where that message's
+        content goes, then the content itself. ValueError when the last message is not an
+        assistant's or the template drops it."""
+        if not messages or messages[-1].role != "assistant":
+            raise ValueError("the last message must be the assistant's to continue it")
+        marker = _PLACEHOLDER.format("continue")
+        rendered = [{"role": m.role, "content": m.content} for m in messages[:-1]]
+        rendered.append({"role": "assistant", "content": marker})
+        text = self.template.render(rendered, add_generation_prompt=False)
+        head, found, _ = text.partition(marker)
+        if not found:
+            raise ValueError("the chat template left out the final assistant message")
+        return self._with_bos(self.tokenizer.encode(head + messages[-1].content))
+
     def raw_ids(self, text: str) -> list[int]:
         """A raw completion prompt: the text as is (no template), BOS first when the model wants it."""
         return self._with_bos(self.tokenizer.encode(text))

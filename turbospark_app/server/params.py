@@ -1,8 +1,10 @@
 """Request bodies -> validated parameters (400 with `param` naming the field on any problem).
 
 OpenAI's defaults apply (temperature 1, top_p 1, no penalties); our extensions are `top_k`,
-`min_p`, `repeat_penalty`, `repeat_last_n`, `max_tokens_per_sec` (a decode-rate cap) and
-`conversation_id` (pins the request to a KV session instead of choosing one by prefix).
+`min_p`, `repeat_penalty` (or vLLM's `repetition_penalty`), `repeat_last_n`,
+`max_tokens_per_sec` (a decode-rate cap), `conversation_id` (pins the request to a KV session
+instead of choosing one by prefix) and vLLM's `continue_final_message` (the reply continues the
+last, assistant, message).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class ApiParams:
     top_logprobs: int = 0
     pin: str | None = None
     echo: bool = False
+    continue_final: bool = False  # vLLM's continue_final_message: the reply continues the last message
 
 
 def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
@@ -134,7 +137,8 @@ def _common(body: dict[str, Any]) -> dict[str, Any]:
         top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1e-9,  # 0: the top token only
         top_k=_integer(body, "top_k", 0) or 0,
         min_p=_number(body, "min_p", 0.0, 0.0, 0.999999),
-        repetition_penalty=_number(body, "repeat_penalty", 1.0, 1e-6, 10.0),
+        repetition_penalty=_number(body, "repeat_penalty" if "repeat_penalty" in body else "repetition_penalty",
+                                   1.0, 1e-6, 10.0),
         presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
         frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
         penalty_last_n=_integer(body, "repeat_last_n", 0, 1 << 20) or Shaping.penalty_last_n,
@@ -176,12 +180,15 @@ def parse_chat(body: Any) -> ApiParams:
         parsed.append(ChatMessage(_ROLES[m["role"]], _content(m.get("content"), i)))  # type: ignore[arg-type]
     if not any(m.content.strip() for m in parsed):
         raise bad_request("every message is empty", "messages", "empty_prompt")
+    continue_final = _flag(body, "continue_final_message")
+    if continue_final and parsed[-1].role != "assistant":
+        raise bad_request("continue_final_message needs an assistant message last", "messages")
     logprobs = _flag(body, "logprobs")
     top = _integer(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
     if top is not None and not logprobs:
         raise bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs")
     return ApiParams(kind="chat", messages=tuple(parsed), logprobs=logprobs, top_logprobs=top or 0,
-                     **common)
+                     continue_final=continue_final, **common)
 
 
 def _prompt(value: Any) -> str | tuple[int, ...]:

@@ -23,6 +23,7 @@ from .params import ApiParams
 from .wire import DONE, PING, Envelope, chat_logprobs, finish_reason, legacy_logprobs, sse
 
 
+CAP_HEADER = "X-TurboSpark-Cap"
 STREAM_WRITE_BUFFER = 16 * 1024
 STALL_POLL_SECONDS = 0.05
 
@@ -183,4 +184,9 @@ async def _whole(job: ApiJob, admitted: Admitted) -> web.Response:
         tb = admitted.builder.token_bytes
         logprobs = (chat_logprobs(tokens, tb) if p.kind == "chat"
                     else legacy_logprobs(tokens, tb, len(admitted.prompt_text) if p.echo else 0))
-    return web.json_response(env.final(text, event, logprobs))
+    return web.json_response(env.final(text, event, logprobs), headers=cap_header(p))
+
+
+def cap_header(p: ApiParams) -> dict[str, str]:
+    """`X-TurboSpark-Cap: <tok/s>` when the request's rate cap is applied (clients say so)."""
+    return {CAP_HEADER: f"{p.rate_cap:g}"} if p.rate_cap else {}

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -19,13 +19,25 @@ from ..chat.api import TurnSettings
 from ..engine.config import GenerationConfig, RateConfig
 from ..engine.errors import EngineError
 from ..engine.selection import validate_shaping
+from .config import ServerConfig
 from .errors import ApiError, bad_request, context_exceeded, unavailable
+from .jobs import Engine, JobBoard
 from .params import ApiParams, check_token_ids, parse_chat, parse_completion
-from .responder import Admitted, respond
+from .responder import Admitted, Timing, respond
 from .wire import Envelope
 
-if TYPE_CHECKING:
-    from .app import ApiServer
+
+class ServerView(Protocol):
+    """What the routes read of their ApiServer (app.py; no import: app imports us)."""
+
+    engine: Engine
+    config: ServerConfig
+    board: JobBoard
+    timing: Timing
+    stopping: bool
+    started_at: int
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 def model_id(model_info: dict[str, Any]) -> str:
@@ -43,7 +55,7 @@ def fingerprint(model_info: dict[str, Any]) -> str:
 class Routes:
     """The handlers of one ApiServer."""
 
-    def __init__(self, server: "ApiServer") -> None:
+    def __init__(self, server: ServerView) -> None:
         self.server = server
 
     def add_to(self, app: web.Application) -> None:
@@ -159,6 +171,11 @@ class Routes:
 
 def _prompt_ids(builder: Any, p: ApiParams, info: dict[str, Any]) -> tuple[tuple[int, ...], str]:
     """(prompt ids, prompt text) — runs in a worker thread (the builder is thread-safe)."""
+    if p.kind == "chat" and p.continue_final:
+        try:
+            return tuple(builder.open_assistant_ids(p.messages)), ""
+        except ValueError as e:
+            raise bad_request(str(e), "messages") from None
     if p.kind == "chat":
         return tuple(builder.chat_ids(p.messages)), ""
     if isinstance(p.prompt, str):

@@ -61,7 +61,7 @@ from .events import (
     Token,
     error_kind,
 )
-from .jobs import Job, turn_stats
+from .jobs import Job, add_live_readings, turn_stats
 
 log = logging.getLogger(__name__)
 
@@ -239,25 +239,7 @@ class EngineThread:
         with self._cond:
             active = len(self._active)
             queued = len(self._pending)
-        if self._monitors is not None:
-            from ..readings.system_info import system_info as live_document
-
-            thermal, memory = self._monitors
-            info.update(live_document(
-                model=info.get("model"), sessions=list(info.get("sessions") or []),
-                last_turn=info.get("last_turn"), thermal=thermal, memory=memory,
-            ))
-        else:
-            try:
-                mem = self._process.memory_info()
-                process = info.setdefault("process", {})
-                process["rss_bytes"] = mem.rss
-                process["cpu_percent"] = self._process.cpu_percent(None)
-                info.setdefault("system", {})["available_memory_bytes"] = (
-                    psutil.virtual_memory().available
-                )
-            except psutil.Error as e:  # a reading gone missing is shown, not raised
-                info.setdefault("process", {})["error"] = str(e)
+        add_live_readings(info, self._monitors, self._process)
         info["engine"] = {
             "state": self._state,
             "active_turns": active,

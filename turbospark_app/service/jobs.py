@@ -1,9 +1,12 @@
-"""One turn's scheduler state in the engine thread, and the figures reported when it ends."""
+"""One turn's scheduler state in the engine thread, the figures reported when it ends, and the
+live readings merged into the system_info snapshot."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Generator
+
+import psutil
 
 from ..chat.api import PreparedTurn
 from ..engine.progress import RawDecodeResult
@@ -55,3 +58,25 @@ def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
         stop_latency=None if job.cancel_at is None else max(0.0, now - job.cancel_at),
         slot_evicted=result.session_slot_evicted,
     )
+
+
+def add_live_readings(info: dict[str, Any], monitors: Any, process: psutil.Process) -> None:
+    """Merge readings taken NOW on the caller's thread into a system_info snapshot: the
+    thermal / memory monitors' levels when given, else this process's memory and CPU."""
+    if monitors is not None:
+        from ..readings.system_info import system_info as live_document
+
+        thermal, memory = monitors
+        info.update(live_document(
+            model=info.get("model"), sessions=list(info.get("sessions") or []),
+            last_turn=info.get("last_turn"), thermal=thermal, memory=memory,
+        ))
+        return
+    try:
+        mem = process.memory_info()
+        proc = info.setdefault("process", {})
+        proc["rss_bytes"] = mem.rss
+        proc["cpu_percent"] = process.cpu_percent(None)
+        info.setdefault("system", {})["available_memory_bytes"] = psutil.virtual_memory().available
+    except psutil.Error as e:  # a reading gone missing is shown, not raised
+        info.setdefault("process", {})["error"] = str(e)

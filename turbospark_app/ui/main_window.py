@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 from ..store import Store
 from ..service.engine_thread import BackendFactory
 from .about import AboutDialog
+from .api_server import install_api_server
 from .bridge import EngineBridge
 from .conversation_pane import ConversationPane
 from .endpoints_dialog import EndpointsDialog
@@ -91,6 +92,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.qa_panel)
         self.qa_panel.hide()
         self._build_menus()
+        self.api = install_api_server(self)  # Server menu, status-bar item, QA panel table
 
         self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
         self.sidebar.newRequested.connect(self.new_conversation)
@@ -489,6 +491,7 @@ class MainWindow(QMainWindow):
             self.qa_panel.poll_timer.stop()
             self.qa_panel.flush_timer.stop()
             self.remote.shutdown()
+            self.api.shutdown()
             self.bridge.shutdown()
             self.store.close()
         super().closeEvent(event)

@@ -187,6 +187,7 @@ class QAPanel(QDockWidget):
         side_layout.setContentsMargins(0, 0, 0, 0)
         side_layout.addLayout(figures)
         side_layout.addWidget(self.stop_table, 1)
+        self._side_layout = side_layout
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.view)
         split.addWidget(side)
@@ -199,6 +200,11 @@ class QAPanel(QDockWidget):
         layout.addWidget(split, 1)
         self.setWidget(body)
         self.apply_palette()
+
+    def add_section(self, title: str, widget: QWidget) -> None:
+        """Another titled list under the stop table (the local API's requests)."""
+        self._side_layout.addWidget(QLabel(title))
+        self._side_layout.addWidget(widget, 1)
 
     @staticmethod
     def _series(name: str) -> QLineSeries:
