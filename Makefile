@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test model bench screenshot package clean
+.PHONY: run test model bench bench-peer screenshot package clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
@@ -27,6 +27,23 @@ test: $(STAMP) model
 
 bench: $(STAMP) model
 	$(BIN)/python benchmarks/bench_model.py
+
+# TurboSpark vs llama.cpp side by side (benchmarks/bench_peer.py; not part of `make test`).
+# llama-cpp-python 0.3.36 compiles from source into its own venv, once (~7+ min on 2 cores).
+# On x86_64 the CPU features are pinned: a native build crashed with an illegal instruction here.
+PEER_VENV ?= build/peer-venv
+PEER_STAMP := $(PEER_VENV)/.llama-cpp-stamp
+ifeq ($(shell uname -m),x86_64)
+PEER_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+endif
+
+$(PEER_STAMP):
+	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	CMAKE_ARGS="$(PEER_CMAKE_ARGS)" $(PEER_VENV)/bin/python -m pip install --quiet llama-cpp-python==0.3.36 numpy
+	touch $@
+
+bench-peer: $(STAMP) model $(PEER_STAMP)
+	$(BIN)/python benchmarks/bench_peer.py --peer-python $(PEER_VENV)/bin/python
 
 # The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
 # self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where

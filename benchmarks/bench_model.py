@@ -1,14 +1,16 @@
-"""Benchmark the numpy Llama engine on the real default model. Prints medians.
+"""Benchmark the Llama engine on the real default model. Prints medians.
 
-    python benchmarks/bench_model.py [--model PATH] [--prompt-tokens 500] [--decode-tokens 128]
-                                     [--chunks 32,64,128,256,512] [--repeats 3]
+    python benchmarks/bench_model.py [--model PATH] [--weights compact|f32] [--prompt-tokens 500]
+                                     [--decode-tokens 128] [--chunks 32,64,128,256,512] [--repeats 3]
 
 Figures: cold load (fresh temporary weight cache, measured in a child process so its peak RSS
 stays separate) and warm load; prefill tok/s of a ~500-token prompt token by token ("off" mode:
 produce_prefill per token, the head only for the last) and chunked at several chunk sizes;
-decode tok/s over 128 tokens after that prompt; peak RSS; and the ratio of a decode step's
-median time to the median time of the same step's weight matmuls alone (fused qkv, o, gate+up,
-down per layer + the output head), both timed interleaved in the same run.
+decode tok/s over 128 tokens after that prompt; peak RSS. Float32 weights: the ratio of a decode
+step's median time to the median time of the same step's weight matmuls alone (fused qkv, o,
+gate+up, down per layer + the output head), timed interleaved. Compact weights: where a decode
+step's time goes (kernel-library stages, numpy attention, head, Python glue; `breakdown.py`)
+and the operator split of one layer stage inside ONNX Runtime.
 
 The prompt is deterministic pseudo-random token ids (speed does not depend on which ids).
 OPENBLAS_CORETYPE and thread settings are left as the environment has them.
@@ -32,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from turbospark_app.model.llama import LlamaModel  # noqa: E402
 from turbospark_app.model.producer import LlamaProducer  # noqa: E402
@@ -58,7 +61,7 @@ import json, resource, sys, time
 sys.path.insert(0, {root!r})
 t = time.perf_counter()
 from turbospark_app.model.llama import LlamaModel
-m = LlamaModel.from_gguf({path!r}, cache_dir={cache!r})
+m = LlamaModel.from_gguf({path!r}, cache_dir={cache!r}, weights={weights!r})
 cold = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({{"seconds": cold, "origin": m.weights.origin,
@@ -66,15 +69,15 @@ print(json.dumps({{"seconds": cold, "origin": m.weights.origin,
 """
 
 
-def bench_load(path: Path, cache: Path) -> tuple[dict, list[float]]:
+def bench_load(path: Path, cache: Path, weights: str) -> tuple[dict, list[float]]:
     root = str(Path(__file__).resolve().parents[1])
-    code = _COLD_CHILD.format(root=root, path=str(path), cache=str(cache))
+    code = _COLD_CHILD.format(root=root, path=str(path), cache=str(cache), weights=weights)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     cold = json.loads(out.stdout.strip().splitlines()[-1])
     warm = []
     for _ in range(5):
         t = time.perf_counter()
-        m = LlamaModel.from_gguf(path, cache_dir=cache)
+        m = LlamaModel.from_gguf(path, cache_dir=cache, weights=weights)
         warm.append(time.perf_counter() - t)
         assert m.weights.origin == "cache"
     return cold, warm
@@ -143,6 +146,38 @@ def bench_decode(
     return steps, bare
 
 
+def report_f32_decode(model: LlamaModel, producer: LlamaProducer, ids: list[int], n_new: int,
+                      logits: np.ndarray) -> None:
+    n = len(ids)
+    steps, bare = bench_decode(model, producer, ids, n_new, logits)
+    step_med, bare_med = statistics.median(steps), statistics.median(bare)
+    print(f"decode           {len(steps) / sum(steps):7.1f} tok/s over {len(steps)} tokens "
+          f"(context {n}..{n + len(steps)}); median step {step_med * 1e3:.2f} ms "
+          f"= {1 / step_med:.1f} tok/s")
+    print(f"decode ratio     {step_med / bare_med:.3f}  (median step {step_med * 1e3:.2f} ms / "
+          f"median bare weight matmuls {bare_med * 1e3:.2f} ms)")
+    short_steps, short_bare = bench_decode(model, producer, ids[:32], 64, logits)
+    s_med, b_med = statistics.median(short_steps), statistics.median(short_bare)
+    print(f"decode ratio     {s_med / b_med:.3f}  at short context (32..96): step "
+          f"{s_med * 1e3:.2f} ms / bare {b_med * 1e3:.2f} ms")
+
+
+def report_compact_decode(model: LlamaModel, ids: list[int], n_new: int) -> None:
+    from breakdown import decode_breakdown, stage_ops
+
+    for label, prompt in (("after the prompt", ids), ("short context (38)", ids[:38])):
+        parts = decode_breakdown(model, prompt, n_new if label != "short context (38)" else 64)
+        step = parts.pop("step")
+        print(f"decode           {1e3 / step:7.1f} tok/s {label} (median step {step:.2f} ms)")
+        for name, ms in sorted(parts.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<34}{ms:7.2f} ms  {100 * ms / step:5.1f}%")
+    for rows in (1, 128):
+        ops = stage_ops(model, rows)
+        total = sum(ops.values())
+        print(f"one layer stage, {rows:>3} row(s): {total:.3f} ms inside ONNX Runtime: " + ", ".join(
+            f"{k} {v:.3f}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="GGUF path (default: TURBOSPARK_MODEL, else the default model)")
@@ -150,6 +185,7 @@ def main() -> int:
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--chunks", default="32,64,128,256,512")
     ap.add_argument("--repeats", type=int, default=3, help="runs per prefill figure (median)")
+    ap.add_argument("--weights", default="compact", choices=["compact", "f32"])
     args = ap.parse_args()
     path = _model_path(args.model)
     if not path.is_file():
@@ -163,12 +199,13 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="turbospark-bench-"))
     try:
-        cold, warm = bench_load(path, tmp)
-        model = LlamaModel.from_gguf(path, cache_dir=tmp)
+        cold, warm = bench_load(path, tmp, args.weights)
+        model = LlamaModel.from_gguf(path, cache_dir=tmp, weights=args.weights)
         c = model.config
         print(f"config           {c.architecture} {c.n_layers} layers, dim {c.dim}, heads {c.n_heads}/"
               f"{c.n_kv_heads}, ffn {c.ffn_dim}, vocab {c.vocab_size}, {c.quantization}, "
-              f"{c.n_params / 1e6:.1f}M params, prepared weights {model.weights.nbytes / 2**20:.0f} MiB")
+              f"{c.n_params / 1e6:.1f}M params, {model.weights_kind} weights {model.weights.nbytes / 2**20:.0f} MiB "
+              f"(cache arrays)")
         print(f"load cold        {cold['seconds']:.2f} s  (empty cache; child peak RSS "
               f"{cold['peak_rss_mib']:.0f} MiB)")
         print(f"load warm        {statistics.median(warm) * 1e3:.1f} ms  (median of {len(warm)})")
@@ -189,17 +226,10 @@ def main() -> int:
             sec = statistics.median(runs[str(chunk)])
             print(f"prefill chunk {chunk:<3d}{n / sec:7.1f} tok/s  ({sec:.3f} s, {off / sec:.1f}x off mode)")
 
-        steps, bare = bench_decode(model, producer, ids, args.decode_tokens, logits)
-        step_med, bare_med = statistics.median(steps), statistics.median(bare)
-        print(f"decode           {len(steps) / sum(steps):7.1f} tok/s over {len(steps)} tokens "
-              f"(context {n}..{n + len(steps)}); median step {step_med * 1e3:.2f} ms "
-              f"= {1 / step_med:.1f} tok/s")
-        print(f"decode ratio     {step_med / bare_med:.3f}  (median step {step_med * 1e3:.2f} ms / "
-              f"median bare weight matmuls {bare_med * 1e3:.2f} ms)")
-        short_steps, short_bare = bench_decode(model, producer, ids[:32], 64, logits)
-        s_med, b_med = statistics.median(short_steps), statistics.median(short_bare)
-        print(f"decode ratio     {s_med / b_med:.3f}  at short context (32..96): step "
-              f"{s_med * 1e3:.2f} ms / bare {b_med * 1e3:.2f} ms")
+        if model.weights_kind == "compact":
+            report_compact_decode(model, ids, args.decode_tokens)
+        else:
+            report_f32_decode(model, producer, ids, args.decode_tokens, logits)
         print(f"KV cache         {producer.kv_nbytes / 2**20:.1f} MiB allocated "
               f"(capacity {producer.cache.capacity} of {producer.max_context})")
         print(f"peak RSS         {_peak_rss_mib():.0f} MiB (this process: warm load + runs; "

@@ -75,7 +75,11 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "numpy.f2py", "numpy.distutils",
 )
 
-HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = ("qasync", "psutil", "platformdirs", "jinja2", "yaml")
+HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
+    "qasync", "psutil", "platformdirs", "jinja2", "yaml",
+    # The compact-weight kernels (model/ort_graph.py imports them inside functions).
+    "onnxruntime", "onnxruntime.capi._pybind_state", "onnx", "onnx.helper", "onnx.numpy_helper",
+)
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 
 QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {

@@ -1,4 +1,4 @@
-"""LlamaModel against a plain reference forward, on tiny random GGUFs written by the test."""
+"""The float32 LlamaModel against a plain reference forward, on tiny random GGUFs written by the test."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     folder = tmp_path_factory.mktemp(request.param)
     path = folder / "tiny.gguf"
     weights, cfg = write_tiny_gguf(path, seed=len(request.param), **VARIANTS[request.param])
-    model = LlamaModel.from_gguf(path, cache_dir=folder / "cache")
+    # The float32 reference path (test_model_compact.py checks the compact one against it).
+    model = LlamaModel.from_gguf(path, cache_dir=folder / "cache", weights="f32")
     return model, weights, cfg
 
 
@@ -180,7 +181,7 @@ def test_config_from_metadata(tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", [1, 5, 128])
 def test_chunked_attention_in_query_blocks(tiny, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks longer than the attention's query block (and starting mid-cache) stay exact."""
-    import turbospark_app.model.llama as llama_mod
+    import turbospark_app.model.llama_base as llama_mod
 
     model, _, _ = tiny
     tokens = [(i * 37) % 300 for i in range(150)]

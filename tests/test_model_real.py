@@ -34,21 +34,25 @@ def _real_model_path() -> Path:
 
 
 @pytest.mark.real_model
-def test_greedy_reply_mentions_paris() -> None:
+@pytest.mark.parametrize("weights", ["compact", "f32"])
+def test_greedy_reply_mentions_paris(weights: str) -> None:
     from turbospark_app.model.llama import LlamaModel
     from turbospark_app.model.producer import LlamaProducer
 
     tokenizer_mod = pytest.importorskip("turbospark_app.model.tokenizer")
     path = _real_model_path()
-    model = LlamaModel.from_gguf(path)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
+    model = LlamaModel.from_gguf(path, weights=weights)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
     tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
     ids = tokenizer.encode(PROMPT)
     assert ids[:3] == [1, 9690, 198]  # <|im_start|> system \n
 
     producer = LlamaProducer(model)
     logits = np.empty(model.config.vocab_size, np.float32)
-    producer.produce_chunk(ids[:-1], 0, None)
-    producer.produce(ids[-1], len(ids) - 1, logits)
+    # The app's default flow: the prompt as one prefill chunk, whose last logits pick the first
+    # token. (Compact weights prefill exactly; decode steps use int8 activations, like
+    # llama.cpp: fed alone through a decode step, the last prompt token's top two, "The" and
+    # "L'", are 0.08 apart and swap there too, as they do in llama.cpp on this file.)
+    producer.produce_chunk(ids, 0, logits)
     stop = set(tokenizer.end_of_turn_ids) | set(tokenizer.eos_ids)
     reply: list[int] = []
     for _ in range(40):

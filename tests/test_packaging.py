@@ -105,7 +105,8 @@ def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
     needed = ["numpy", "numpy.linalg", "tokenizers", "gguf", "gguf.gguf_reader", "gguf.quants",
               "jinja2", "jinja2.sandbox", "qasync", "psutil", "platformdirs", "yaml", "sqlite3",
               "ctypes", "asyncio", "turbospark_app", "PySide6", "PySide6.QtCore",
-              "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile"]
+              "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile",
+              "onnxruntime", "onnxruntime.capi", "onnx", "onnx.helper"]
     excluded = cfg.excludes()
     for module in needed:
         parents = {".".join(module.split(".")[: i + 1]) for i in range(module.count(".") + 1)}

@@ -63,6 +63,20 @@ class LogprobTap:
         if logits_out is not None:
             self._logits = logits_out
 
+    def produce_chunk_cancellable(
+        self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None, cancel: Any
+    ) -> bool:
+        """The inner producer's interruptible chunk (a whole chunk when it has none)."""
+        inner = getattr(self._inner, "produce_chunk_cancellable", None)
+        if inner is None:
+            self._inner.produce_chunk(tokens, position, logits_out)
+            committed = True
+        else:
+            committed = bool(inner(tokens, position, logits_out, cancel))
+        if committed and logits_out is not None:
+            self._logits = logits_out
+        return committed
+
     def score(self, event: TokenProgress) -> ScoredTokenProgress:
         """`event` with the log-probabilities of the distribution it was drawn from."""
         assert self._logits is not None, "a token before any logits"

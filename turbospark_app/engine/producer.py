@@ -6,7 +6,7 @@ Positions are absolute KV positions; a producer must reject a position that is n
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -46,5 +46,22 @@ class ChunkedPrefillRunner(LogitProducer, Protocol):
 
         When `logits_out` is not None, write the logits after the chunk's LAST token into it;
         when None, the producer may skip its output head.
+        """
+        ...
+
+
+@runtime_checkable
+class InterruptibleChunkRunner(ChunkedPrefillRunner, Protocol):
+    def produce_chunk_cancellable(
+        self,
+        tokens: Sequence[int],
+        position: int,
+        logits_out: np.ndarray | None,
+        cancel: Callable[[], bool],
+    ) -> bool:
+        """`produce_chunk`, polling `cancel` inside the chunk (e.g. between layers).
+
+        Returns True when the chunk was committed, False when `cancel` stopped it first: then
+        NOTHING of the chunk is committed (the KV cursor stays at `position`).
         """
         ...

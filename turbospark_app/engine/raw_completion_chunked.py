@@ -2,8 +2,9 @@
 whole chunks (`prefill_chunk_spans`), one `produce_chunk` call each, then the shared decode.
 
 Only the last chunk asks for logits (`decode` samples from the last prompt token's), so
-every earlier chunk may skip the output head. Cancel is polled once per chunk, after the
-chunk is committed.
+every earlier chunk may skip the output head. Cancel is polled after each committed chunk and,
+when the producer is an `InterruptibleChunkRunner`, inside the chunk too (between layers): a
+chunk stopped midway is not committed, so `kv_position` stays the tokens really committed.
 """
 
 from __future__ import annotations
@@ -51,14 +52,20 @@ def _stream_chunked(
     history = prompt[:reused]
     total = len(prompt)
     fresh = prompt[reused:]  # never empty: reuse is clamped to len - 1
+    interruptible = getattr(producer, "produce_chunk_cancellable", None)
     for start, end in prefill_chunk_spans(len(fresh), chunk_size):
         chunk = fresh[start:end]
         out = logits if end == len(fresh) else None
-        call_producer(producer.produce_chunk, chunk, position, out)
-        position += len(chunk)
-        history.extend(chunk)
-        yield PrefillProgress(position, total)
-        if cancel():
+        committed = True
+        if interruptible is not None and cancel is not NEVER:
+            committed = call_producer(interruptible, chunk, position, out, cancel)
+        else:
+            call_producer(producer.produce_chunk, chunk, position, out)
+        if committed:
+            position += len(chunk)
+            history.extend(chunk)
+            yield PrefillProgress(position, total)
+        if not committed or cancel():
             evicted = call_producer(producer.session_slot_evicted)
             return cancelled_during_prefill(
                 history, position, total, prefill_start, reused, bool(evicted)

@@ -85,6 +85,20 @@ class SessionProducer:
     ) -> None:
         self._inner.produce_chunk(tokens, position, logits_out)
 
+    def produce_chunk_cancellable(
+        self,
+        tokens: Sequence[int],
+        position: int,
+        logits_out: np.ndarray | None,
+        cancel: Callable[[], bool],
+    ) -> bool:
+        """The slot producer's interruptible chunk when it has one, else a whole chunk."""
+        inner = getattr(self._inner, "produce_chunk_cancellable", None)
+        if inner is None:
+            self._inner.produce_chunk(tokens, position, logits_out)
+            return True
+        return bool(inner(tokens, position, logits_out, cancel))
+
     def reset(self) -> None:
         self._inner.reset()
 

@@ -16,50 +16,36 @@ from __future__ import annotations
 
 import math
 import os
-import threading
-from typing import Sequence
+from typing import Callable
 
 import numpy as np
 
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
+from .llama_base import (  # noqa: F401  (re-exported: the model's public names live here)
+    WEIGHT_MODES,
+    WEIGHTS_ENV,
+    ForwardCancelled,
+    LlamaBase,
+    weights_mode,
+)
 from .weights import LlamaWeights, load_weights
 
 _F32 = np.float32
-_ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
-_ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
-_ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
 
 
-class _DecodeBuffers:
-    """Per-thread buffers and views for the one-token step (no allocation in the hot loop)."""
+class LlamaModel(LlamaBase):
+    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache.
 
-    def __init__(self, c: LlamaConfig) -> None:
-        nqkv = c.q_dim + 2 * c.kv_dim
-        self.x = np.empty(c.dim, _F32)  # (dim,) residual stream
-        self.xn = np.empty(c.dim, _F32)  # (dim,) normalised input of a matmul
-        self.tmp = np.empty(c.dim, _F32)  # (dim,) a sublayer's output
-        self.qkv = np.empty(nqkv, _F32)  # (q_dim + 2 kv_dim,)
-        self.gu = np.empty(2 * c.ffn_dim, _F32)  # (2 ffn,) [gate | up]
-        self.act = np.empty(c.ffn_dim, _F32)  # (ffn,)
-        qk = self.qkv[: c.q_dim + c.kv_dim].view(np.complex64)
-        # (n_heads + n_kv, rope_dims/2) complex view of q and k: adjacent pairs = (re, im)
-        self.qk_rot = qk.reshape(c.n_heads + c.n_kv_heads, c.head_dim // 2)[:, : c.rope_dims // 2]
-        # (n_kv, g, 1, hd): each query head as a row vector
-        self.q = self.qkv[: c.q_dim].reshape(c.n_kv_heads, c.group_size, 1, c.head_dim)
-        self.k = self.qkv[c.q_dim : c.q_dim + c.kv_dim].reshape(c.n_kv_heads, c.head_dim)
-        self.v = self.qkv[c.q_dim + c.kv_dim :].reshape(c.n_kv_heads, c.head_dim)
-        self.gate = self.gu[: c.ffn_dim]
-        self.up = self.gu[c.ffn_dim :]
+    This class is the float32 reference; `from_gguf` returns its compact subclass
+    (`llama_compact.CompactLlamaModel`) unless the weight mode says "f32".
+    """
 
-
-class LlamaModel:
-    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache."""
+    weights_kind = "f32"
 
     def __init__(self, config: LlamaConfig, weights: LlamaWeights) -> None:
-        self.config = config
         self.weights = weights
-        c = config
+        self._init_common(config, weights.rope_freq_factors)
         # Per-layer transposed views: x @ W.T reads each weight row contiguously.
         self._wqkv_t = [w.T for w in weights.wqkv]  # (dim, nqkv)
         self._wo_t = [w.T for w in weights.wo]  # (q_dim, dim)
@@ -69,82 +55,27 @@ class LlamaModel:
         self._embd = weights.token_embd  # (vocab, dim)
         self._head_t = weights.output.T  # (dim, vocab)
         self._out_norm = weights.output_norm  # (dim,)
-        inv_freq = c.rope_base ** (-np.arange(0, c.rope_dims, 2, dtype=np.float64) / c.rope_dims)
-        if weights.rope_freq_factors is not None:
-            inv_freq = inv_freq / weights.rope_freq_factors.astype(np.float64)
-        self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
-        self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
-        self._rot_lock = threading.Lock()
-        self._tls = threading.local()
 
     @classmethod
     def from_gguf(
-        cls, path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
-    ) -> "LlamaModel":
-        """Load (warm: memory-map from the weight cache; cold: dequantize and cache) a GGUF."""
-        config, weights = load_weights(path, cache_dir)
-        return cls(config, weights)
+        cls,
+        path: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str] | None = None,
+        weights: str | None = None,
+    ) -> LlamaBase:
+        """Load a GGUF (warm: memory-map from the weight cache; cold: prepare and cache).
 
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    def new_cache(self, max_context: int | None = None, step: int = 256) -> KVCache:
-        """An empty KV cache for this model (grows in `step`-token steps up to max_context)."""
-        c = self.config
-        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step)
-
-    # -- RoPE -----------------------------------------------------------------------------------
-
-    def _rope_table(self, n_positions: int) -> np.ndarray:
-        """cos + i sin of every (position, frequency) up to n_positions: (n, rope_dims/2) complex64."""
-        rot = self._rot
-        if rot.shape[0] >= n_positions:
-            return rot
-        with self._rot_lock:
-            if self._rot.shape[0] < n_positions:
-                n = -(-n_positions // _ROPE_TABLE_STEP) * _ROPE_TABLE_STEP
-                angles = np.outer(np.arange(n, dtype=np.float64), self._inv_freq)
-                self._rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
-            return self._rot
-
-    # -- forward --------------------------------------------------------------------------------
-
-    def forward(
-        self,
-        tokens: Sequence[int] | np.ndarray,
-        cache: KVCache,
-        want_logits: bool = True,
-        logits_out: np.ndarray | None = None,
-    ) -> np.ndarray | None:
-        """Feed `tokens` at positions [cache.offset, cache.offset + T); advance the cache.
-
-        Returns the (vocab,) float32 logits after the LAST token (written into `logits_out`
-        when given), or None when `want_logits` is False (the output head is skipped).
+        `weights`: "compact" or "f32" (default: `weights_mode()`, i.e. $TURBOSPARK_WEIGHTS).
         """
-        c = self.config
-        if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (
-            c.n_layers,
-            c.n_kv_heads,
-            c.head_dim,
-        ):
-            raise ValueError(f"{cache!r} was not made for this model")
-        ids = np.asarray(tokens, dtype=np.intp).reshape(-1)
-        if ids.size == 0:
-            raise ValueError("forward() needs at least one token")
-        if ids.min() < 0 or ids.max() >= c.vocab_size:
-            raise ValueError(f"token id out of range [0, {c.vocab_size}): {tokens!r}"[:200])
-        with np.errstate(over="ignore"):  # exp(-gate) may overflow to inf: silu -> 0, fine
-            if ids.size == 1:
-                x = self._decode(int(ids[0]), cache)
-            else:
-                x = self._chunk(ids, cache)
-        if not want_logits:
-            return None
-        return self._head(x, logits_out)
+        if weights_mode(weights) == "compact":
+            from .llama_compact import CompactLlamaModel
 
-    def _head(self, x: np.ndarray, logits_out: np.ndarray | None) -> np.ndarray:
-        """Final RMSNorm + output head for one (dim,) residual vector."""
+            return CompactLlamaModel.load(path, cache_dir)
+        config, prepared = load_weights(path, cache_dir)
+        return LlamaModel(config, prepared)
+
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
+        """Final RMSNorm + output head for one (dim,) residual vector (after a chunk or not)."""
         c = self.config
         r = 1.0 / math.sqrt(float(np.dot(x, x)) / c.dim + c.norm_eps)
         xn = x * self._out_norm
@@ -153,46 +84,28 @@ class LlamaModel:
         np.matmul(xn, self._head_t, out=out)  # (vocab,)
         return out
 
-    def _buffers(self) -> _DecodeBuffers:
-        buf = getattr(self._tls, "buf", None)
-        if buf is None:
-            buf = self._tls.buf = _DecodeBuffers(self.config)
-        return buf
-
     def _decode(self, token: int, cache: KVCache) -> np.ndarray:
         """One token at position cache.offset; returns the final residual (dim,) (a buffer)."""
         c = self.config
         b = self._buffers()
         pos = cache.offset
-        n = pos + 1
-        cache.reserve(n)
-        rot = self._rope_table(n)[pos]  # (rope_dims/2,) complex64
+        cache.reserve(pos + 1)
+        rot = self._rope_table(pos + 1)[pos]  # (rope_dims/2,) complex64
         x, xn, tmp, qkv, gu, act = b.x, b.xn, b.tmp, b.qkv, b.gu, b.act
-        qk_rot, q, k_new, v_new, gate, up = b.qk_rot, b.q, b.k, b.v, b.gate, b.up
+        gate, up = b.gate, b.up
         k_layers, v_layers = cache.k_layers, cache.v_layers  # after reserve(): current
-        q_dim, inv_dim, eps = c.q_dim, 1.0 / c.dim, c.norm_eps
+        inv_dim, eps = 1.0 / c.dim, c.norm_eps
         wqkv_t, wo_t, wgu_t, wd_t, bqkv = self._wqkv_t, self._wo_t, self._wgu_t, self._wd_t, self._bqkv
         dot, matmul, multiply, exp, sqrt = np.dot, np.matmul, np.multiply, np.exp, math.sqrt
-        max_reduce, add_reduce = np.maximum.reduce, np.add.reduce
+        attend = self._attend_one
         np.copyto(x, self._embd[token])
         for i in range(c.n_layers):
-            kt, vv = k_layers[i], v_layers[i]  # (n_kv, hd, capacity), (n_kv, capacity, hd)
             # attention
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
             matmul(xn, wqkv_t[i], out=qkv)  # (nqkv,)
             if bqkv is not None:
                 qkv += bqkv[i]
-            multiply(qk_rot, rot, out=qk_rot)  # RoPE on q and k at once
-            kt[:, :, pos] = k_new
-            vv[:, pos] = v_new
-            # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
-            # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
-            s = matmul(q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
-            s -= max_reduce(s, axis=3, keepdims=True)
-            exp(s, out=s)
-            o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
-            o /= add_reduce(s, axis=3, keepdims=True)
-            matmul(o.reshape(q_dim), wo_t[i], out=tmp)  # (dim,)
+            matmul(attend(b, k_layers[i], v_layers[i], pos, rot), wo_t[i], out=tmp)  # (dim,)
             x += tmp
             # feed-forward
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
@@ -207,28 +120,25 @@ class LlamaModel:
         cache.advance(1)
         return x
 
-    def _chunk(self, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    def _chunk(
+        self, ids: np.ndarray, cache: KVCache, cancel: Callable[[], bool] | None = None
+    ) -> np.ndarray:
         """T >= 2 tokens at positions [offset, offset+T): one matmul per weight per layer."""
         c = self.config
         t_len = ids.size
         p = cache.offset
-        n = p + t_len
-        cache.reserve(n)
-        rot = self._rope_table(n)[p:n, None, :]  # (T, 1, rope_dims/2)
-        half, q_dim, qk_dim, f = c.rope_dims // 2, c.q_dim, c.q_dim + c.kv_dim, c.ffn_dim
+        cache.reserve(p + t_len)
+        rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
+        f = c.ffn_dim
         x = self._embd[ids]  # (T, dim) copy
         for i in range(c.n_layers):
-            kt, vv = cache.k_layers[i], cache.v_layers[i]  # (n_kv, hd, cap), (n_kv, cap, hd)
+            if cancel is not None and cancel():
+                raise ForwardCancelled()
             qkv = self._rms(x) @ self._wqkv_t[i]  # (T, nqkv)
             if self._bqkv is not None:
                 qkv += self._bqkv[i]
-            qk = qkv[:, :qk_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
-            qk[:, :, :half] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
-            kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
-            kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
-            vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
-            q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
-            x += self._attend(q.transpose(1, 0, 2, 3), kt, vv, p) @ self._wo_t[i]
+            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
+            x += a @ self._wo_t[i]
             gu = self._rms(x) @ self._wgu_t[i]  # (T, 2 ffn)
             gate = gu[:, :f]
             h = np.exp(-gate)
@@ -244,29 +154,3 @@ class LlamaModel:
         ss = np.einsum("td,td->t", x, x)  # (T,)
         r = 1.0 / np.sqrt(ss * (1.0 / self.config.dim) + self.config.norm_eps)
         return x * r[:, None]
-
-    def _attend(self, q: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int) -> np.ndarray:
-        """Causal GQA of a chunk at positions p..p+T-1 over the cache -> (T, q_dim).
-
-        q: (n_kv, T, g, hd); kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd).
-        Queries go in blocks of <= 128 tokens: a block attends to keys [0, p + its end) only (the
-        later ones are masked for all of its queries anyway), and only its own diagonal block
-        of keys needs the causal mask. Scores stay small enough for the L2 cache.
-        """
-        n_kv, t_len, g, hd = q.shape
-        out = np.empty((t_len, n_kv, g, hd), _F32)  # (T, n_kv, g, hd)
-        block = max(1, min(t_len, _ATTN_QUERY_BLOCK, _ATTN_BLOCK_ELEMS // (n_kv * g * (p + t_len))))
-        tri = np.triu(np.full((block, block), -np.inf, _F32), k=1)  # (block, block) causal mask
-        for t0 in range(0, t_len, block):
-            t1 = min(t_len, t0 + block)
-            nb, n_keys = t1 - t0, p + t1
-            qb = q[:, t0:t1].reshape(n_kv, nb * g, hd)  # (n_kv, nb*g, hd)
-            s = np.matmul(qb, kt[:, :, :n_keys])  # (n_kv, nb*g, n_keys)
-            s4 = s.reshape(n_kv, nb, g, n_keys)
-            s4[..., p + t0 :] += tri[None, :nb, None, :nb]  # keys of the block itself
-            s -= np.maximum.reduce(s, axis=2, keepdims=True)
-            np.exp(s, out=s)
-            o = np.matmul(s, vv[:, :n_keys])  # (n_kv, nb*g, hd)
-            o /= np.add.reduce(s, axis=2, keepdims=True)
-            out[t0:t1] = o.reshape(n_kv, nb, g, hd).transpose(1, 0, 2, 3)
-        return out.reshape(t_len, n_kv * g * hd)

@@ -12,7 +12,7 @@ returns that length; the engine then feeds only the rest.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from turbospark_app.engine.errors import EngineError
 from turbospark_app.engine.kv_prefix import common_prefix_len
 
 from .kv_cache import KVCache
-from .llama import LlamaModel
+from .llama import ForwardCancelled, LlamaModel
 
 
 class PositionMismatch(EngineError):
@@ -106,14 +106,29 @@ class LlamaProducer:
         self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None
     ) -> None:
         """Feed `tokens` at [position, position+len); logits of the LAST one when asked."""
+        self.produce_chunk_cancellable(tokens, position, logits_out, None)
+
+    def produce_chunk_cancellable(
+        self,
+        tokens: Sequence[int],
+        position: int,
+        logits_out: np.ndarray | None,
+        cancel: Callable[[], bool] | None,
+    ) -> bool:
+        """`produce_chunk`, polling `cancel` between layers. False = stopped, nothing committed
+        (cache and mirror keep the tokens before `position`)."""
         ids = [int(t) for t in tokens]
         if not ids:
             raise ValueError("produce_chunk needs at least one token")
         self._check(position, len(ids))
         if logits_out is not None:
             self._check_logits(logits_out)
-        self.model.forward(ids, self._cache, logits_out is not None, logits_out)
+        try:
+            self.model.forward(ids, self._cache, logits_out is not None, logits_out, cancel)
+        except ForwardCancelled:
+            return False
         self._mirror.extend(ids)
+        return True
 
     def reset(self) -> None:
         """Forget every token (the memory is kept for the next prompt; see `release`)."""

@@ -15,11 +15,13 @@ contiguously and the tied output head can share `token_embd`):
     wd          (L, dim, ffn)
     rope_freq_factors (rope_dims/2,)        only when the GGUF has rope_freqs.weight
 
-The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<path hash>-<key>/`, where the
-key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. It is written
-into a temporary folder and renamed into place, so a half-written entry never looks valid; an
-entry that fails validation (bad manifest, truncated .npy, wrong shape) is rebuilt. Each entry
-carries `checksums.json` (`cache_integrity`): a damaged payload of the right size is found by the
+The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<path hash>-<kind>-<key>/`,
+where kind is "f32" (these arrays) or "compact" (`compact_weights.py`: the GGUF's blocks) and the
+key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. Every entry is
+written by `_build_entry` and read by `_load_entry` (one place for both kinds): written into a
+temporary folder and renamed into place, so a half-written entry never looks valid; an entry
+that fails validation (bad manifest, truncated .npy, wrong shape or dtype) is rebuilt. Each entry
+carries `checksums.json` (`cache_integrity`): a payload damaged at the right size is found by the
 background check after a warm load.
 """
 
@@ -43,7 +45,7 @@ from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_
 
 log = logging.getLogger(__name__)
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 HEADER_HASH_BYTES = 1 << 20
 _ARRAY_NAMES = ("token_embd", "output", "output_norm", "wqkv", "bqkv", "wo", "wgu", "wd",
                 "rope_freq_factors")
@@ -98,12 +100,13 @@ def _neox_to_interleaved(head_dim: int, rope_dims: int) -> np.ndarray:
     return perm
 
 
-Alloc = Callable[[str, tuple[int, ...]], np.ndarray]
+Alloc = Callable[..., np.ndarray]
+"""alloc(name, shape, dtype=np.float32) -> a writable array that becomes cache file `name`."""
 
 
 def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.ndarray]:
     """Dequantize and fuse every tensor of `gf` into arrays from `alloc(name, shape)`."""
-    alloc = alloc or (lambda name, shape: np.empty(shape, np.float32))
+    alloc = alloc or (lambda name, shape, dtype=np.float32: np.empty(shape, dtype))
     c: LlamaConfig = gf.config
     nqkv = c.q_dim + 2 * c.kv_dim
     deq = lambda name: dequantize_tensor(gf.tensor(name))  # noqa: E731
@@ -180,13 +183,14 @@ def default_cache_dir() -> Path:
     return cache_dir()
 
 
-def file_identity(path: Path) -> dict[str, Any]:
-    """What makes a cache entry valid for `path`: size, mtime and a hash of the first MiB."""
+def file_identity(path: Path, kind: str = "f32") -> dict[str, Any]:
+    """What makes a cache entry valid for `path`: size, mtime, a hash of the first MiB, kind."""
     st = path.stat()
     with path.open("rb") as fh:
         head = fh.read(HEADER_HASH_BYTES)
     return {
         "layout_version": LAYOUT_VERSION,
+        "kind": kind,
         "size": st.st_size,
         "mtime_ns": st.st_mtime_ns,
         "header_sha256": hashlib.sha256(head).hexdigest(),
@@ -196,17 +200,36 @@ def file_identity(path: Path) -> dict[str, Any]:
 def cache_entry_dir(path: Path, cache_dir: Path, identity: dict[str, Any]) -> Path:
     """The cache folder for this GGUF identity."""
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
-    return cache_dir / "weights" / f"{_entry_prefix(path)}{key}"
+    return cache_dir / "weights" / f"{_entry_prefix(path, identity.get('kind', 'f32'))}{key}"
 
 
-def _entry_prefix(path: Path) -> str:
+def _entry_prefix(path: Path, kind: str) -> str:
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.stem)[:60]
     where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
-    return f"{safe}-{where}-"
+    return f"{safe}-{where}-{kind}-"
 
 
-def _load_entry(entry: Path, identity: dict[str, Any]) -> tuple[LlamaConfig, LlamaWeights] | None:
-    """The cached weights memory-mapped, or None when the entry is absent, stale or corrupt."""
+@dataclass
+class CacheHit:
+    """A cache entry's arrays (plain views of its memory maps) and what the manifest says."""
+
+    config: LlamaConfig
+    arrays: dict[str, np.ndarray]
+    layout: Any  # what the preparer returned besides the arrays (JSON), None for f32
+    entry: Path
+    _files: dict[int, tuple[str, int]] = field(default_factory=dict, repr=False)
+
+    def file_of(self, arr: np.ndarray) -> tuple[str, int] | None:
+        """(file name in `entry`, byte offset of the data) for one of `arrays`, else None."""
+        return self._files.get(id(arr))
+
+
+Preparer = Callable[[GGUFFile, Alloc], Any]
+"""Fills arrays from alloc(name, shape, dtype); returns the JSON layout stored beside them."""
+
+
+def _load_entry(entry: Path, identity: dict[str, Any]) -> CacheHit | None:
+    """The cached arrays memory-mapped, or None when the entry is absent, stale or corrupt."""
     try:
         manifest = json.loads((entry / "manifest.json").read_text("utf-8"))
     except FileNotFoundError:
@@ -217,47 +240,48 @@ def _load_entry(entry: Path, identity: dict[str, Any]) -> tuple[LlamaConfig, Lla
     try:
         if manifest.get("identity") != identity:
             return None
-        config = LlamaConfig.from_dict(manifest["config"])
-        arrays: dict[str, np.ndarray] = {}
+        hit = CacheHit(LlamaConfig.from_dict(manifest["config"]), {}, manifest.get("layout"), entry)
         for name, meta in manifest["arrays"].items():
             file = entry / f"{name}.npy"
             mm = np.load(file, mmap_mode="r", allow_pickle=False)
-            if mm.dtype != np.float32 or list(mm.shape) != meta["shape"]:
+            if mm.dtype != np.dtype(meta.get("dtype", "float32")) or list(mm.shape) != meta["shape"]:
                 raise ValueError(f"{file.name}: shape {mm.shape} / {mm.dtype} != manifest")
             if mm.offset + mm.nbytes != file.stat().st_size:
                 raise ValueError(f"{file.name}: size does not match its header")
-            arrays[name] = np.asarray(mm)  # plain ndarray view of the map (no memmap overhead)
-        return config, _weights_from_arrays(arrays, "cache", entry)
+            arr = hit.arrays[name] = np.asarray(mm)  # plain ndarray view of the map
+            hit._files[id(arr)] = (file.name, mm.offset)
+        return hit
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         log.warning("weight cache %s is corrupt (%s); rebuilding", entry, exc)
         return None
 
 
-def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any]) -> None:
+def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any], prepare: Preparer) -> None:
     """Write the prepared arrays into a temp folder, then rename it to `entry` atomically."""
     root = entry.parent
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{entry.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        maps: list[np.memmap] = []
+        maps: dict[str, np.memmap] = {}
 
-        def alloc(name: str, shape: tuple[int, ...]) -> np.ndarray:
-            mm = np.lib.format.open_memmap(tmp / f"{name}.npy", "w+", np.float32, shape)
-            maps.append(mm)
+        def alloc(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+            mm = np.lib.format.open_memmap(tmp / f"{name}.npy", "w+", np.dtype(dtype), shape)
+            maps[name] = mm
             return mm
 
-        arrays = prepare_weights(gf, alloc)
-        for mm in maps:
+        layout = prepare(gf, alloc)
+        for mm in maps.values():
             mm.flush()
         manifest = {
             "identity": identity,
             "source": str(gf.path),
             "created": time.time(),
             "config": gf.config.to_dict(),
-            "arrays": {k: {"shape": list(a.shape)} for k, a in arrays.items()},
+            "arrays": {k: {"shape": list(a.shape), "dtype": a.dtype.name} for k, a in maps.items()},
+            "layout": layout,
         }
-        del arrays, maps
+        maps.clear()  # close the maps before the rename
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
         write_checksums(tmp)  # content digests, verified in the background after warm loads
         if entry.exists() and _load_entry(entry, identity) is not None:
@@ -277,7 +301,7 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any]) -> None:
 
 
 def _remove_stale(entry: Path) -> None:
-    """Delete other entries of the same GGUF path, and temp folders older than a day."""
+    """Delete other entries of the same GGUF path and kind, and temp folders older than a day."""
     prefix = entry.name[: entry.name.rfind("-") + 1]
     now = time.time()
     for other in entry.parent.iterdir():
@@ -292,45 +316,72 @@ def _remove_stale(entry: Path) -> None:
             pass
 
 
+def cached_arrays(
+    path: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | None,
+    kind: str,
+    prepare: Preparer,
+) -> tuple[LlamaConfig, CacheHit | None, str, dict[str, np.ndarray], Any]:
+    """(config, hit, origin, arrays, layout) of `kind` for a GGUF, through the cache.
+
+    Warm: memory-mapped from the entry (origin "cache"). Cold: validate the GGUF, `prepare`
+    into a new entry, map it (origin "built"). When the cache cannot be written the arrays are
+    prepared in memory (origin "memory", hit None).
+    """
+    path = Path(path)
+    check_magic(path)
+    cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    identity = file_identity(path, kind)
+    entry = cache_entry_dir(path, cache_root, identity)
+    hit = _load_entry(entry, identity)
+    if hit is not None:
+        note_warm_load(path, entry)  # verified in the background by the loader
+        return hit.config, hit, "cache", hit.arrays, hit.layout
+
+    gf = open_gguf(path)
+    try:
+        try:
+            _build_entry(gf, entry, identity, prepare)
+        except OSError as exc:
+            log.warning("cannot write the weight cache in %s (%s); preparing in memory", entry, exc)
+            arrays: dict[str, np.ndarray] = {}
+
+            def alloc(name: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+                arrays[name] = np.empty(shape, dtype)
+                return arrays[name]
+
+            layout = prepare(gf, alloc)
+            return gf.config, None, "memory", arrays, layout
+    finally:
+        gf.close()
+    hit = _load_entry(entry, identity)
+    if hit is None:
+        raise ModelFileError(path, f"the weight cache {entry} could not be read back")
+    _remove_stale(entry)
+    return hit.config, hit, "built", hit.arrays, hit.layout
+
+
+def _prepare_f32(gf: GGUFFile, alloc: Alloc) -> None:
+    prepare_weights(gf, alloc)
+
+
 def load_weights(
     path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
 ) -> tuple[LlamaConfig, LlamaWeights]:
-    """The model's config and prepared weights, memory-mapped from the cache when it is warm.
+    """The model's config and prepared float32 weights, memory-mapped from the cache when warm.
 
     `cache_dir` is the app's cache root (default: `default_cache_dir()`); entries go in its
     `weights/` subfolder. A cold load validates the GGUF, dequantizes, writes the entry and maps
     it. When the cache cannot be written, the weights are prepared in memory instead.
     """
-    path = Path(path)
-    check_magic(path)
-    cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    identity = file_identity(path)
-    entry = cache_entry_dir(path, cache_root, identity)
-    hit = _load_entry(entry, identity)
-    if hit is not None:
-        note_warm_load(path, entry)  # verified in the background by the loader
-        return hit
-
-    gf = open_gguf(path)
-    try:
-        try:
-            _build_entry(gf, entry, identity)
-        except OSError as exc:
-            log.warning("cannot write the weight cache in %s (%s); preparing in memory", entry, exc)
-            return gf.config, _weights_from_arrays(prepare_weights(gf), "memory", None)
-    finally:
-        gf.close()
-    loaded = _load_entry(entry, identity)
-    if loaded is None:
-        raise ModelFileError(path, f"the weight cache {entry} could not be read back")
-    _remove_stale(entry)
-    config, weights = loaded
-    weights.origin = "built"
-    return config, weights
+    config, hit, origin, arrays, _ = cached_arrays(path, cache_dir, "f32", _prepare_f32)
+    return config, _weights_from_arrays(arrays, origin, hit.entry if hit else None)
 
 
 __all__ = [
     "LAYOUT_VERSION",
+    "CacheHit",
+    "cached_arrays",
     "LlamaWeights",
     "cache_entry_dir",
     "default_cache_dir",

@@ -1,0 +1,153 @@
+"""TurboSpark vs llama.cpp (llama-cpp-python), side by side in one run. Prints medians and ratios.
+
+    python benchmarks/bench_peer.py [--peer-python PATH] [--rounds 3] [--skip-1b] [--model GGUF]
+
+Each figure comes from a fresh child process per engine (`peer_child.py`), the two engines
+alternating, `--rounds` times; the table shows medians and TurboSpark / llama.cpp ratios:
+decode tok/s (after a 38-token prompt), chunked prefill tok/s (500 tokens; TurboSpark in
+128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache) and
+peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic Llama-3.2-1B-shaped
+GGUFs with random Q4_0 and Q4_K weights (`synthetic_gguf.py`, written to a temp folder).
+Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
+has only imported the engine) against the GGUF's tensor bytes.
+
+`make bench-peer` builds llama-cpp-python into its own venv first (see tools/peer_venv.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+_RSS_CHILD = """
+import sys, resource
+sys.path.insert(0, {root!r})
+def rss():
+    return int(open('/proc/self/statm').read().split()[1]) * 4096
+from turbospark_app.model.llama import LlamaModel
+from turbospark_app.model import ort_graph
+import onnx, onnxruntime
+base = rss()
+m = LlamaModel.from_gguf({path!r}, {cache!r}, weights='compact')
+print(rss() - base)
+"""
+
+
+def child(python: str, engine: str, gguf: Path, cache: Path, extra: list[str]) -> dict:
+    cmd = [python, str(HERE / "peer_child.py"), engine, str(gguf), "--cache", str(cache), *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{engine} on {gguf.name} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def tensor_bytes(gguf_path: Path) -> int:
+    import gguf
+
+    return sum(int(t.n_bytes) for t in gguf.GGUFReader(str(gguf_path)).tensors)
+
+
+def weights_in_memory(gguf_path: Path, cache: Path) -> int | None:
+    """RSS growth (bytes) of a warm compact load (Linux /proc; None elsewhere)."""
+    if not Path("/proc/self/statm").exists():
+        return None
+    code = _RSS_CHILD.format(root=str(ROOT), path=str(gguf_path), cache=str(cache))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, extra: list[str]) -> None:
+    ours_py = sys.executable
+    subprocess.run([ours_py, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r});"
+                    "from turbospark_app.model.llama import LlamaModel;"
+                    f"LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact')"],
+                   check=True)  # build the weight cache outside the measured processes
+    runs: dict[str, list[dict]] = {"turbospark": [], "llama.cpp": []}
+    for r in range(rounds):
+        order = ["turbospark", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "turbospark"]
+        for engine in order:
+            python = ours_py if engine == "turbospark" else peer
+            runs[engine].append(child(python, engine, gguf_path, cache, extra))
+            print(f"  [{label}] round {r + 1} {engine}: " + ", ".join(
+                f"{k} {v:.3g}" for k, v in runs[engine][-1].items()), flush=True)
+    med = {e: {k: statistics.median(x[k] for x in rs) for k in ("decode_tok_s", "prefill_tok_s",
+                                                                 "load_s", "peak_rss_mib")}
+           for e, rs in runs.items()}
+    ours, peer_m = med["turbospark"], med["llama.cpp"]
+    size = tensor_bytes(gguf_path)
+    mem = weights_in_memory(gguf_path, cache)
+    print(f"\n{label}: {gguf_path.name}, GGUF tensor bytes {size / 2**20:.1f} MiB; medians of {rounds}")
+    print(f"  {'figure':<26}{'TurboSpark':>12}{'llama.cpp':>12}{'ratio':>8}")
+    for key, name, fmt in (("decode_tok_s", "decode tok/s", "{:.1f}"),
+                           ("prefill_tok_s", "chunked prefill tok/s", "{:.1f}"),
+                           ("load_s", "load s (ours: warm)", "{:.2f}"),
+                           ("peak_rss_mib", "peak RSS MiB", "{:.0f}")):
+        a, b = ours[key], peer_m[key]
+        print(f"  {name:<26}{fmt.format(a):>12}{fmt.format(b):>12}{a / b:>8.2f}")
+    if mem is not None:
+        print(f"  weights in memory (RSS growth of a warm load) {mem / 2**20:.0f} MiB = "
+              f"{mem / size:.2f}x the GGUF tensor bytes")
+    print(flush=True)
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy
+    import onnxruntime
+
+    return (f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}, numpy "
+            f"{numpy.__version__}, onnxruntime {onnxruntime.__version__}, load avg "
+            f"{os.getloadavg()[0]:.1f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", "build/peer-venv/bin/python"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--skip-1b", action="store_true")
+    ap.add_argument("--decode", type=int, default=64)
+    args = ap.parse_args()
+    if not Path(args.peer_python).exists():
+        print(f"no llama-cpp-python interpreter at {args.peer_python} (run `make bench-peer`)",
+              file=sys.stderr)
+        return 2
+    from turbospark_app.model.fetch import default_model_path
+
+    print(f"machine: {machine()}\n", flush=True)
+    extra = ["--decode", str(args.decode)]
+    with tempfile.TemporaryDirectory(prefix="turbospark-peer-") as tmp:
+        cache = Path(tmp) / "cache"
+        compare("default model", args.model or default_model_path(), args.peer_python,
+                args.rounds, cache, extra)
+        if not args.skip_1b:
+            from synthetic_gguf import write_synthetic
+
+            for qtype in ("Q4_0", "Q4_K"):
+                path = write_synthetic(Path(tmp) / f"synthetic-1b-{qtype}.gguf", qtype)
+                compare(f"synthetic 1B {qtype}", path, args.peer_python, args.rounds, cache,
+                        ["--decode", "32", "--prefill", "256"])
+                path.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

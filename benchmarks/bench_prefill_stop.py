@@ -1,0 +1,117 @@
+"""Stop during a chunked prefill: how long until the engine returns, and what polling costs.
+
+    python benchmarks/bench_prefill_stop.py [--model GGUF] [--weights compact|f32]
+           [--prompt 1024] [--chunk 128] [--trials 15] [--repeats 3]
+
+Latency: a timer thread sets the Stop flag at a random moment 0.2-1.5 s into the prefill of a
+`--prompt`-token prompt (chunks of `--chunk`); the figure is the time from setting the flag to
+`run_raw_completion_chunked_cancellable` returning (p50 / p99 / max over `--trials`). Each
+result is checked: CANCELLED, kv_position == the committed tokens == the producer's cursor.
+Throughput: chunked prefill tok/s with a Stop flag that is polled between layers but never set,
+against the same run without one (NEVER: no polling), alternating, medians of `--repeats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from turbospark_app.engine import (  # noqa: E402
+    GenerationConfig,
+    StopReason,
+    run_raw_completion_chunked,
+    run_raw_completion_chunked_cancellable,
+)
+from turbospark_app.model.llama import LlamaModel  # noqa: E402
+from turbospark_app.model.producer import LlamaProducer  # noqa: E402
+from turbospark_app.model.tokenizer import GGUFTokenizer  # noqa: E402
+
+
+def stop_latency(producer: LlamaProducer, tok, ids: list[int], chunk: int, delay: float) -> float:
+    flag = threading.Event()
+    stamp: list[float] = []
+
+    def press() -> None:
+        stamp.append(time.perf_counter())
+        flag.set()
+
+    timer = threading.Timer(delay, press)
+    cfg = GenerationConfig(max_new_tokens=1)
+    vocab = producer.model.vocab_size
+    timer.start()
+    result = run_raw_completion_chunked_cancellable(
+        producer, tok, ids, cfg, len(ids) + 8, vocab, flag.is_set, chunk_size=chunk)
+    done = time.perf_counter()
+    timer.cancel()
+    if not stamp:
+        raise RuntimeError("the prefill ended before Stop was pressed: use a longer --prompt")
+    assert result.reason is StopReason.CANCELLED and result.new_tokens == 0
+    assert result.kv_position == producer.cache.offset == len(result.kv_backed_token_ids)
+    assert result.kv_position % chunk == 0  # whole chunks only
+    return done - stamp[0]
+
+
+def throughput(producer: LlamaProducer, tok, ids: list[int], chunk: int, polled: bool) -> float:
+    cfg = GenerationConfig(max_new_tokens=1)
+    vocab = producer.model.vocab_size
+    producer.reset()
+    t = time.perf_counter()
+    if polled:
+        run_raw_completion_chunked_cancellable(
+            producer, tok, ids, cfg, len(ids) + 8, vocab, lambda: False, chunk_size=chunk)
+    else:
+        run_raw_completion_chunked(producer, tok, ids, cfg, len(ids) + 8, vocab, chunk_size=chunk)
+    return len(ids) / (time.perf_counter() - t)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None)
+    ap.add_argument("--weights", default=None)
+    ap.add_argument("--prompt", type=int, default=1024)
+    ap.add_argument("--chunk", type=int, default=128)
+    ap.add_argument("--trials", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    if args.model is None:
+        from turbospark_app.model.fetch import default_model_path
+
+        args.model = default_model_path()
+    model = LlamaModel.from_gguf(args.model, weights=args.weights)
+    tok = GGUFTokenizer.from_gguf(args.model)
+    producer = LlamaProducer(model)
+    rng = np.random.default_rng(3)
+    ids = [int(t) for t in rng.integers(100, min(model.vocab_size, 30000), args.prompt)]
+    print(f"{args.model.name}: {model.weights_kind} weights, {args.prompt}-token prompt, "
+          f"chunks of {args.chunk}", flush=True)
+
+    never, polled = [], []
+    for _ in range(args.repeats):
+        never.append(throughput(producer, tok, ids[:512], args.chunk, False))
+        polled.append(throughput(producer, tok, ids[:512], args.chunk, True))
+    a, b = statistics.median(never), statistics.median(polled)
+    print(f"chunked prefill  {a:.1f} tok/s without a Stop flag, {b:.1f} tok/s polling one between "
+          f"layers: {100 * (a - b) / a:+.1f}% loss (medians of {args.repeats})", flush=True)
+
+    pick = random.Random(7)
+    lat = []
+    for _ in range(args.trials):
+        lat.append(stop_latency(producer, tok, ids, args.chunk, pick.uniform(0.2, 1.5)))
+    lat.sort()
+    p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+    print(f"Stop latency     p50 {statistics.median(lat) * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
+          f"max {lat[-1] * 1e3:.1f} ms over {len(lat)} trials")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

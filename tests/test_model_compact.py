@@ -1,0 +1,180 @@
+"""The compact model (GGUF blocks through ONNX Runtime) against the float32 reference path, on
+tiny random GGUFs written by the test: exact with float32 activations, close with int8 ones;
+float32 outputs; weights within 1.3x of the GGUF's bytes; cached; Stop between layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from tiny_gguf import write_tiny_gguf
+from turbospark_app.engine import GenerationConfig, StopReason, run_raw_completion_chunked_cancellable
+from turbospark_app.model import ort_graph
+from turbospark_app.model import weights as weights_mod
+from turbospark_app.model.compact_weights import embed_rows, load_compact
+from turbospark_app.model.llama import ForwardCancelled, LlamaModel, weights_mode
+from turbospark_app.model.llama_compact import CompactLlamaModel
+from turbospark_app.model.producer import LlamaProducer
+
+TOKENS = [5, 17, 299, 0, 42, 42, 7, 150, 3, 88, 201, 64]
+VARIANTS = {
+    "llama": {},
+    "llama-untied-partial-rope": {"tied": False, "rope_dims": 32, "rope_freqs": True,
+                                  "linear_scale": 2.0, "n_kv": 1},
+    "qwen2": {"arch": "qwen2", "n_kv": 4},
+}
+BLOCK_LAYERS = [  # only types with a block form
+    {"attn_q": "Q4_0", "attn_k": "Q4_0", "attn_v": "Q4_0", "attn_output": "Q4_1",
+     "ffn_gate": "Q4_K", "ffn_up": "Q4_K", "ffn_down": "Q8_0"},
+]
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    folder = tmp_path_factory.mktemp(request.param)
+    path = folder / "tiny.gguf"
+    write_tiny_gguf(path, seed=len(request.param), **VARIANTS[request.param])
+    f32 = LlamaModel.from_gguf(path, folder / "cache", weights="f32")
+    compact = LlamaModel.from_gguf(path, folder / "cache", weights="compact")
+    return path, folder, f32, compact
+
+
+def _positions(model: LlamaModel, tokens: list[int]) -> np.ndarray:
+    cache = model.new_cache()
+    return np.stack([model.forward([t], cache).copy() for t in tokens])
+
+
+def test_compact_is_the_default_and_close_to_float32(pair) -> None:
+    _, _, f32, compact = pair
+    assert isinstance(compact, CompactLlamaModel) and isinstance(f32, LlamaModel)
+    ref, got = _positions(f32, TOKENS), _positions(compact, TOKENS)
+    # int8 activations per block of 32: ~1% of the logits' range, same argmax nearly always
+    scale = np.abs(ref).max(axis=1, keepdims=True)
+    assert (np.abs(got - ref) / scale).max() < 0.03
+    assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.9
+    one_chunk = compact.forward(TOKENS, compact.new_cache())
+    assert (np.abs(one_chunk - ref[-1]) / scale[-1]).max() < 0.03
+
+
+def test_blocks_are_exact_with_float32_activations(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    """accuracy_level 0 (float activations): every block type, the re-centred minimums, the
+    NeoX row permutation and the norms-on-activations reproduce the float32 path."""
+    path, folder, f32, _ = pair
+    monkeypatch.setattr(ort_graph, "ACCURACY_LEVEL", {4: 0, 8: 0})
+    exact = LlamaModel.from_gguf(path, folder / "cache", weights="compact")
+    ref, got = _positions(f32, TOKENS[:6]), _positions(exact, TOKENS[:6])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def test_float32_on_the_hot_path(pair) -> None:
+    _, _, _, compact = pair
+    w = compact.weights
+    assert embed_rows(w.embd, np.array([1, 2])).dtype == np.float32
+    for layer in w.layers:
+        for m in layer.qkv + layer.o + layer.gate_up + layer.down:
+            arrays = [getattr(m, n, None) for n in ("scales", "mins", "weight")]
+            assert all(a.dtype == np.float32 for a in arrays if a is not None)
+    x = np.ones((1, compact.config.dim), np.float32)
+    for stages in (compact._decode_stages, compact._prefill_stages):
+        (qkv,) = stages[0](["qkv"], {"x": x})
+        assert qkv.dtype == np.float32
+    cache = compact.new_cache()
+    assert compact.forward(TOKENS[:3], cache).dtype == np.float32
+    assert compact.forward([4], cache).dtype == np.float32
+    assert cache.dtype == np.float32
+
+
+def test_block_weights_stay_within_1_3x_of_the_gguf(tmp_path: Path) -> None:
+    path = tmp_path / "blocks.gguf"
+    write_tiny_gguf(path, layer_types=BLOCK_LAYERS, n_layers=2)
+    reader = gguf.GGUFReader(str(path))
+    gguf_bytes = sum(int(t.n_bytes) for t in reader.tensors if len(t.shape) == 2)
+    _, w = load_compact(path, tmp_path / "cache")
+    mats = [m for layer in w.layers for m in layer.qkv + layer.o + layer.gate_up + layer.down] + w.embd
+    ours = sum(a.nbytes for m in mats for a in (m.packed, m.scales, m.mins) if a is not None)
+    assert ours <= 1.3 * gguf_bytes, (ours, gguf_bytes)
+
+
+def test_compact_cache_is_warm_and_feeds_onnxruntime_from_its_files(
+    pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, folder, _, _ = pair
+
+    def no_reader(path: object) -> None:
+        raise AssertionError("a warm load must not parse the GGUF")
+
+    monkeypatch.setattr(weights_mod, "open_gguf", no_reader)
+    config, w = load_compact(path, folder / "cache")
+    assert w.origin == "cache" and w.cache_path is not None and "-compact-" in w.cache_path.name
+    packed = w.layers[0].gate_up[0]
+    where = w.external_ref(packed.scales)
+    assert where is not None and (w.cache_path / where[0]).is_file() and where[1] > 0
+    assert w.external_ref(np.zeros(3)) is None
+
+
+def test_weight_mode_from_argument_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TURBOSPARK_WEIGHTS", raising=False)
+    assert weights_mode() == "compact"
+    monkeypatch.setenv("TURBOSPARK_WEIGHTS", "F32")
+    assert weights_mode() == "f32" and weights_mode("compact") == "compact"
+    with pytest.raises(ValueError, match="unknown weight mode"):
+        weights_mode("int3")
+
+
+def _cancel_after(polls: int):
+    count = [0]
+
+    def cancel() -> bool:
+        count[0] += 1
+        return count[0] > polls
+
+    return cancel, count
+
+
+@pytest.mark.parametrize("kind", ["compact", "f32"])
+def test_stop_between_layers_commits_nothing_of_the_chunk(pair, kind: str) -> None:
+    _, _, f32, compact = pair
+    model = compact if kind == "compact" else f32
+    cache = model.new_cache()
+    model.forward(TOKENS[:4], cache, want_logits=False)
+    cancel, count = _cancel_after(1)  # stops before the chunk's second layer
+    with pytest.raises(ForwardCancelled):
+        model.forward(TOKENS[4:], cache, cancel=cancel)
+    assert cache.offset == 4 and count[0] == 2
+    # The cache is intact: continuing gives the same logits as a fresh run.
+    np.testing.assert_array_equal(
+        model.forward(TOKENS[4:], cache), model.forward(TOKENS[4:], _prefilled(model, TOKENS[:4]))
+    )
+
+    p = LlamaProducer(model)
+    p.produce_chunk(TOKENS[:4], 0, None)
+    cancel, _ = _cancel_after(0)
+    assert p.produce_chunk_cancellable(TOKENS[4:], 4, None, cancel) is False
+    assert p.mirror == tuple(TOKENS[:4]) and p.cache.offset == 4
+
+
+def _prefilled(model: LlamaModel, tokens: list[int]):
+    cache = model.new_cache()
+    model.forward(tokens, cache, want_logits=False)
+    return cache
+
+
+def test_engine_stop_inside_a_chunk_reports_only_committed_tokens(pair) -> None:
+    from fakes import ByteTokenizer
+
+    _, _, _, compact = pair
+    producer = LlamaProducer(compact)
+    n_layers = compact.config.n_layers
+    # Polled once after each committed chunk and before each layer: stop in chunk 2, layer 2.
+    cancel, _ = _cancel_after((n_layers + 1) + 1)
+    prompt = (TOKENS * 3)[:30]
+    result = run_raw_completion_chunked_cancellable(
+        producer, ByteTokenizer(), prompt, GenerationConfig(max_new_tokens=4), 256,
+        compact.vocab_size, cancel, chunk_size=8,
+    )
+    assert result.reason is StopReason.CANCELLED and result.new_tokens == 0
+    assert result.kv_position == 8 == producer.cache.offset
+    assert result.kv_backed_token_ids == prompt[:8] == list(producer.mirror)

@@ -1,0 +1,164 @@
+"""Compact weights: the GGUF's own blocks (`quant_blocks.py`), cached beside the float32 kind.
+
+Cache arrays, per matrix group (`L{i}.qkv`, `L{i}.o`, `L{i}.gate_up`, `L{i}.down`, `embd`,
+`head`), one entry per stacked part j: `{group}.{j}.packed` (uint8), `.scales` (float32),
+`.mins` (float32, formats with minimums) or `.weight` (float32, types without blocks); plus
+`L{i}.attn_norm`, `L{i}.ffn_norm`, `L{i}.bqkv` (qwen2), `output_norm`, `rope_freq_factors`.
+The manifest's layout says which parts each group has. A tied head is the `embd` group itself.
+The token embedding is read row by row (`embed_rows`), the rest only by ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .gguf_file import GGUFFile, LlamaConfig
+from .ort_graph import LayerMatrices
+from .quant_blocks import BlockMatrix, DenseMatrix, Matrix, matrix_from_tensor, permute_rows, stack_rows, unpack
+from .weights import Alloc, CacheHit, _neox_to_interleaved, cached_arrays, dequantize_tensor
+
+
+@dataclass
+class CompactWeights:
+    """The compact model's weights (views of the cache's memory maps when cached)."""
+
+    layers: list[LayerMatrices]
+    embd: list[Matrix]
+    head: list[Matrix]
+    output_norm: np.ndarray
+    rope_freq_factors: np.ndarray | None
+    origin: str
+    hit: CacheHit | None = field(default=None, repr=False)
+
+    @property
+    def cache_path(self) -> Path | None:
+        return None if self.hit is None else self.hit.entry
+
+    def external_ref(self, arr: np.ndarray) -> tuple[str, int] | None:
+        """Where `arr` lives in the cache entry (for ONNX external data), None if in memory."""
+        return None if self.hit is None else self.hit.file_of(arr)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array (the head counted once when tied)."""
+        arrays = {} if self.hit is None else self.hit.arrays
+        return sum(a.nbytes for a in arrays.values())
+
+
+def _store(alloc: Alloc, group: str, mats: list[Matrix]) -> list[dict[str, Any]]:
+    meta: list[dict[str, Any]] = []
+    for j, m in enumerate(mats):
+        parts: dict[str, np.ndarray | None]
+        if isinstance(m, DenseMatrix):
+            parts = {"weight": m.weight}
+            meta.append({"dense": True})
+        else:
+            parts = {"packed": m.packed, "scales": m.scales, "mins": m.mins}
+            meta.append({"bits": m.bits, "block_size": m.block_size, "zero": m.zero,
+                         "mins": m.mins is not None})
+        for name, arr in parts.items():
+            if arr is not None:
+                alloc(f"{group}.{j}.{name}", arr.shape, arr.dtype)[...] = arr
+    return meta
+
+
+def _load(arrays: dict[str, np.ndarray], group: str, meta: list[dict[str, Any]]) -> list[Matrix]:
+    out: list[Matrix] = []
+    for j, m in enumerate(meta):
+        p = f"{group}.{j}."
+        if m.get("dense"):
+            out.append(DenseMatrix(arrays[p + "weight"]))
+        else:
+            out.append(BlockMatrix(int(m["bits"]), int(m["block_size"]), int(m["zero"]),
+                                   arrays[p + "packed"], arrays[p + "scales"],
+                                   arrays[p + "mins"] if m["mins"] else None))
+    return out
+
+
+def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
+    """Write every compact array through `alloc`; return the layout (JSON)."""
+    c: LlamaConfig = gf.config
+    groups: dict[str, list[dict[str, Any]]] = {}
+    perm = _neox_to_interleaved(c.head_dim, c.rope_dims) if c.rope_style == "neox" else None
+
+    def mat(name: str, n_heads: int = 0) -> Matrix:
+        m = matrix_from_tensor(gf.tensor(name))
+        if perm is not None and n_heads:
+            rows = (np.arange(n_heads)[:, None] * c.head_dim + perm[None, :]).reshape(-1)
+            m = permute_rows(m, rows)
+        return m
+
+    def vec(name: str, n_heads: int = 0) -> np.ndarray:
+        v = dequantize_tensor(gf.tensor(name)).reshape(-1)
+        if perm is not None and n_heads:
+            v = v.reshape(n_heads, c.head_dim)[:, perm].reshape(-1)
+        return v
+
+    def put(name: str, arr: np.ndarray) -> None:
+        alloc(name, arr.shape, arr.dtype)[...] = arr
+
+    groups["embd"] = _store(alloc, "embd", [mat("token_embd.weight")])
+    if not c.tied_embeddings:
+        groups["head"] = _store(alloc, "head", [mat("output.weight")])
+    put("output_norm", vec("output_norm.weight"))
+    if gf.has_tensor("rope_freqs.weight"):
+        put("rope_freq_factors", vec("rope_freqs.weight"))
+    for i in range(c.n_layers):
+        p = f"blk.{i}."
+        qkv = [mat(p + "attn_q.weight", c.n_heads), mat(p + "attn_k.weight", c.n_kv_heads),
+               mat(p + "attn_v.weight")]
+        groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", stack_rows(qkv))
+        groups[f"L{i}.o"] = _store(alloc, f"L{i}.o", [mat(p + "attn_output.weight")])
+        gu = stack_rows([mat(p + "ffn_gate.weight"), mat(p + "ffn_up.weight")])
+        groups[f"L{i}.gate_up"] = _store(alloc, f"L{i}.gate_up", gu)
+        groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [mat(p + "ffn_down.weight")])
+        put(f"L{i}.attn_norm", vec(p + "attn_norm.weight"))
+        put(f"L{i}.ffn_norm", vec(p + "ffn_norm.weight"))
+        if c.qkv_bias:
+            bias = [vec(p + "attn_q.bias", c.n_heads), vec(p + "attn_k.bias", c.n_kv_heads),
+                    vec(p + "attn_v.bias")]
+            put(f"L{i}.bqkv", np.concatenate(bias))
+    return {"groups": groups}
+
+
+def load_compact(
+    path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+) -> tuple[LlamaConfig, CompactWeights]:
+    """The config and compact weights of a GGUF, through the weight cache (kind "compact")."""
+    config, hit, origin, arrays, layout = cached_arrays(path, cache_dir, "compact", prepare_compact)
+    groups = layout["groups"]
+    layers = [
+        LayerMatrices(
+            qkv=_load(arrays, f"L{i}.qkv", groups[f"L{i}.qkv"]),
+            o=_load(arrays, f"L{i}.o", groups[f"L{i}.o"]),
+            gate_up=_load(arrays, f"L{i}.gate_up", groups[f"L{i}.gate_up"]),
+            down=_load(arrays, f"L{i}.down", groups[f"L{i}.down"]),
+            attn_norm=arrays[f"L{i}.attn_norm"],
+            ffn_norm=arrays[f"L{i}.ffn_norm"],
+            bqkv=arrays.get(f"L{i}.bqkv"),
+        )
+        for i in range(config.n_layers)
+    ]
+    embd = _load(arrays, "embd", groups["embd"])
+    head = _load(arrays, "head", groups["head"]) if "head" in groups else embd
+    weights = CompactWeights(layers, embd, head, arrays["output_norm"],
+                             arrays.get("rope_freq_factors"), origin, hit)
+    return config, weights
+
+
+def embed_rows(embd: list[Matrix], ids: np.ndarray) -> np.ndarray:
+    """Token embeddings (T, dim) float32, dequantized from the blocks of the rows asked for."""
+    (m,) = embd  # one tensor, never stacked
+    if isinstance(m, DenseMatrix):
+        return np.array(m.weight[ids], np.float32)
+    q = unpack(m.packed[ids], m.bits).astype(np.float32)  # (T, nb, bs)
+    q -= np.float32(m.zero)
+    q *= m.scales[ids][..., None]
+    if m.mins is not None:
+        q += m.mins[ids][..., None]
+    return q.reshape(len(ids), -1)

@@ -1,0 +1,220 @@
+"""What every Llama forward pass shares, whatever holds the weights: RoPE, the KV cache, the
+numpy attention (one token or a causal chunk), the `forward` contract and Stop between layers.
+
+`llama.LlamaModel` (float32 weights, the reference) and `llama_compact.CompactLlamaModel`
+(the GGUF's blocks through ONNX Runtime) subclass `LlamaBase` and supply `_decode`, `_chunk`
+and `_head`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .gguf_file import LlamaConfig
+from .kv_cache import KVCache
+
+_F32 = np.float32
+_ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
+_ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
+_ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
+
+WEIGHTS_ENV = "TURBOSPARK_WEIGHTS"
+WEIGHT_MODES = ("compact", "f32")
+"""compact: the GGUF's blocks through ONNX Runtime (default); f32: the float32 reference."""
+
+
+def weights_mode(explicit: str | None = None) -> str:
+    """The weight mode to load with: `explicit`, else $TURBOSPARK_WEIGHTS, else "compact"."""
+    mode = (explicit or os.environ.get(WEIGHTS_ENV, "") or "compact").strip().lower()
+    if mode not in WEIGHT_MODES:
+        raise ValueError(f"unknown weight mode {mode!r} (choose one of {', '.join(WEIGHT_MODES)})")
+    return mode
+
+
+class ForwardCancelled(Exception):
+    """A chunk's forward pass stopped between layers: the KV cache did not advance."""
+
+
+class _DecodeBuffers:
+    """Per-thread buffers and views for the one-token step (no allocation in the hot loop)."""
+
+    def __init__(self, c: LlamaConfig) -> None:
+        nqkv = c.q_dim + 2 * c.kv_dim
+        self.x = np.empty(c.dim, _F32)  # (dim,) residual stream
+        self.xn = np.empty(c.dim, _F32)  # (dim,) normalised input of a matmul
+        self.tmp = np.empty(c.dim, _F32)  # (dim,) a sublayer's output
+        self.qkv = np.empty(nqkv, _F32)  # (q_dim + 2 kv_dim,)
+        self.gu = np.empty(2 * c.ffn_dim, _F32)  # (2 ffn,) [gate | up]
+        self.act = np.empty(c.ffn_dim, _F32)  # (ffn,)
+        qk = self.qkv[: c.q_dim + c.kv_dim].view(np.complex64)
+        # (n_heads + n_kv, rope_dims/2) complex view of q and k: adjacent pairs = (re, im)
+        self.qk_rot = qk.reshape(c.n_heads + c.n_kv_heads, c.head_dim // 2)[:, : c.rope_dims // 2]
+        # (n_kv, g, 1, hd): each query head as a row vector
+        self.q = self.qkv[: c.q_dim].reshape(c.n_kv_heads, c.group_size, 1, c.head_dim)
+        self.k = self.qkv[c.q_dim : c.q_dim + c.kv_dim].reshape(c.n_kv_heads, c.head_dim)
+        self.v = self.qkv[c.q_dim + c.kv_dim :].reshape(c.n_kv_heads, c.head_dim)
+        self.gate = self.gu[: c.ffn_dim]
+        self.up = self.gu[c.ffn_dim :]
+
+
+class LlamaBase:
+    """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache."""
+
+    weights_kind = "?"
+
+    def _init_common(self, config: LlamaConfig, rope_freq_factors: np.ndarray | None) -> None:
+        self.config = c = config
+        inv_freq = c.rope_base ** (-np.arange(0, c.rope_dims, 2, dtype=np.float64) / c.rope_dims)
+        if rope_freq_factors is not None:
+            inv_freq = inv_freq / rope_freq_factors.astype(np.float64)
+        self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
+        self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
+        self._rot_lock = threading.Lock()
+        self._tls = threading.local()
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def new_cache(self, max_context: int | None = None, step: int = 256) -> KVCache:
+        """An empty KV cache for this model (grows in `step`-token steps up to max_context)."""
+        c = self.config
+        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step)
+
+    # -- RoPE -----------------------------------------------------------------------------------
+
+    def _rope_table(self, n_positions: int) -> np.ndarray:
+        """cos + i sin of every (position, frequency) up to n_positions: (n, rope_dims/2) complex64."""
+        rot = self._rot
+        if rot.shape[0] >= n_positions:
+            return rot
+        with self._rot_lock:
+            if self._rot.shape[0] < n_positions:
+                n = -(-n_positions // _ROPE_TABLE_STEP) * _ROPE_TABLE_STEP
+                angles = np.outer(np.arange(n, dtype=np.float64), self._inv_freq)
+                self._rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
+            return self._rot
+
+    # -- forward --------------------------------------------------------------------------------
+
+    def forward(
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        cache: KVCache,
+        want_logits: bool = True,
+        logits_out: np.ndarray | None = None,
+        cancel: Callable[[], bool] | None = None,
+    ) -> np.ndarray | None:
+        """Feed `tokens` at positions [cache.offset, cache.offset + T); advance the cache.
+
+        Returns the (vocab,) float32 logits after the LAST token (written into `logits_out`
+        when given), or None when `want_logits` is False (the output head is skipped).
+        A chunk (T >= 2) polls `cancel` between layers; when it says True the pass stops with
+        `ForwardCancelled` and the cache keeps its offset (the chunk is not committed).
+        """
+        c = self.config
+        if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (
+            c.n_layers,
+            c.n_kv_heads,
+            c.head_dim,
+        ):
+            raise ValueError(f"{cache!r} was not made for this model")
+        ids = np.asarray(tokens, dtype=np.intp).reshape(-1)
+        if ids.size == 0:
+            raise ValueError("forward() needs at least one token")
+        if ids.min() < 0 or ids.max() >= c.vocab_size:
+            raise ValueError(f"token id out of range [0, {c.vocab_size}): {tokens!r}"[:200])
+        with np.errstate(over="ignore"):  # exp(-gate) may overflow to inf: silu -> 0, fine
+            if ids.size == 1:
+                x = self._decode(int(ids[0]), cache)
+            else:
+                x = self._chunk(ids, cache, cancel)
+        if not want_logits:
+            return None
+        return self._head(x, logits_out, ids.size > 1)
+
+    def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
+        raise NotImplementedError
+
+    def _decode(self, token: int, cache: KVCache) -> np.ndarray:
+        raise NotImplementedError
+
+    def _chunk(
+        self, ids: np.ndarray, cache: KVCache, cancel: Callable[[], bool] | None = None
+    ) -> np.ndarray:
+        raise NotImplementedError
+
+    def _buffers(self) -> _DecodeBuffers:
+        buf = getattr(self._tls, "buf", None)
+        if buf is None:
+            buf = self._tls.buf = _DecodeBuffers(self.config)
+        return buf
+
+    def _attend_one(
+        self, b: _DecodeBuffers, kt: np.ndarray, vv: np.ndarray, pos: int, rot: np.ndarray
+    ) -> np.ndarray:
+        """RoPE on b.qkv's q and k, store k/v at `pos`, attend over [0, pos]: (q_dim,).
+
+        kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd). q is pre-scaled.
+        """
+        n = pos + 1
+        matmul = np.matmul
+        np.multiply(b.qk_rot, rot, out=b.qk_rot)  # RoPE on q and k at once
+        kt[:, :, pos] = b.k
+        vv[:, pos] = b.v
+        # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
+        # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
+        s = matmul(b.q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
+        s -= np.maximum.reduce(s, axis=3, keepdims=True)
+        np.exp(s, out=s)
+        o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
+        o /= np.add.reduce(s, axis=3, keepdims=True)
+        return o.reshape(self.config.q_dim)
+
+    def _attend_chunk(
+        self, qkv: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int, rot: np.ndarray
+    ) -> np.ndarray:
+        """RoPE on a chunk's (T, nqkv) q|k|v (in place), store its k/v at [p, p+T), causal
+        attention over the cache: (T, q_dim). rot: (T, 1, rope_dims/2)."""
+        c = self.config
+        t_len = qkv.shape[0]
+        n = p + t_len
+        q_dim = c.q_dim
+        qk = qkv[:, : q_dim + c.kv_dim].view(np.complex64).reshape(t_len, -1, c.head_dim // 2)
+        qk[:, :, : c.rope_dims // 2] *= rot  # RoPE, (T, n_heads + n_kv, rope_dims/2)
+        kv_new = qkv[:, q_dim:].reshape(t_len, 2, c.n_kv_heads, c.head_dim)
+        kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
+        vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
+        q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
+        return self._attend(q.transpose(1, 0, 2, 3), kt, vv, p)
+
+    def _attend(self, q: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int) -> np.ndarray:
+        """Causal GQA of a chunk at positions p..p+T-1 over the cache -> (T, q_dim).
+
+        q: (n_kv, T, g, hd); kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd).
+        Queries go in blocks of <= 128 tokens: a block attends to keys [0, p + its end) only (the
+        later ones are masked for all of its queries anyway), and only its own diagonal block
+        of keys needs the causal mask. Scores stay small enough for the L2 cache.
+        """
+        n_kv, t_len, g, hd = q.shape
+        out = np.empty((t_len, n_kv, g, hd), _F32)  # (T, n_kv, g, hd)
+        block = max(1, min(t_len, _ATTN_QUERY_BLOCK, _ATTN_BLOCK_ELEMS // (n_kv * g * (p + t_len))))
+        tri = np.triu(np.full((block, block), -np.inf, _F32), k=1)  # (block, block) causal mask
+        for t0 in range(0, t_len, block):
+            t1 = min(t_len, t0 + block)
+            nb, n_keys = t1 - t0, p + t1
+            qb = q[:, t0:t1].reshape(n_kv, nb * g, hd)  # (n_kv, nb*g, hd)
+            s = np.matmul(qb, kt[:, :, :n_keys])  # (n_kv, nb*g, n_keys)
+            s4 = s.reshape(n_kv, nb, g, n_keys)
+            s4[..., p + t0 :] += tri[None, :nb, None, :nb]  # keys of the block itself
+            s -= np.maximum.reduce(s, axis=2, keepdims=True)
+            np.exp(s, out=s)
+            o = np.matmul(s, vv[:, :n_keys])  # (n_kv, nb*g, hd)
+            o /= np.add.reduce(s, axis=2, keepdims=True)
+            out[t0:t1] = o.reshape(n_kv, nb, g, hd).transpose(1, 0, 2, 3)
+        return out.reshape(t_len, n_kv * g * hd)
+
