@@ -8,6 +8,8 @@ clients are the official `openai` package (streaming) and raw sockets (disconnec
 1. Throughput: 1 and 4 concurrent streaming clients (/v1/completions, a counting prompt that
    never ends on its own, `max_tokens` each), rounds interleaved 1,4,1,4,... so the ratio is
    side by side: aggregate tok/s (all tokens / wall time), TTFT p50 / p99.
+   Also the event loop's lateness while it serves (the status route's loop_lag_ms): in the
+   app the same handlers run on the GUI's loop.
 2. Disconnect -> job ended, read from the status route (engine-measured: cancel() -> the job's
    end): in DECODE (a stream closed after 3 tokens) and in PREFILL (a distinct ~2,000-token
    prompt closed 0.3 s after its headers), `--drops` of each.
@@ -191,6 +193,9 @@ def main() -> int:
                   f"{each}); TTFT p50 {pct(ttft, 50) * 1000:.0f} ms, "
                   f"p99 {pct(ttft, 99) * 1000:.0f} ms (n={len(ttft)})")
         print(f"4 clients / 1 client aggregate: {agg[4] / agg[1]:.2f}x")
+        lag = status(port)["server"]["loop_lag_ms"]
+        print(f"event-loop lateness while serving (last minute, sampled every 100 ms; in the app this "
+              f"loop is the GUI's): p50 {lag['p50']} ms, p99 {lag['p99']} ms, max {lag['max']} ms")
 
         decode = [drop_in_decode(port, i) for i in range(args.drops)]
         lat = [row["disconnect_to_ended_ms"] for row in decode]

@@ -64,6 +64,25 @@ def api(default_model_path):
     assert engine.shutdown(10)
 
 
+def run_fresh(main: Callable[[], Any]) -> Any:
+    """`asyncio.run(main())` on a thread of its own: a Qt test's qasync loop may still be
+    registered as running on this one."""
+    out: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            out["value"] = asyncio.run(main())
+        except BaseException as e:  # re-raised on the test's thread
+            out["error"] = e
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 def openai_client(server: ApiServer, api_key: str = "unused", **kw: Any):
     """The official `openai` client, no retries (a retried 5xx would hide a bug)."""
     import openai

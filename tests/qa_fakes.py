@@ -114,9 +114,10 @@ class RecordingBackend(FakeBackend):
     model_name: str = "fake-model"
     prepared: list = dataclasses.field(default_factory=list)
 
-    def prepare_turn(self, session_id: str, messages: Any, settings: Any) -> PreparedTurn:
+    def prepare_turn(self, session_id: str, messages: Any, settings: Any, *,
+                     continue_final: bool = False) -> PreparedTurn:
         self.prepared.append((session_id, tuple(messages), settings))
-        return super().prepare_turn(session_id, messages, settings)
+        return super().prepare_turn(session_id, messages, settings, continue_final=continue_final)
 
     def model_info(self) -> dict[str, Any]:
         info = super().model_info()

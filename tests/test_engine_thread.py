@@ -242,7 +242,7 @@ def test_a_failing_turn_does_not_kill_the_thread(make_engine) -> None:
 def test_a_non_engine_exception_is_isolated_too(make_engine) -> None:
     backend = FakeBackend()
 
-    def broken(*args: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("template bug")
 
     backend.prepare_turn = broken  # type: ignore[method-assign]

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 import pytest
-from api_harness import api, http, openai_client  # noqa: F401 (fixture)
+from api_harness import api, http, openai_client, run_fresh  # noqa: F401 (fixture)
 
 from turbospark_app.server import ApiServer, ServerConfig
 from turbospark_app.server.security import host_allowed, key_matches
@@ -70,7 +70,7 @@ def test_503_with_retry_after_while_the_model_loads() -> None:
         finally:
             await server.stop()
 
-    asyncio.run(run())
+    run_fresh(run)
 
 
 # -- with the model ------------------------------------------------------------------------------

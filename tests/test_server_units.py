@@ -20,6 +20,8 @@ from turbospark_app.chat.api import ChatMessage, PreparedTurn, TurnSettings
 from turbospark_app.chat.logprobs import LogprobTap, log_softmax, top_logprobs
 from turbospark_app.engine.progress import RawDecodeResult, StopReason, TokenProgress
 from turbospark_app.engine.session_pool import SessionPool
+from api_harness import run_fresh
+
 from turbospark_app.server.errors import ApiError
 from turbospark_app.server.jobs import JobBoard
 from turbospark_app.server.params import parse_chat, parse_completion
@@ -247,7 +249,7 @@ def test_job_board_routes_engine_events_to_the_loop_and_records_cancels() -> Non
         assert doc["recent"][0]["stop_reason"] == "cancelled" and doc["active"] == doc["queued"] == []
         assert seen[0] == "queued" and seen[-1] == "ended"
 
-    asyncio.run(run())
+    run_fresh(run)
 
 
 def test_prompt_requests_on_the_engine_thread_listener_slot_and_model_switch() -> None:

@@ -20,13 +20,25 @@ from turbospark_app.service import Finished
 
 @pytest.fixture
 def loop(qtbot):
-    """qasync's loop over the test's QApplication (already running: qtbot's waits drive it)."""
-    loop = qasync.QEventLoop(QApplication.instance(), already_running=True)
+    """qasync's loop over the test's QApplication (already running: qtbot's waits drive it).
+    Torn down completely, so later tests can start plain asyncio loops of their own."""
+    app = QApplication.instance()
+    loop = qasync.QEventLoop(app, already_running=True)
     asyncio.set_event_loop(loop)
     yield loop
-    executor = loop._QEventLoop__default_executor  # aiohttp's getaddrinfo threads
-    if executor is not None:
-        executor.shutdown()
+    # Tests list `loop` before `ui`, so their windows are closed by now: let the HTTP session
+    # close (RemoteHub.shutdown schedules it), then drop whatever is left.
+    try:
+        qtbot.waitUntil(lambda: all(t.done() for t in asyncio.all_tasks(loop)), timeout=3000)
+    except Exception:  # noqa: BLE001 - a stuck task is cancelled below
+        pass
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    app.aboutToQuit.disconnect(loop._after_run_forever)
+    asyncio.events._set_running_loop(None)
+    loop._after_run_forever()
+    loop._QEventLoop__is_running = False
+    loop.close()  # also ends its executor threads (aiohttp's getaddrinfo)
     asyncio.set_event_loop(None)
 
 
@@ -46,7 +58,7 @@ def remote_window(ui, server, loop, *, url: str | None = None, model: str = "fak
     return w, pane, endpoint
 
 
-def test_remote_pane_streams_with_honest_figures_and_remembers_its_source(ui, qtbot, server, loop) -> None:
+def test_remote_pane_streams_with_honest_figures_and_remembers_its_source(loop, ui, qtbot, server) -> None:
     w, pane, endpoint = remote_window(ui, server, loop)
     assert pane.source_picker.source_combo.currentText() == "fake box"
     assert w.status.text("thermal") == "thermal remote: unavailable"
@@ -70,7 +82,7 @@ def test_remote_pane_streams_with_honest_figures_and_remembers_its_source(ui, qt
     assert pane2.engine.source == (endpoint.id, "fake-7b")
 
 
-def test_local_and_remote_panes_at_once(ui, qtbot, server, loop) -> None:
+def test_local_and_remote_panes_at_once(loop, ui, qtbot, server) -> None:
     server.default = fakes.make_endless(server.state, interval=0.02)
     w, remote_pane, _ = remote_window(ui, server, loop)
     w.split_right()
@@ -87,7 +99,7 @@ def test_local_and_remote_panes_at_once(ui, qtbot, server, loop) -> None:
     assert remote_pane.messages[-1].stop_reason == "cancelled"
 
 
-def test_stop_closes_the_stream_and_keeps_the_reply(ui, qtbot, server, loop) -> None:
+def test_stop_closes_the_stream_and_keeps_the_reply(loop, ui, qtbot, server) -> None:
     server.default = fakes.make_endless(server.state, interval=0.02)
     w, pane, _ = remote_window(ui, server, loop)
     finished: list[Finished] = []
@@ -114,7 +126,7 @@ def free_port() -> int:
 
 
 @pytest.mark.parametrize("case", ["refused", "dns", "auth", "model_not_found", "busy", "timeout_headers"])
-def test_failures_before_a_reply_put_the_message_back(ui, qtbot, server, loop, case: str) -> None:
+def test_failures_before_a_reply_put_the_message_back(loop, ui, qtbot, server, case: str) -> None:
     url, model, key = server.url, "fake-7b", "sk-ui"
     if case == "refused":
         url = f"http://127.0.0.1:{free_port()}"
@@ -148,7 +160,7 @@ def test_failures_before_a_reply_put_the_message_back(ui, qtbot, server, loop, c
     ("dropped", "dropped mid-reply"),
     ("hang", "sent nothing"),
 ])
-def test_failures_mid_reply_keep_the_message_and_the_partial_reply(ui, qtbot, server, loop,
+def test_failures_mid_reply_keep_the_message_and_the_partial_reply(loop, ui, qtbot, server,
                                                                    scenario: str, expected: str) -> None:
     server.default = fakes.make_hang(server.state) if scenario == "hang" else getattr(fakes, scenario)
     w, pane, _ = remote_window(ui, server, loop)
@@ -165,7 +177,7 @@ def test_failures_mid_reply_keep_the_message_and_the_partial_reply(ui, qtbot, se
     assert [m.content[:5] for m in stored] == ["Tell ", "Hello"]
 
 
-def test_a_deleted_endpoint_is_said_and_the_text_kept(ui, qtbot, server, loop) -> None:
+def test_a_deleted_endpoint_is_said_and_the_text_kept(loop, ui, qtbot, server) -> None:
     w, pane, _ = remote_window(ui, server, loop)
     w.remote.save_endpoints([])
     assert "deleted endpoint" in pane.source_picker.source_combo.currentText()
@@ -175,7 +187,7 @@ def test_a_deleted_endpoint_is_said_and_the_text_kept(ui, qtbot, server, loop) -
     assert "no longer saved" in pane.transcript.entries[-1].text
 
 
-def test_switching_back_to_this_computer(ui, qtbot, server, loop) -> None:
+def test_switching_back_to_this_computer(loop, ui, qtbot, server) -> None:
     w, pane, _ = remote_window(ui, server, loop)
     send(qtbot, pane, "remote first")
     wait_idle(qtbot, pane)
@@ -188,7 +200,7 @@ def test_switching_back_to_this_computer(ui, qtbot, server, loop) -> None:
     assert len(server.requests) == 1
 
 
-def test_endpoints_dialog_tests_the_connection_and_saves(ui, qtbot, server, loop) -> None:
+def test_endpoints_dialog_tests_the_connection_and_saves(loop, ui, qtbot, server) -> None:
     from turbospark_app.ui.endpoints_dialog import EndpointsDialog
 
     w = ui.window(FakeBackend())
@@ -225,7 +237,7 @@ def test_endpoints_dialog_tests_the_connection_and_saves(ui, qtbot, server, loop
     assert w.remote.book.keys.get(saved.id) == "sk-ui"
 
 
-def test_closing_the_window_mid_remote_reply_saves_it_as_stopped(ui, qtbot, server, loop) -> None:
+def test_closing_the_window_mid_remote_reply_saves_it_as_stopped(loop, ui, qtbot, server) -> None:
     server.default = fakes.make_endless(server.state, interval=0.02)
     w, pane, _ = remote_window(ui, server, loop)
     cid = pane.conversation_id
@@ -242,7 +254,7 @@ def test_closing_the_window_mid_remote_reply_saves_it_as_stopped(ui, qtbot, serv
     qtbot.waitUntil(lambda: "client_gone_at" in server.state, timeout=3000)
 
 
-def test_continue_is_offered_only_where_the_server_can_continue(ui, qtbot, server, loop) -> None:
+def test_continue_is_offered_only_where_the_server_can_continue(loop, ui, qtbot, server) -> None:
     w, pane, endpoint = remote_window(ui, server, loop)
     engine = pane.engine
     qtbot.waitUntil(lambda: engine.server_kind is not None, timeout=5000)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QFontInfo, QPalette, QTextCursor
+from PySide6.QtGui import QFont, QFontDatabase, QPalette, QTextCursor
 
 from turbospark_app.ui.transcript import Entry, Transcript
 
@@ -75,16 +75,21 @@ def test_end_reply_renders_markdown_in_place_once(qtbot) -> None:
     assert "prompt 12 tok" in plain
     body_start = min(p for p, _, _ in log.changes)
     assert body_start >= len(prefix)
-    # The bold run is bold; the code block and inline code are in a fixed-pitch font.
+    # The bold run is bold; the code block and inline code get the system's fixed font. What
+    # is asserted is what the code decides (family + monospace hint), not QFontInfo's
+    # fixedPitch() heuristic, which says False for e.g. Noto Sans Mono.
     doc = view.document()
     bold = doc.find("bold")
     assert bold.charFormat().fontWeight() > 500
+    mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).family()
     code = doc.find("print('hi')")
     inline = doc.find("inline")
     for cursor in (code, inline):
         c = QTextCursor(cursor)
         c.setPosition(cursor.selectionStart() + 1)
-        assert QFontInfo(c.charFormat().font()).fixedPitch()
+        fmt = c.charFormat()
+        assert fmt.fontFamilies() == [mono]
+        assert fmt.fontStyleHint() == QFont.StyleHint.Monospace
     assert view.entries[-1].text == text and not view.is_streaming
 
 

@@ -109,9 +109,11 @@ class FakeBackend:
         self.calls.append((name, threading.get_ident()))
 
     def prepare_turn(
-        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
+        *, continue_final: bool = False,
     ) -> PreparedTurn:
-        """Bytes of a plain rendering are the prompt ids; assistant ids are spliced in."""
+        """Bytes of a plain rendering are the prompt ids; assistant ids are spliced in (a
+        reply to continue is left open: no generation prompt after it)."""
         self._record("prepare_turn")
         ids: list[int] = []
         for m in messages:
@@ -120,7 +122,8 @@ class FakeBackend:
                 ids.extend(m.token_ids)
             else:
                 ids.extend(m.content.encode())
-        ids.extend(b"<assistant>")
+        if not continue_final:
+            ids.extend(b"<assistant>")
         if not messages or not messages[-1].content.strip():
             raise EmptyPrompt()
         max_new = settings.generation.max_new_tokens
@@ -330,12 +333,14 @@ class EngineLoopBackend:
             self.producers[session_id] = Slowed(self.tokenizer.VOCAB_SIZE, reuse=None, poison_prefill=False)
         return self.producers[session_id]
 
-    def prepare_turn(self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings) -> PreparedTurn:
+    def prepare_turn(self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
+                     *, continue_final: bool = False) -> PreparedTurn:
         from turbospark_app.chat.prompt import build_prompt_ids
         from turbospark_app.engine.raw_completion import check_admission
 
         self._record("prepare_turn")
-        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt)
+        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt,
+                               continue_final=continue_final)
         check_admission(ids, settings.generation, self.max_context)
         return PreparedTurn(session_id, tuple(ids), settings)
 

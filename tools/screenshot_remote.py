@@ -84,7 +84,7 @@ def capture(args: argparse.Namespace, model: str) -> int:
     for pane, text in ((left, "What is a KV cache? Two sentences."),
                        (right, "What is a KV cache? Two sentences.")):
         pane.settings_form.temperature.setValue(0.0)
-        pane.settings_form.max_new.setValue(120)
+        pane.settings_form.max_new.setValue(60)
         pane.input.setPlainText(text)
         pane.send()
     wait_until(app, lambda: not left.busy and not right.busy, 300, "the first replies")

@@ -1,8 +1,13 @@
 """Saved conversations: SQLite in the per-user data folder (WAL, one transaction per write).
 
-Written at every user message and every finished or stopped reply, each in its own
-transaction, so a crash mid-reply loses at most that reply. Used from the GUI thread only
-(sqlite3's default same-thread check enforces it).
+Messages form a tree (see `branches`): each has a parent, and the active child of each group
+of siblings is the branch on screen; the other siblings are kept alternatives (Regenerate)
+and branches (Edit and resend). A reply row is created, empty and "interrupted", when its turn
+is submitted (with the user message, in one transaction); while it streams, a
+`checkpoint.ReplyCheckpointer` rewrites its text on another connection at most every second or
+32 tokens; the finished reply replaces it with its final stop reason. So a crash or kill -9
+loses at most the last checkpoint interval, and the reply reopens as "interrupted".
+`Store` itself is used from the GUI thread only (sqlite3's same-thread check enforces it).
 
 An unreadable store (not a database, corrupt pages, a schema from a newer version) raises
 `StoreError`; `open_store_or_recover` moves the bad file aside and starts a fresh one so the
@@ -17,9 +22,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-SCHEMA_VERSION = 1
+from .branches import active_path
+from .reply_stats import INTERRUPTED
+from .store_tree import activate, delete_exchange, delete_one
+
+if TYPE_CHECKING:
+    from .checkpoint import ReplyCheckpointer
+
+SCHEMA_VERSION = 2
 STORE_FILENAME = "conversations.sqlite3"
 DEFAULT_TITLE = "New conversation"
 
@@ -40,7 +52,9 @@ CREATE TABLE IF NOT EXISTS messages (
     token_ids       TEXT,
     stats           TEXT,
     stop_reason     TEXT,
-    created         REAL NOT NULL
+    created         REAL NOT NULL,
+    parent_id       INTEGER,
+    active          INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 -- Where a conversation's replies come from (no row: "This computer"); remote/endpoints.py.
@@ -50,6 +64,14 @@ CREATE TABLE IF NOT EXISTS conversation_sources (
     model           TEXT NOT NULL
 );
 """
+# Schema 1 -> 2: the tree columns; each message's parent is the one before it.
+_MIGRATE_1 = """
+ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
+UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
+    WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
+"""
+_COLUMNS = "id, conversation_id, role, content, token_ids, stats, stop_reason, created, parent_id, active"
 
 
 class StoreError(Exception):
@@ -70,7 +92,8 @@ class Conversation:
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """One saved message. `token_ids` are an assistant reply's generated ids (KV reuse)."""
+    """One saved message. `token_ids` are an assistant reply's generated ids (KV reuse);
+    `parent_id` / `active` place it in the conversation's tree (see `branches`)."""
 
     id: int
     conversation_id: str
@@ -80,6 +103,8 @@ class StoredMessage:
     stats: dict[str, Any] | None
     stop_reason: str | None
     created: float
+    parent_id: int | None = None
+    active: bool = True
 
 
 def default_store_path() -> Path:
@@ -115,9 +140,10 @@ class Store:
             mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             self.journal_mode = str(mode).lower()
             self._db.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL-safe
-            # One script = one transaction: a half-created schema is never left behind.
+            # One script = one transaction: a half-created (or half-migrated) schema is never left.
+            migrate = _MIGRATE_1 if version == 1 else ""
             self._db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                f"BEGIN IMMEDIATE; {_SCHEMA} {migrate} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             )
             self._check_tables()
         except StoreError:
@@ -126,12 +152,13 @@ class Store:
         except sqlite3.Error as e:
             self._db.close()
             raise StoreError(f"{self.path} is not a readable conversation store: {e}") from e
+        self._checkpointer: ReplyCheckpointer | None = None
 
     def _check_tables(self) -> None:
         expected = {
             "conversations": {"id", "title", "created", "updated", "system_prompt", "settings"},
             "messages": {"id", "conversation_id", "role", "content", "token_ids", "stats",
-                         "stop_reason", "created"},
+                         "stop_reason", "created", "parent_id", "active"},
         }
         for table, columns in expected.items():
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -154,8 +181,19 @@ class Store:
         return Store._Tx(self._db)
 
     def close(self) -> None:
-        """Close the database (checkpoints the WAL)."""
+        """Close the database (checkpoints the WAL) and the checkpoint writer."""
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         self._db.close()
+
+    def checkpointer(self) -> "ReplyCheckpointer":
+        """The writer that saves streaming replies off the GUI thread (started on first use)."""
+        if self._checkpointer is None:
+            from .checkpoint import ReplyCheckpointer
+
+            self._checkpointer = ReplyCheckpointer(self.path)
+        return self._checkpointer
 
     # -- conversations ---------------------------------------------------------------------
 
@@ -252,53 +290,150 @@ class Store:
         token_ids: Sequence[int] | None = None,
         stats: dict[str, Any] | None = None,
         stop_reason: str | None = None,
+        parent_id: int | None | object = ...,
     ) -> StoredMessage:
-        """Append a message and touch the conversation, in one transaction."""
-        now = time.time()
-        ids_json = None if token_ids is None else json.dumps([int(t) for t in token_ids])
-        stats_json = None if stats is None else json.dumps(stats)
+        """Add a message, in one transaction, as the active child of `parent_id` (by default
+        the last message of the branch on screen: an append)."""
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT INTO messages (conversation_id, role, content, token_ids, stats, "
-                "stop_reason, created) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, role, content, ids_json, stats_json, stop_reason, now),
+            if parent_id is ...:
+                path = active_path(self._rows(db, conversation_id))
+                parent_id = path[-1].id if path else None
+            return self._insert(db, conversation_id, role, content, parent_id,  # type: ignore[arg-type]
+                                token_ids, stats, stop_reason)
+
+    def start_turn(
+        self, conversation_id: str, parent_id: int | None, user_text: str | None = None,
+        *, discard: int | None = None,
+    ) -> tuple[StoredMessage | None, StoredMessage]:
+        """One transaction: the user message (when given) under `parent_id`, and under it (or
+        under `parent_id`) an empty reply marked INTERRUPTED until its turn ends. Both become
+        the branch on screen; their former siblings are kept as alternatives. `discard`: a
+        message deleted in the same transaction (an empty reply a crash left)."""
+        with self._tx() as db:
+            if discard is not None:
+                delete_one(db, discard)
+            user = None
+            if user_text is not None:
+                user = self._insert(db, conversation_id, "user", user_text, parent_id)
+                parent_id = user.id
+            reply = self._insert(db, conversation_id, "assistant", "", parent_id,
+                                 stop_reason=INTERRUPTED)
+        return user, reply
+
+    def update_reply(
+        self,
+        message_id: int,
+        content: str,
+        *,
+        token_ids: Sequence[int] | None,
+        stats: dict[str, Any] | None,
+        stop_reason: str | None,
+    ) -> StoredMessage:
+        """Replace a reply's text, ids, figures and stop reason (its turn ended, or resumes)."""
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "UPDATE messages SET content = ?, token_ids = ?, stats = ?, stop_reason = ? WHERE id = ?",
+                (content, _ids_json(token_ids), None if stats is None else json.dumps(stats),
+                 stop_reason, message_id),
             )
-            db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
-        return StoredMessage(
-            int(cur.lastrowid or 0), conversation_id, role, content,
-            None if token_ids is None else tuple(int(t) for t in token_ids),
-            stats, stop_reason, now,
-        )
+            db.execute("UPDATE conversations SET updated = ? WHERE id = "
+                       "(SELECT conversation_id FROM messages WHERE id = ?)", (now, message_id))
+        message = self.message(message_id)
+        if message is None:
+            raise sqlite3.OperationalError(f"message {message_id} is gone")
+        return message
+
+    def select_message(self, message_id: int) -> None:
+        """Put `message_id` (and the branch under it) on screen instead of its siblings."""
+        with self._tx() as db:
+            activate(db, message_id)
 
     def delete_message(self, message_id: int) -> None:
-        """Delete one message (a user message whose reply failed goes back to the input box)."""
+        """Delete one message; its children move up to its parent (a user message whose reply
+        failed goes back to the input box)."""
         with self._tx() as db:
-            db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            delete_one(db, message_id)
+
+    def delete_exchange(self, user_id: int) -> None:
+        """Delete a message pair: the user message and its replies (alternatives included, with
+        any branch under an alternative not on screen); the turns after the reply on screen move
+        up to the user message's place."""
+        with self._tx() as db:
+            delete_exchange(db, user_id, lambda cid: self._rows(db, cid))
 
     def delete_messages(self, message_ids: Sequence[int]) -> None:
         """Delete several messages in one transaction (the oldest turns dropped to fit the
-        context go together or not at all)."""
+        context go together or not at all): a user message goes with its replies."""
         with self._tx() as db:
-            db.executemany("DELETE FROM messages WHERE id = ?", [(int(i),) for i in message_ids])
+            gone: set[int] = set()
+            for mid in message_ids:
+                if int(mid) in gone:
+                    continue
+                row = db.execute("SELECT role, conversation_id FROM messages WHERE id = ?", (int(mid),)).fetchone()
+                if row is None:
+                    continue
+                before = {m.id for m in self._rows(db, row[1])}
+                if row[0] == "user":
+                    delete_exchange(db, int(mid), lambda cid: self._rows(db, cid))
+                else:
+                    delete_one(db, int(mid))
+                gone |= before - {m.id for m in self._rows(db, row[1])}
 
     def messages(self, conversation_id: str) -> list[StoredMessage]:
-        """A conversation's messages in order."""
-        return list(self._iter_messages(conversation_id))
+        """The branch on screen, in order."""
+        return active_path(self._rows(self._db, conversation_id))
 
-    def _iter_messages(self, conversation_id: str) -> Iterator[StoredMessage]:
-        rows = self._db.execute(
-            "SELECT id, conversation_id, role, content, token_ids, stats, stop_reason, created "
-            "FROM messages WHERE conversation_id = ? ORDER BY id",
-            (conversation_id,),
+    def all_messages(self, conversation_id: str) -> list[StoredMessage]:
+        """Every message of the conversation (alternatives and kept branches too), by id."""
+        return self._rows(self._db, conversation_id)
+
+    def message(self, message_id: int) -> StoredMessage | None:
+        """One message, or None."""
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return None if row is None else _message(row)
+
+    # -- message internals (inside a transaction) -------------------------------------------
+
+    @staticmethod
+    def _rows(db: sqlite3.Connection, conversation_id: str) -> list[StoredMessage]:
+        rows = db.execute(f"SELECT {_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id",
+                          (conversation_id,))
+        return [_message(row) for row in rows]
+
+    @staticmethod
+    def _insert(
+        db: sqlite3.Connection, conversation_id: str, role: str, content: str, parent_id: int | None,
+        token_ids: Sequence[int] | None = None, stats: dict[str, Any] | None = None,
+        stop_reason: str | None = None,
+    ) -> StoredMessage:
+        now = time.time()
+        db.execute("UPDATE messages SET active = 0 WHERE conversation_id = ? AND parent_id IS ?",
+                   (conversation_id, parent_id))
+        cur = db.execute(
+            "INSERT INTO messages (conversation_id, role, content, token_ids, stats, stop_reason, "
+            "created, parent_id, active) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            (conversation_id, role, content, _ids_json(token_ids),
+             None if stats is None else json.dumps(stats), stop_reason, now, parent_id),
         )
-        for row in rows:
-            yield StoredMessage(
-                row[0], row[1], row[2], row[3],
-                None if row[4] is None else tuple(json.loads(row[4])),
-                None if row[5] is None else json.loads(row[5]),
-                row[6], row[7],
-            )
+        db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        return StoredMessage(
+            int(cur.lastrowid or 0), conversation_id, role, content,
+            None if token_ids is None else tuple(int(t) for t in token_ids),
+            stats, stop_reason, now, parent_id, True,
+        )
 
+def _ids_json(token_ids: Sequence[int] | None) -> str | None:
+    return None if token_ids is None else json.dumps([int(t) for t in token_ids])
+
+
+def _message(row: Sequence[Any]) -> StoredMessage:
+    return StoredMessage(
+        row[0], row[1], row[2], row[3],
+        None if row[4] is None else tuple(json.loads(row[4])),
+        None if row[5] is None else json.loads(row[5]),
+        row[6], row[7], row[8], bool(row[9]),
+    )
 
 def open_store_or_recover(path: Path) -> tuple[Store, Path | None]:
     """Open the store at `path`; when it is unreadable, move it (and its -wal/-shm files)

@@ -62,9 +62,11 @@ class ChatBackend(Protocol):
     max_context: int
 
     def prepare_turn(
-        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
+        *, continue_final: bool = False,
     ) -> PreparedTurn:
-        """Render + tokenize the conversation (last message = the new user message).
+        """Render + tokenize the conversation (last message = the new user message; with
+        `continue_final`, an assistant reply left open so the turn continues it).
 
         Raises an `EngineError` (EmptyPrompt, ContextOverflow, ...) before touching the model.
         """

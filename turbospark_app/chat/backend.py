@@ -85,13 +85,15 @@ class LlamaChatBackend:
     # -- ChatBackend ------------------------------------------------------------------------
 
     def prepare_turn(
-        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings
+        self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
+        *, continue_final: bool = False,
     ) -> PreparedTurn:
         """Render and tokenize. Everything the step loop would reject is checked here, before
-        the model: empty message, zero budget, context overflow, invalid cap or sampling."""
+        the model: empty message, zero budget, context overflow, invalid cap or sampling.
+        `continue_final`: the last message is a reply to continue (left open, see prompt)."""
         if not messages or not messages[-1].content.strip():
             raise EmptyPrompt()
-        ids = self.prompts.chat_ids(messages, settings.system_prompt)
+        ids = self.prompts.chat_ids(messages, settings.system_prompt, continue_final=continue_final)
         return self.prepare_prompt(session_id, ids, settings)
 
     def prepare_prompt(

@@ -5,12 +5,18 @@ between placeholders is tokenized on its own and the assistant's original token 
 in. Every earlier segment renders to the same text in every later turn, so turn N+1's prompt
 starts with exactly the ids turn N's KV holds: prefix reuse by construction, with no
 re-tokenization drift (a generated id sequence rarely equals encode(decode(ids))).
+
+`continue_final`: the last message is an assistant reply to be continued (Hugging Face's
+`continue_final_message`). The conversation is rendered WITHOUT a generation prompt and cut
+right after that reply's placeholder, so no end-of-turn follows it: the prompt is the previous
+prompt + the reply's ids, exactly what the KV slot holds after the reply stopped.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, Sequence
 
+from ..engine.errors import EngineError
 from .api import ChatMessage
 
 _PLACEHOLDER = "\u27e6ts-assistant-{}\u27e7"  # ⟦ts-assistant-N⟧: survives templates untouched
@@ -29,12 +35,17 @@ def build_prompt_ids(
     tokenizer: EncoderLike,
     messages: Sequence[ChatMessage],
     system_prompt: str | None = None,
+    *,
+    continue_final: bool = False,
 ) -> list[int]:
-    """The prompt ids for `messages` (ending with the new user message) + a generation prompt.
+    """The prompt ids for `messages` (ending with the new user message) + a generation prompt,
+    or, with `continue_final`, ending inside the final assistant message (left open).
 
     An assistant message without token ids (imported text) is tokenized from its text like
     any other segment. BOS, when the model wants one, is the caller's to add.
     """
+    if continue_final and (not messages or messages[-1].role != "assistant"):
+        raise EngineError("continue_final needs an assistant message last")
     rendered: list[dict[str, Any]] = []
     if system_prompt:
         rendered.append({"role": "system", "content": system_prompt})
@@ -42,13 +53,19 @@ def build_prompt_ids(
     for i, m in enumerate(messages):
         if m.role == "system" and system_prompt:
             continue  # the per-conversation system prompt wins
-        if m.role == "assistant" and m.token_ids is not None:
+        open_reply = continue_final and i == len(messages) - 1
+        if m.role == "assistant" and (m.token_ids is not None or open_reply):
             key = _PLACEHOLDER.format(i)
-            spliced[key] = m.token_ids
+            spliced[key] = m.token_ids if m.token_ids is not None else tokenizer.encode(m.content)
             rendered.append({"role": "assistant", "content": key})
         else:
             rendered.append({"role": m.role, "content": m.content})
-    text = template.render(rendered, add_generation_prompt=True)
+    text = template.render(rendered, add_generation_prompt=not continue_final)
+    if continue_final:
+        last = _PLACEHOLDER.format(len(messages) - 1)
+        if last not in text:
+            raise EngineError("the chat template left out the reply to continue")
+        text = text[: text.index(last) + len(last)]  # the reply stays open: no end-of-turn
 
     ids: list[int] = []
     rest = text
@@ -90,25 +107,22 @@ class PromptBuilder:
             ids.insert(0, bos)
         return ids
 
-    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None) -> list[int]:
-        """The chat prompt ids (template + generation prompt), BOS first when the model wants it."""
-        return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt))
+    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None,
+                 *, continue_final: bool = False) -> list[int]:
+        """The chat prompt ids (template + generation prompt, or the final reply left open
+        with `continue_final`), BOS first when the model wants it."""
+        return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt,
+                                               continue_final=continue_final))
 
     def open_assistant_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Ids that leave the LAST message (an assistant's) open, so the reply continues it
         (vLLM's `continue_final_message`): the template's text up to where that message's
         content goes, then the content itself. ValueError when the last message is not an
         assistant's or the template drops it."""
-        if not messages or messages[-1].role != "assistant":
-            raise ValueError("the last message must be the assistant's to continue it")
-        marker = _PLACEHOLDER.format("continue")
-        rendered = [{"role": m.role, "content": m.content} for m in messages[:-1]]
-        rendered.append({"role": "assistant", "content": marker})
-        text = self.template.render(rendered, add_generation_prompt=False)
-        head, found, _ = text.partition(marker)
-        if not found:
-            raise ValueError("the chat template left out the final assistant message")
-        return self._with_bos(self.tokenizer.encode(head + messages[-1].content))
+        try:
+            return self.chat_ids(messages, continue_final=True)  # one implementation (build_prompt_ids)
+        except EngineError as e:
+            raise ValueError(str(e)) from None
 
     def raw_ids(self, text: str) -> list[int]:
         """A raw completion prompt: the text as is (no template), BOS first when the model wants it."""

@@ -9,6 +9,8 @@ the moment its connection is lost, which is what lets a disconnect stop the engi
 from __future__ import annotations
 
 import asyncio
+import collections
+import statistics
 import time
 from typing import Any
 
@@ -22,6 +24,8 @@ from .security import security_middleware
 
 
 STOP_GRACE_SECONDS = 2.0  # open requests get this long to finish after their jobs are cancelled
+LAG_PROBE_SECONDS = 0.1  # how often the event loop's lateness is sampled (the GUI's, in the app)
+LAG_SAMPLES = 600  # the last minute
 
 
 class ApiServer:
@@ -37,6 +41,8 @@ class ApiServer:
         self.port: int | None = None
         self.board: JobBoard | None = None  # type: ignore[assignment]
         self._runner: web.AppRunner | None = None
+        self._lag_task: asyncio.Task[None] | None = None
+        self.loop_lag: collections.deque[float] = collections.deque(maxlen=LAG_SAMPLES)
 
     @property
     def running(self) -> bool:
@@ -74,6 +80,16 @@ class ApiServer:
         sockets = getattr(server, "sockets", None) or ()
         self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         self._runner = runner
+        self._lag_task = asyncio.get_running_loop().create_task(self._probe_lag())
+
+    async def _probe_lag(self) -> None:
+        """Sample how late the loop wakes up: if HTTP work stalled the loop (the GUI's, in the
+        app), it would show here (status route: loop_lag_ms)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            t0 = loop.time()
+            await asyncio.sleep(LAG_PROBE_SECONDS)
+            self.loop_lag.append(max(0.0, loop.time() - t0 - LAG_PROBE_SECONDS))
 
     async def stop(self) -> None:
         """Stop serving: open requests are cancelled (their jobs too)."""
@@ -81,6 +97,8 @@ class ApiServer:
         if runner is None:
             return
         self.stopping = True
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         if self.board is not None:  # streams end with their finish chunk, queued jobs never start
             for job in list(self.board.live.values()):
                 self.board.cancel(job, "server_stopped")
@@ -89,7 +107,12 @@ class ApiServer:
     def describe(self) -> dict[str, Any]:
         """The server part of the status document."""
         c = self.config
+        lag = sorted(self.loop_lag)
+        lag_ms = None if not lag else {
+            "p50": round(statistics.median(lag) * 1000, 2),
+            "p99": round(lag[min(len(lag) - 1, int(0.99 * len(lag)))] * 1000, 2),
+            "max": round(lag[-1] * 1000, 2), "samples": len(lag)}
         return {"url": self.url if self.port else None, "loopback_only": is_loopback(c.host),
-                "api_key_required": bool(c.api_key), "allowed_origins": list(c.allowed_origins),
+                "loop_lag_ms": lag_ms, "api_key_required": bool(c.api_key), "allowed_origins": list(c.allowed_origins),
                 "max_queue": c.max_queue, "prefill_chunk": c.prefill_chunk,
                 "ping_interval_s": c.ping_interval, "stall_timeout_s": c.stall_timeout}

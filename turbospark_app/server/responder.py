@@ -68,18 +68,10 @@ async def respond(request: web.Request, board: JobBoard, admitted: Admitted, tim
     reason = "handler_ended"
     try:
         if p.stream:
-            return await _stream(request, job, admitted, timing)
+            return await _stream(request, board, job, admitted, timing)
         return await _whole(job, admitted)
     except asyncio.CancelledError:
         reason = _cancel_reason(request, stopping())
-        raise
-    except ClientStalled:
-        reason = "client_stalled"
-        if request.transport is not None:
-            request.transport.abort()
-        raise ConnectionResetError("client stalled") from None
-    except ConnectionError:
-        reason = "write_error"
         raise
     finally:
         if not job.over:
@@ -99,13 +91,29 @@ def _delta(admitted: Admitted, text: str, tokens: list[Token]) -> dict[str, Any]
     return env.chunk(delta, None, logprobs, p.include_usage)
 
 
-async def _stream(request: web.Request, job: ApiJob, admitted: Admitted, timing: Timing) -> web.StreamResponse:
-    env, p = admitted.envelope, admitted.params
-    headers = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    if p.rate_cap:  # says the `max_tokens_per_sec` extension is applied (remote clients show it)
-        headers["X-TurboSpark-Cap"] = f"{p.rate_cap:g}"
-    resp = web.StreamResponse(headers=headers)
+async def _stream(request: web.Request, board: JobBoard, job: ApiJob, admitted: Admitted,
+                  timing: Timing) -> web.StreamResponse:
+    """The SSE response. A write that fails or stalls ends it quietly (the job is cancelled
+    with that reason; aiohttp would log a handler exception as a server error)."""
+    resp = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+        **cap_header(admitted.params),
+    })
     await resp.prepare(request)
+    try:
+        await _write_stream(request, resp, job, admitted, timing)
+    except ClientStalled:
+        board.cancel(job, "client_stalled")
+        if request.transport is not None:
+            request.transport.abort()
+    except ConnectionError:
+        board.cancel(job, "write_error")
+    return resp
+
+
+async def _write_stream(request: web.Request, resp: web.StreamResponse, job: ApiJob,
+                        admitted: Admitted, timing: Timing) -> None:
+    env, p = admitted.envelope, admitted.params
     transport = request.transport
     sock = None if transport is None else transport.get_extra_info("socket")
     if sock is not None:
@@ -163,7 +171,7 @@ async def _stream(request: web.Request, job: ApiJob, admitted: Admitted, timing:
             await write(bytes(out))
         if isinstance(batch[-1], (Finished, Failed)):
             await resp.write_eof()
-            return resp
+            return
 
 
 async def _whole(job: ApiJob, admitted: Admitted) -> web.Response:

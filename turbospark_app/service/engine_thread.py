@@ -378,7 +378,8 @@ class EngineThread:
                 job.turn = self._prepare_prompt(job, request)
             else:
                 job.turn = self._backend.prepare_turn(
-                    job.conversation_id, list(request.messages), request.settings
+                    job.conversation_id, list(request.messages), request.settings,
+                    continue_final=request.continue_final,
                 )
             job.stream = self._backend.stream_turn(job.turn, lambda: job.cancelled)
         except Exception as e:

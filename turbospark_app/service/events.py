@@ -13,11 +13,14 @@ from ..engine.progress import RawDecodeResult
 @dataclass(frozen=True)
 class TurnRequest:
     """One turn to run: the conversation (used as the backend session id), its messages
-    ending with the new user message, and the turn's settings."""
+    ending with the new user message, and the turn's settings. `continue_final`: the messages
+    end with an assistant reply to continue instead (the prompt leaves it open; the events
+    carry only the continuation)."""
 
     conversation_id: str
     messages: tuple[ChatMessage, ...]
     settings: TurnSettings = field(default_factory=TurnSettings)
+    continue_final: bool = False
 
 
 API_SESSION_PREFIX = "api-auto:"  # KV sessions the engine chose for an API request

@@ -1,15 +1,11 @@
-"""One conversation pane: transcript, input, Send/Stop, prefill progress, state, settings.
+"""One conversation pane: transcript, input, Send/Stop, Regenerate/Continue, prefill progress,
+state, settings.
 
-A pane runs at most one turn at a time. Its life cycle:
-
-    send      the user message is saved (one transaction), shown, and submitted; the input
-              is cleared; the assistant header appears with the state "queued".
-    events    Queued / Started / Prefilling update the state label and the prefill bar;
-              Token / Tail deltas are appended to the transcript (O(delta)).
-    Finished  the reply is saved with its token ids, stats and stop reason, and re-rendered
-              once as Markdown with a stats line. CANCELLED is a normal end: "stopped".
-    Failed    the turn is undone: the user message is deleted from the store and the
-              transcript, an inline error explains why, and the text goes back to the input.
+A pane runs at most one turn at a time; each turn comes from a `conversation.TurnPlan`
+(send, regenerate, continue, edit) and runs as `pane_turns` describes: the user message and
+an empty "interrupted" reply are saved at once, the reply is checkpointed while it streams
+(off the GUI thread), and the finished reply replaces it. CANCELLED is a normal end: "stopped".
+The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`.
 """
 
 from __future__ import annotations
@@ -20,7 +16,7 @@ import time
 from typing import Any, Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut, QTextCursor
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -34,49 +30,22 @@ from PySide6.QtWidgets import (
     QWidgetAction,
 )
 
-from ..chat.api import ChatMessage, reply_token_ids
-from ..engine.progress import StopReason
-from ..service import Failed, Finished, Prefilling, Queued, Retrying, Started, Tail, Token, TurnRequest, TurnStats
+from ..conversation import ConversationTree
+from ..service import Failed
 from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from .bridge import EngineBridge
 from .chat_input import ChatInput
 from .context import ContextMeter, OverflowChoice, overflow_numbers, turns, turns_to_drop, usage_from_messages
-from .formatting import rate_label, seconds_label, stats_line
-from .transcript import Entry, Transcript
-from .turn_settings import TurnSettingsForm, merged, to_turn_settings
+from .formatting import rate_label
+from .message_actions import MessageActions
+from .pane_turns import PaneTurns, model_identity
+from .transcript import Transcript
+from .turn_settings import TurnSettingsForm, merged
 
-_ERRORS = {
-    "context_overflow": "This conversation no longer fits the model's context window ({m}). "
-    "Start a new conversation, or lower “Max new tokens” in this pane's settings.",
-    "empty_prompt": "There is nothing to send ({m}).",
-    "zero_budget": "The reply has no token budget ({m}). Raise “Max new tokens”.",
-    "model_failure": "The model failed while answering: {m}",
-    "backend_unavailable": "No model is loaded: {m}. "
-    "Fetch the default model with `turbospark model fetch`, or start with --model FILE.",
-}
+__all__ = ["ConversationPane", "model_identity"]
 
 
-def model_identity(model_info: Mapping[str, Any]) -> str:
-    """What identifies the tokenizer an assistant reply's token ids belong to: the model file
-    (name and size, so the same file still matches after a move or inside the app bundle)."""
-    if model_info.get("file_name") and model_info.get("file_size_bytes"):
-        return f"{model_info['file_name']}:{model_info['file_size_bytes']}"
-    for key in ("sha256", "file", "path", "name"):
-        value = model_info.get(key)
-        if value:
-            return str(value)
-    return ""
-
-
-def entry_for(message: StoredMessage) -> Entry:
-    """How a saved message is shown."""
-    footer = ""
-    if message.role == "assistant" and message.stats:
-        footer = stats_line(TurnStats.from_json(message.stats))
-    return Entry(message.role, message.content, footer, stopped=message.stop_reason == "cancelled")
-
-
-class ConversationPane(QWidget):
+class ConversationPane(PaneTurns, MessageActions, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -98,11 +67,17 @@ class ConversationPane(QWidget):
         self._store = store
         self._bridge = bridge
         self._settings = merged(conversation.settings, defaults)
-        self.messages: list[StoredMessage] = store.messages(conversation.id)
+        self.tree = ConversationTree(store, conversation.id)
+        self.messages: list[StoredMessage] = list(self.tree.path)  # the branch on screen
         self.request_id: int | None = None
+        self.editing: StoredMessage | None = None  # a user message being edited in the input
         self._turn_model_id = ""  # model_identity of the model the current turn went to
         self.state = "idle"
         self._pending_user: StoredMessage | None = None
+        self._plan: Any = None  # the running turn's TurnPlan, its reply row and recorder
+        self._reply: StoredMessage | None = None
+        self._recorder: Any = None
+        self._prefix_ids: Any = ()
         self._sent_text = ""
         self._mark: tuple[int, int] = (0, 0)
         self._tokens = 0
@@ -112,15 +87,37 @@ class ConversationPane(QWidget):
         self._auto_drop = False  # "Drop oldest turns" chosen: drop more on the next overflow
         self.overflow_box: OverflowChoice | None = None
         self._build()
-        self.transcript.set_entries([entry_for(m) for m in self.messages])
+        self.show_messages(self.messages)
         self._set_state("idle")
+        self._update_actions()
         self.refresh_context()
         bridge.backendStateChanged.connect(self._backend_state_changed)
+        source_changed = getattr(bridge, "sourceChanged", None)  # a PaneEngine (remote engines)
+        if source_changed is not None:
+            source_changed.connect(self._update_actions)
 
     # -- construction ----------------------------------------------------------------------
 
     def _build(self) -> None:
         self.transcript = Transcript(self)
+        self.transcript.actionRequested.connect(self._on_transcript_action)
+        self.transcript.live_actions = self.live_actions
+        self.edit_banner = QLabel(self)
+        self.edit_banner.setObjectName("editBanner")
+        self.edit_banner.setWordWrap(True)
+        self.edit_banner.setVisible(False)
+        self.regenerate_button = QToolButton(self)
+        self.regenerate_button.setObjectName("regenerateButton")
+        self.regenerate_button.setText("Regenerate")
+        self.regenerate_button.setToolTip("A new reply to the last message; the old one is kept as an alternative (Ctrl+R)")
+        self.regenerate_button.setAutoRaise(True)
+        self.regenerate_button.clicked.connect(self.regenerate)
+        self.continue_button = QToolButton(self)
+        self.continue_button.setObjectName("continueButton")
+        self.continue_button.setText("Continue")
+        self.continue_button.setToolTip("Resume the last reply where it stopped (Ctrl+Shift+Enter)")
+        self.continue_button.setAutoRaise(True)
+        self.continue_button.clicked.connect(self.continue_reply)
         self.state_label = QLabel(self)
         self.state_label.setObjectName("stateLabel")
         self.state_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
@@ -151,7 +148,7 @@ class ConversationPane(QWidget):
         self.send_button.setObjectName("sendButton")
         self.send_button.setMinimumWidth(84)
         self.send_button.clicked.connect(self._send_or_stop)
-        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self.stop,
+        QShortcut(QKeySequence(Qt.Key.Key_Escape), self, self._escape,
                   context=Qt.ShortcutContext.WidgetWithChildrenShortcut)
 
         status_row = QHBoxLayout()
@@ -161,6 +158,8 @@ class ConversationPane(QWidget):
         status_row.addWidget(self.prefill_bar)
         self.context_meter = ContextMeter(self)
         status_row.addWidget(self.context_meter)
+        status_row.addWidget(self.regenerate_button)
+        status_row.addWidget(self.continue_button)
         status_row.addWidget(self.settings_button)
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
@@ -170,6 +169,7 @@ class ConversationPane(QWidget):
         footer.setContentsMargins(12, 4, 12, 12)
         footer.setSpacing(6)
         footer.addLayout(status_row)
+        footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -227,38 +227,20 @@ class ConversationPane(QWidget):
         except sqlite3.Error as e:
             self.transcript.append_error(f"The oldest turns could not be removed: {e}")
             return 0
-        gone = {m.id for m in doomed}
-        self.messages = [m for m in self.messages if m.id not in gone]
-        self.transcript.set_entries([entry_for(m) for m in self.messages])
-        self.refresh_context()
+        self.tree.reload()
+        self._branch_changed()
         return len(doomed)
 
     def send(self) -> None:
-        """Send the input's text as the next user message (ignored while busy or empty)."""
+        """Send the input's text as the next user message, or in place of the message being
+        edited (ignored while busy or empty)."""
         text = self.input.toPlainText()
         if self.busy or not text.strip():
             return
-        cid = self.conversation.id
-        try:
-            user = self._store.add_message(cid, "user", text)
-        except sqlite3.Error as e:
-            self.transcript.append_error(f"Could not save your message: {e}. It is still in the input box.")
-            return
-        self._pending_user, self._sent_text = user, text
-        self._mark = self.transcript.mark()
-        self.input.clear()
-        self.messages.append(user)
-        self.transcript.append_message("user", text)
-        self.transcript.begin_reply()
-        self._auto_title(text)
-        # The model this turn is sent to: its reply's ids belong to that vocabulary, even if a
-        # model switch is asked for before the reply ends.
-        self._turn_model_id = model_identity(self._bridge.model_info)
-        request = TurnRequest(cid, self._history(), to_turn_settings(self._settings, self.conversation.system_prompt))
-        self._tokens, self._first_token_at = 0, None
-        self.request_id = self._bridge.submit(request, self._on_event)
-        self._set_state("queued")
-        self.busyChanged.emit(cid, True)
+        if self.editing is not None:
+            self._send_edit(text)
+        else:
+            self._start_turn(self.tree.plan_send(text))
 
     def stop(self) -> None:
         """Stop the running turn; the partial reply is kept (ends within one forward step)."""
@@ -280,130 +262,11 @@ class ConversationPane(QWidget):
         else:
             self.deleteLater()
 
-    # -- turn events (GUI thread, via the bridge) -------------------------------------------
-
-    def _on_event(self, event: Any) -> None:
-        if isinstance(event, Token):
-            if self._first_token_at is None:
-                self._first_token_at = time.monotonic()
-                self.prefill_bar.setVisible(False)
-            self._tokens += 1
-            self.transcript.append_delta(event.delta)
-            if self.state != "stopping":
-                self._set_state("generating")
-        elif isinstance(event, Tail):
-            self.transcript.append_delta(event.text)
-        elif isinstance(event, Prefilling):
-            self.prefill_bar.setRange(0, max(1, event.total))
-            self.prefill_bar.setValue(event.done)
-            if self.state != "stopping":
-                self._set_state("prefilling", f"{event.done}/{event.total} tok")
-        elif isinstance(event, Started):
-            self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
-            self.prefill_bar.setValue(0)
-            self.prefill_bar.setVisible(event.prompt_tokens > 0)  # a remote server does not say
-            if self.state != "stopping":
-                self._set_state("prefilling")
-        elif isinstance(event, Retrying):
-            if self.state != "stopping":
-                self._set_state("queued", f"server busy (HTTP {event.status}), retry {event.attempt} "
-                                f"in {seconds_label(event.seconds)}")
-        elif isinstance(event, Queued):
-            if self.state != "stopping":
-                self._set_state("queued", f"{event.position} ahead" if event.position else "")
-        elif isinstance(event, Finished):
-            self._finish(event)
-        elif isinstance(event, Failed):
-            self._fail(event)
-
-    def _finish(self, event: Finished) -> None:
-        if self._discarded:
-            self._end_turn("finished")
-            return
-        stopped = event.result.reason is StopReason.CANCELLED
-        stats = event.stats.to_json()
-        stats["model_id"] = self._turn_model_id
-        footer = stats_line(event.stats)
-        self.transcript.end_reply(event.text, footer, stopped=stopped)
-        try:
-            reply = self._store.add_message(
-                self.conversation.id, "assistant", event.text,
-                # A remote reply has no ids of ours: its text is what the next prompt reads.
-                token_ids=reply_token_ids(event.result.reason, event.generated_ids) if event.generated_ids
-                or not event.text else None,
-                stats=stats, stop_reason=event.result.reason.value,
-            )
-            self.messages.append(reply)
-        except sqlite3.Error as e:
-            self.transcript.append_error(f"The reply could not be saved: {e}")
-        self._auto_drop = False
-        if event.stats.started:
-            self.context_meter.set_usage(event.stats.prompt_tokens + event.stats.new_tokens,
-                                         self._bridge.max_context)
-        if stopped:
-            self._set_state("stopped", f"in {seconds_label(event.stats.stop_latency)}"
-                            if event.stats.stop_latency is not None else "")
-        else:
-            self._set_state("done", rate_label(event.stats.decode_tokens_per_sec))
-        self._end_turn("finished")
-
-    def _fail(self, event: Failed) -> None:
-        if self._discarded:
-            self._end_turn("failed")
-            return
-        if event.partial:
-            self._keep_partial(event)
-            return
-        self.transcript.truncate(self._mark)
-        template = _ERRORS.get(event.kind, "{m}")
-        self.transcript.append_error(
-            template.format(m=event.message) + "\nYour message was put back in the input box."
-        )
-        if self._pending_user is not None:
-            try:
-                self._store.delete_message(self._pending_user.id)
-            except sqlite3.Error:
-                pass  # it stays saved; the text is in the input box either way
-            if self._pending_user in self.messages:
-                self.messages.remove(self._pending_user)
-        typed_since = self.input.toPlainText()
-        restored = self._sent_text + ("\n\n" + typed_since if typed_since.strip() else "")
-        self.input.setPlainText(restored)
-        self.input.moveCursor(QTextCursor.MoveOperation.End)
-        self._set_state("error", event.error_type)
-        self._end_turn("failed")
-        if event.kind == "context_overflow":
-            self._overflowed(event)
-        else:
-            self._auto_drop = False
-
-    def _keep_partial(self, event: Failed) -> None:
-        """A remote stream broke mid-reply: the message and the reply so far stay (saved, with
-        its figures and the error as stop reason); the error is said under it."""
-        stats = event.stats.to_json() if event.stats is not None else {}
-        stats["model_id"] = self._turn_model_id
-        footer = stats_line(event.stats) if event.stats is not None else ""
-        self.transcript.end_reply(event.partial, footer, stopped=True)
-        try:
-            reply = self._store.add_message(self.conversation.id, "assistant", event.partial,
-                                            stats=stats, stop_reason="error")
-            self.messages.append(reply)
-        except sqlite3.Error as e:
-            self.transcript.append_error(f"The reply could not be saved: {e}")
-        self.transcript.append_error(_ERRORS.get(event.kind, "{m}").format(m=event.message))
-        self._set_state("error", event.kind)
-        self._end_turn("failed")
-
-    def _end_turn(self, how: str) -> None:
-        self.request_id = None
-        self._pending_user = None
-        self.prefill_bar.setVisible(False)
-        self.busyChanged.emit(self.conversation.id, False)
-        self.turnEnded.emit(self.conversation.id, how)
-        if self._dispose_when_idle:
-            self.deleteLater()
-
     # -- helpers ---------------------------------------------------------------------------
+
+    def _escape(self) -> None:
+        if not self.cancel_edit():
+            self.stop()
 
     def _send_or_stop(self) -> None:
         if self.busy:
@@ -411,21 +274,8 @@ class ConversationPane(QWidget):
         else:
             self.send()
 
-    def _history(self) -> tuple[ChatMessage, ...]:
-        """The messages for the prompt. Token ids are only passed when they came from the
-        model loaded now (another model's ids would be another vocabulary)."""
-        current = model_identity(self._bridge.model_info)
-        out = []
-        for m in self.messages:
-            ids = m.token_ids
-            # No model loaded yet (a switch in progress): no ids at all.
-            if ids is not None and (not current or (m.stats or {}).get("model_id", current) != current):
-                ids = None
-            out.append(ChatMessage(m.role, m.content, ids))  # type: ignore[arg-type]
-        return tuple(out)
-
     def _auto_title(self, text: str) -> None:
-        if self.conversation.title != DEFAULT_TITLE or len(self.messages) != 1:
+        if self.conversation.title != DEFAULT_TITLE or len([m for m in self.tree.all if m.role == "user"]) != 1:
             return
         first = " ".join(text.split())
         title = first if len(first) <= 48 else first[:47].rstrip() + "…"

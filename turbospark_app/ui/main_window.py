@@ -25,6 +25,7 @@ from ..service.engine_thread import BackendFactory
 from .about import AboutDialog
 from .api_server import install_api_server
 from .bridge import EngineBridge
+from .conversation_menu import add_message_actions
 from .conversation_pane import ConversationPane
 from .endpoints_dialog import EndpointsDialog
 from .first_run import remember_model
@@ -129,12 +130,17 @@ class MainWindow(QMainWindow):
         self.open_model_action = self._action(file, "&Open Model…", self.open_model, QKeySequence.StandardKey.Open,
                                               "actionOpenModel")
         file.addSeparator()
+        self._action(file, "Export &QA Evidence…", lambda: self.qa_panel.export_dialog(), "Ctrl+Shift+E",
+                     "actionExportQA")
+        file.addSeparator()
         quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit, "actionQuit", "Ctrl+Q")
         quit_action.setMenuRole(QAction.MenuRole.QuitRole)
         conv = bar.addMenu("&Conversation")
         self._action(conv, "&Stop Generating", self.stop_current, "Ctrl+.", "actionStop")
         self._action(conv, "&Rename…", self.rename_current, "F2", "actionRename")
         self._action(conv, "&Delete…", self.delete_current, "Ctrl+Shift+Backspace", "actionDelete")
+        conv.addSeparator()
+        add_message_actions(self, conv, self.area.current_pane)
         conv.addSeparator()
         settings_action = self._action(conv, "S&ettings…", self.open_settings, QKeySequence.StandardKey.Preferences,
                                        "actionSettings", "Ctrl+,")

@@ -12,6 +12,8 @@
     Stops       one record per stopped turn: when, in which phase, after how many tokens,
                 and the Stop-to-ended latency the engine measured
     Counters    reused prefix tokens (last turn and in total) and slot evictions
+    Logs        for the QA evidence export: every token (time, turn, rolling rate, the cap and
+                levels in force) and every turn (prompt, reuse, new tokens, eviction, ending)
 
 Times are seconds on the caller's clock (the panel uses time.monotonic() minus its start).
 Every series keeps at most MAX_POINTS points: a long QA session must not grow without bound.
@@ -51,6 +53,36 @@ class StopRecord:
     latency: float | None  # seconds from Stop to the turn's end (engine-measured)
 
 
+@dataclass(frozen=True)
+class TokenRecord:
+    """One token as the panel saw it."""
+
+    at: float
+    request_id: int
+    conversation_id: str
+    index: int
+    rate: float | None  # the rolling rate plotted for it (None: first of its turn / not followed)
+    cap: float | None  # the ceiling in force (None = uncapped)
+    thermal: str  # level names ("unavailable" when there is no reading)
+    memory: str
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One ended turn's figures."""
+
+    at: float
+    request_id: int
+    conversation_id: str
+    started: bool
+    prompt_tokens: int
+    reused_prefix_tokens: int
+    new_tokens: int
+    slot_evicted: bool
+    stop_reason: str
+    stop_latency: float | None
+
+
 @dataclass
 class QAData:
     """See the module docstring."""
@@ -60,6 +92,8 @@ class QAData:
     thermal: collections.deque[Point] = field(default_factory=lambda: collections.deque(maxlen=MAX_POINTS))
     memory: collections.deque[Point] = field(default_factory=lambda: collections.deque(maxlen=MAX_POINTS))
     stops: list[StopRecord] = field(default_factory=list)
+    token_log: collections.deque[TokenRecord] = field(default_factory=lambda: collections.deque(maxlen=MAX_POINTS))
+    turn_log: collections.deque[TurnRecord] = field(default_factory=lambda: collections.deque(maxlen=MAX_POINTS))
     turns: int = 0
     evictions: int = 0
     last_reused: tuple[int, int] | None = None  # (reused, prompt) of the last started turn
@@ -85,9 +119,15 @@ class QAData:
         self._times[request_id] = collections.deque(maxlen=512)
         self._follow(request_id, now)
 
-    def token(self, request_id: int, now: float) -> float | None:
+    def token(self, request_id: int, now: float, conversation_id: str = "", index: int = -1) -> float | None:
         """A token of `request_id` arrived at `now`; returns the rolling rate plotted for it
         (None for the first token of a turn, or for a turn that is not followed)."""
+        rate = self._token(request_id, now)
+        self.token_log.append(TokenRecord(now, request_id, conversation_id, index, rate, self.current_cap(),
+                                          _name(self.thermal_level), _name(self.memory_level)))
+        return rate
+
+    def _token(self, request_id: int, now: float) -> float | None:
         times = self._times.get(request_id)
         if times is None:  # a turn started before the panel existed
             self.started(request_id, None, now)
@@ -112,6 +152,10 @@ class QAData:
         self._caps.pop(request_id, None)
         if stats is not None:
             self._count(stats, conversation_id, now)
+            self.turn_log.append(TurnRecord(
+                now, request_id, conversation_id, bool(stats.started), stats.prompt_tokens,
+                stats.reused_prefix_tokens, stats.new_tokens, bool(stats.slot_evicted),
+                stats.stop_reason, stats.stop_latency))
         if request_id == self.followed:
             self.followed = None
             if self._in_run:  # nothing more comes from it: down to 0
@@ -164,6 +208,8 @@ class QAData:
         for series in (self.cadence, self.cap, self.thermal, self.memory):
             series.clear()
         self.stops.clear()
+        self.token_log.clear()
+        self.turn_log.clear()
         self.turns = self.evictions = self.reused_total = self.prompt_total = 0
         self.last_reused = None
         self.latest = now
@@ -205,3 +251,7 @@ class QAData:
             self._add(series, t, series[-1][1])
         if not series or series[-1] != (t, v):
             self._add(series, t, v)
+
+
+def _name(level: ThermalLevel | MemoryPressure | None) -> str:
+    return "unavailable" if level is None else level.name.lower()

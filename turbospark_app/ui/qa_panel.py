@@ -8,6 +8,8 @@
                 cadence steps down within that many tokens, and back up
     stops       every Stop: phase, tokens, and the Stop-to-ended latency the engine measured
     counters    reused prefix tokens (last turn, total) and slot evictions
+    export      "Export Evidence…" (and File › Export QA Evidence…): the plot as PNG and its
+                data as CSV and JSON (see qa_export)
 
 Data comes only through the bridge: its `engineEvent` signal (GUI thread), `system_info()`
 (polled; never waits behind a forward step), `turn_request(rid)` for the turn's own cap, and
@@ -21,16 +23,18 @@ import time
 from typing import Any, Callable, Iterable
 
 from PySide6.QtCharts import QCategoryAxis, QChart, QChartView, QLineSeries, QValueAxis
-from PySide6.QtCore import QEvent, QPointF, Qt, QTimer
+from PySide6.QtCore import QEvent, QPointF, QStandardPaths, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QPainter, QPalette, QPen
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QDockWidget,
+    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QSplitter,
     QTableWidget,
@@ -44,6 +48,7 @@ from ..service import Failed, Finished, Started, Token
 from .formatting import nested, seconds_label
 from .power_controls import MEMORY_CHOICES, THERMAL_CHOICES
 from .qa_data import QAData, StopRecord
+from .qa_export import write_evidence
 from .theme import is_dark
 
 POLL_MS = 250  # level readings while the panel is visible
@@ -153,6 +158,10 @@ class QAPanel(QDockWidget):
         clear = QPushButton("Clear")
         clear.setObjectName("qaClear")
         clear.clicked.connect(self.clear)
+        export = QPushButton("Export Evidence…")
+        export.setObjectName("qaExport")
+        export.setToolTip("Save the plot (PNG) and its data (CSV, JSON) to attach to a bug report")
+        export.clicked.connect(self.export_dialog)
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Thermal"))
         controls.addWidget(self.thermal_combo)
@@ -160,6 +169,7 @@ class QAPanel(QDockWidget):
         controls.addWidget(QLabel("Memory"))
         controls.addWidget(self.memory_combo)
         controls.addStretch(1)
+        controls.addWidget(export)
         controls.addWidget(clear)
 
         self.cap_label = QLabel(objectName="qaCap")
@@ -245,6 +255,32 @@ class QAPanel(QDockWidget):
                    + [1.0])
         self.rate_axis.setRange(0.0, _nice_ceiling(peak * 1.15))
 
+    def export_evidence(self, base: str) -> list[str]:
+        """Write <base>.png / .csv / .json (see qa_export); returns the paths. Raises OSError."""
+        self._dirty = True
+        self.flush()
+        summary = {"cap": self.cap_label.text(), "reused_prefix": self.reuse_label.text(),
+                   "slot_evictions": self.evictions_label.text(), "stop_latency": self.stops_label.text()}
+        paths = write_evidence(base, self.data, lambda path: self.view.grab().save(path, "PNG"), summary=summary)
+        return [str(p) for p in paths]
+
+    def export_dialog(self) -> list[str]:
+        """Ask for a base file name, then export (errors are said in a message box)."""
+        if not self.isVisible():
+            self.show()
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        start = f"{folder}/turbospark-qa-evidence" if folder else "turbospark-qa-evidence"
+        base, _ = QFileDialog.getSaveFileName(self, "Export QA Evidence", start, "PNG + CSV + JSON (*.png)")
+        if not base:
+            return []
+        try:
+            return self.export_evidence(base)
+        except OSError as e:
+            box = QMessageBox(QMessageBox.Icon.Warning, "Export QA Evidence", f"Could not export: {e}",
+                              QMessageBox.StandardButton.Ok, self)
+            box.open()
+            return []
+
     def clear(self) -> None:
         """Forget the plot, the stops and the counters."""
         self.data.clear(self.now())
@@ -302,7 +338,7 @@ class QAPanel(QDockWidget):
     def _on_event(self, event: Any) -> None:
         now = self.now()
         if isinstance(event, Token):
-            self.data.token(event.request_id, now)
+            self.data.token(event.request_id, now, event.conversation_id, event.index)
             self._dirty = True
         elif isinstance(event, Started):
             request = getattr(self._bridge, "turn_request", lambda _rid: None)(event.request_id)

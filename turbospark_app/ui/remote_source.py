@@ -69,11 +69,10 @@ class RemoteHub(QObject):
         as the events arrive) and close the HTTP session when the loop next runs."""
         self.runner.stop_all_now()
         try:
-            loop = asyncio.get_event_loop()
-            if not loop.is_closed():
-                loop.create_task(self.runner.aclose())
+            loop = asyncio.get_running_loop()
         except RuntimeError:
-            pass  # no loop left: the process is ending and takes the sockets with it
+            return  # no loop runs any more: the process is ending and takes the sockets with it
+        loop.create_task(self.runner.aclose())
 
     def _forget(self, event: Any) -> None:
         if type(event).__name__ in ("Finished", "Failed"):

@@ -8,28 +8,46 @@ in the system's fixed-pitch font, and a small stats line is appended.
 
 Colours come from the widget's palette at render time (never hard-coded), and the whole
 transcript is re-rendered on a palette change, so light and dark mode both read well.
+
+Message actions: under each saved message a small line of links (`‹ 2/3 ›` between kept
+alternatives, Copy, Edit, Delete...; hrefs `ts:<action>:<message id>`), and the same actions
+in the context menu, plus "Copy Code Block" inside a code block. Copy is done here (the
+Markdown source of the entry); every other action is emitted as `actionRequested`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
+    QContextMenuEvent,
+    QDesktopServices,
+    QGuiApplication,
     QFont,
-    QFontDatabase,
     QPalette,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
-    QTextFormat,
     QTextFrameFormat,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
+from .code_blocks import code_block_text, style_code
+
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+ACTION_LABELS = {
+    "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
+    "continue": "Continue",
+}
+MENU_LABELS = {
+    "copy": "Copy Message (Markdown)", "edit": "Edit and Resend…", "delete": "Delete Message Pair…",
+    "regenerate": "Regenerate Reply", "continue": "Continue Reply", "prev": "Previous Alternative",
+    "next": "Next Alternative",
+}
 ERROR_HUE = QColor(220, 50, 47)  # mixed into the palette's colours, never used as is
 
 
@@ -42,16 +60,23 @@ class Entry:
     footer: str = ""
     kind: str = "message"
     stopped: bool = False
+    message_id: int | None = None  # the stored message (None: not saved, e.g. an error)
+    variant: tuple[int, int] = (1, 1)  # (position, count) among its alternatives
+    actions: tuple[str, ...] = ()  # the links under it (see ACTION_LABELS)
+    badge: str = ""  # "interrupted" | "token limit" ("stopped" comes from `stopped`)
 
 
 class Transcript(QTextBrowser):
     """See the module docstring. Positions recorded by `mark()` stay valid because the
     transcript only ever changes at its end."""
 
+    actionRequested = Signal(str, int)  # action name, message id
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("transcript")
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # ts: links are ours; web links go to the browser
+        self.anchorClicked.connect(self._anchor_clicked)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextBrowserInteraction | Qt.TextInteractionFlag.TextSelectableByKeyboard
@@ -59,10 +84,12 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.setPlaceholderText("No messages yet. Type below and press Enter: the model runs on this computer.")
         self._entries: list[Entry] = []
+        self._spans: list[tuple[int, int]] = []  # each entry's document range
         self._streaming: Entry | None = None
         self._stream_cursor: QTextCursor | None = None
         self._body_start = 0  # where the streaming reply's text begins
         self._stream_parts: list[str] = []
+        self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -81,22 +108,59 @@ class Transcript(QTextBrowser):
         """A restore point for `truncate`: (document position, entry count)."""
         return self._end_position(), len(self._entries)
 
+    def mark_before_last(self) -> tuple[int, int]:
+        """A restore point just before the last entry (a reply about to be regenerated or
+        continued is taken off and streamed again)."""
+        if not self._spans:
+            return self.mark()
+        return self._spans[-1][0], len(self._entries) - 1
+
+    def entry_at(self, position: int) -> Entry | None:
+        """The entry whose range holds document `position`."""
+        for entry, (start, end) in zip(self._entries, self._spans):
+            if start <= position <= end:
+                return entry
+        return None
+
+    def entry_for_message(self, message_id: int) -> Entry | None:
+        """The entry showing the stored message `message_id`."""
+        return next((e for e in self._entries if e.message_id == message_id), None)
+
+    def code_block_at(self, position: int) -> str | None:
+        """The text of the fenced code block holding `position`, or None."""
+        return code_block_text(self.document(), position)
+
+    def copy_message(self, message_id: int) -> bool:
+        """Put the message's Markdown source on the clipboard."""
+        entry = self.entry_for_message(message_id)
+        if entry is None:
+            return False
+        QGuiApplication.clipboard().setText(entry.text)
+        return True
+
     # -- building --------------------------------------------------------------------------
 
     def set_entries(self, entries: list[Entry]) -> None:
         """Replace everything (load, palette change). The only full render."""
         self.document().clear()
         self._entries = []
+        self._spans = []
         self._streaming = None
         self._stream_cursor = None
         for entry in entries:
             self._append_entry(entry)
         self._scroll_to_end()
 
-    def append_message(self, role: str, text: str, footer: str = "", *, stopped: bool = False) -> None:
-        """Append a finished message (user text verbatim, assistant text as Markdown)."""
+    def append_message(self, role: str, text: str, footer: str = "", *, stopped: bool = False,
+                       meta: Entry | None = None) -> None:
+        """Append a finished message (user text verbatim, assistant text as Markdown); `meta`
+        gives its stored id, alternatives and action links."""
         at_end = self._at_end()
-        self._append_entry(Entry(role, text, footer, stopped=stopped))
+        entry = Entry(role, text, footer, stopped=stopped)
+        if meta is not None:
+            entry.message_id, entry.variant = meta.message_id, meta.variant
+            entry.actions, entry.badge = meta.actions, meta.badge
+        self._append_entry(entry)
         if at_end:
             self._scroll_to_end()
 
@@ -112,6 +176,7 @@ class Transcript(QTextBrowser):
         assert self._streaming is None, "a reply is already streaming"
         at_end = self._at_end()
         entry = Entry("assistant", "")
+        self._spans.append((self._end_position(), self._end_position()))
         self._entries.append(entry)
         self._streaming = entry
         self._stream_parts = []
@@ -140,11 +205,15 @@ class Transcript(QTextBrowser):
         """The streaming reply's text so far."""
         return "".join(self._stream_parts)
 
-    def end_reply(self, text: str, footer: str, *, stopped: bool = False) -> None:
-        """Replace the streamed plain text with the Markdown rendering of `text` + the footer."""
+    def end_reply(self, text: str, footer: str, *, stopped: bool = False, meta: Entry | None = None) -> None:
+        """Replace the streamed plain text with the Markdown rendering of `text` + the footer
+        (+ the action links of `meta`, the saved message's id, alternatives and badge)."""
         assert self._streaming is not None
         at_end = self._at_end()
         entry = self._streaming
+        if meta is not None:
+            entry.message_id, entry.variant = meta.message_id, meta.variant
+            entry.actions, entry.badge = meta.actions, meta.badge
         entry.text, entry.footer, entry.stopped = text, footer, stopped
         cursor = QTextCursor(self.document())
         cursor.setPosition(self._body_start)
@@ -153,6 +222,7 @@ class Transcript(QTextBrowser):
         cursor.removeSelectedText()
         self._insert_body(cursor, entry)
         cursor.endEditBlock()
+        self._spans[-1] = (self._spans[-1][0], self._end_position())
         self._streaming = None
         self._stream_cursor = None
         self._stream_parts = []
@@ -167,6 +237,7 @@ class Transcript(QTextBrowser):
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.removeSelectedText()
         del self._entries[count:]
+        del self._spans[count:]
         if self._streaming is not None and self._streaming not in self._entries:
             self._streaming = None
             self._stream_cursor = None
@@ -175,16 +246,21 @@ class Transcript(QTextBrowser):
     # -- rendering -------------------------------------------------------------------------
 
     def _append_entry(self, entry: Entry) -> None:
+        start = self._end_position()
         self._entries.append(entry)
         cursor = self._end_cursor()
         cursor.beginEditBlock()
         self._insert_header(cursor, entry.role if entry.kind == "message" else "error")
         if entry.kind == "error" or entry.role != "assistant":
             self._insert_boxed(cursor, entry)
+            if entry.kind == "message" and (entry.actions or entry.variant[1] > 1):
+                cursor.setBlockFormat(QTextBlockFormat())
+                self._insert_actions(cursor, entry, new_block=False)
         else:
             cursor.insertBlock(self._body_block_format(), self._plain_format())
             self._insert_body(cursor, entry)
         cursor.endEditBlock()
+        self._spans.append((start, self._end_position()))
 
     def _insert_header(self, cursor: QTextCursor, role: str) -> None:
         """The role line. Reuses the empty block the document ends with (a fresh document,
@@ -258,59 +334,106 @@ class Transcript(QTextBrowser):
             cursor.insertText(
                 "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
             )
-        self._style_code(start, cursor.position())
-        if entry.footer:
-            self._insert_footer(cursor, entry.footer, entry.stopped)
+        style_code(self.document(), start, cursor.position(), self.palette())
+        if entry.footer or entry.badge:
+            self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
+        if entry.actions or entry.variant[1] > 1:
+            self._insert_actions(cursor, entry)
 
-    def _insert_footer(self, cursor: QTextCursor, text: str, stopped: bool) -> None:
-        block = QTextBlockFormat()
-        block.setTopMargin(4)
+    def _small_format(self) -> QTextCharFormat:
         fmt = QTextCharFormat()
         fmt.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
         font = QFont(self.font())
         font.setPointSizeF(max(7.0, font.pointSizeF() * 0.85))
         fmt.setFont(font)
+        return fmt
+
+    def _insert_actions(self, cursor: QTextCursor, entry: Entry, *, new_block: bool = True) -> None:
+        """`‹ 2/3 ›  Copy · Edit · Delete` as links (hrefs ts:<action>:<message id>)."""
+        fmt = self._small_format()
+        if new_block:
+            block = QTextBlockFormat()
+            block.setTopMargin(2)
+            cursor.insertBlock(block, fmt)
+
+        def link(action: str, label: str, big: bool = False) -> None:
+            a = QTextCharFormat(fmt)
+            if big:  # the ‹ › arrows: a full-size bold glyph is an easier target than a small one
+                a.setFont(self.font())
+                a.setFontWeight(QFont.Weight.Bold)
+            a.setAnchor(True)
+            a.setAnchorHref(f"ts:{action}:{entry.message_id}")
+            a.setForeground(self.palette().color(QPalette.ColorRole.Link))
+            cursor.insertText(label, a)
+
+        if entry.variant[1] > 1:
+            link("prev", " ‹ ", big=True)
+            cursor.insertText(f"{entry.variant[0]}/{entry.variant[1]}", fmt)
+            link("next", " › ", big=True)
+            cursor.insertText("   ", fmt)
+        for i, action in enumerate(entry.actions):
+            if i:
+                cursor.insertText(" · ", fmt)
+            link(action, ACTION_LABELS.get(action, action))
+
+    def _insert_footer(self, cursor: QTextCursor, text: str, badge: str) -> None:
+        block = QTextBlockFormat()
+        block.setTopMargin(4)
+        fmt = self._small_format()
         cursor.insertBlock(block, fmt)
-        if stopped:
-            badge = QTextCharFormat(fmt)
-            badge.setFontWeight(QFont.Weight.Bold)
-            cursor.insertText("■ stopped  ", badge)
+        if badge:
+            bold = QTextCharFormat(fmt)
+            bold.setFontWeight(QFont.Weight.Bold)
+            if badge == "interrupted":
+                bold.setForeground(self._tint(0.8, ERROR_HUE, QPalette.ColorRole.Text))
+            cursor.insertText(f"■ {badge}  ", bold)
         cursor.insertText(text, fmt)
 
-    def _style_code(self, start: int, end: int) -> None:
-        """Fixed-pitch font and a subtle background for code blocks and inline code."""
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        code_bg = self.palette().color(QPalette.ColorRole.AlternateBase)
-        block = self.document().findBlock(start)
-        while block.isValid() and block.position() < end:
-            fmt = block.blockFormat()
-            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.hasProperty(
-                QTextFormat.Property.BlockCodeLanguage
-            ):
-                fmt.setBackground(code_bg)
-                fmt.setLeftMargin(8)
-                fmt.setRightMargin(8)
-                c = QTextCursor(block)
-                c.setBlockFormat(fmt)
-                c.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
-                mf = QTextCharFormat()
-                mf.setFontFamilies([mono.family()])
-                mf.setFontFixedPitch(True)
-                c.mergeCharFormat(mf)
-            else:
-                it = block.begin()
-                while not it.atEnd():
-                    frag = it.fragment()
-                    if frag.isValid() and frag.charFormat().fontFixedPitch():
-                        c = QTextCursor(self.document())
-                        c.setPosition(frag.position())
-                        c.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
-                        mf = QTextCharFormat()
-                        mf.setFontFamilies([mono.family()])
-                        mf.setBackground(code_bg)
-                        c.mergeCharFormat(mf)
-                    it += 1
-            block = block.next()
+    # -- actions ---------------------------------------------------------------------------
+
+    def _anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() != "ts":
+            QDesktopServices.openUrl(url)
+            return
+        action, _, mid = url.path().partition(":")
+        if not mid.isdigit():
+            return
+        if action == "copy":
+            self.copy_message(int(mid))
+        else:
+            self.actionRequested.emit(action, int(mid))
+
+    def context_actions(self, pos: QPoint) -> list[tuple[str, object]]:
+        """The message actions the context menu offers at viewport `pos`: (label, callback)."""
+        position = self.cursorForPosition(pos).position()
+        out: list[tuple[str, object]] = []
+        code = self.code_block_at(position)
+        if code is not None:
+            out.append(("Copy Code Block", lambda: QGuiApplication.clipboard().setText(code)))
+        entry = self.entry_at(position)
+        if entry is not None and entry.message_id is not None and entry is not self._streaming:
+            mid = entry.message_id
+            names = ["copy"] + [a for a in entry.actions if a != "copy"]
+            names += list(self.live_actions(mid)) if self.live_actions else []
+            if entry.variant[1] > 1:
+                names += ["prev", "next"]
+            for name in names:
+                if name == "copy":
+                    out.append((MENU_LABELS[name], lambda: self.copy_message(mid)))
+                else:
+                    out.append((MENU_LABELS.get(name, name), lambda n=name: self.actionRequested.emit(n, mid)))
+        return out
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
+        """The standard menu (Copy, Select All) plus the message actions under the pointer."""
+        menu = self.createStandardContextMenu(event.pos())
+        extra = self.context_actions(event.pos())
+        if extra:
+            menu.addSeparator()
+            for label, callback in extra:
+                menu.addAction(label, callback)
+        menu.exec(event.globalPos())
+        menu.deleteLater()
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -342,3 +465,4 @@ class Transcript(QTextBrowser):
                 self.begin_reply()
                 for part in parts:
                     self.append_delta(part)
+

@@ -1,0 +1,133 @@
+"""A conversation as Markdown (the branch on screen, to read or paste) or as JSON (everything:
+every message with its place in the tree, the branch on screen, settings, per-reply figures).
+
+Pure functions over the store; the window asks for a file name and writes the text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from .branches import children_of, variant_of
+from .store import INTERRUPTED, Store, StoredMessage
+
+EXPORT_FORMAT = "turbospark-conversation"
+EXPORT_VERSION = 1
+_ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+_ENDINGS = {"cancelled": "stopped", "max_tokens": "token limit", INTERRUPTED: "interrupted"}
+
+
+class ExportError(Exception):
+    """The conversation does not exist (any more)."""
+
+
+def conversation_json(store: Store, conversation_id: str, *, model: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON document (see the module docstring); `model`: the loaded model's facts."""
+    conv = store.conversation(conversation_id)
+    if conv is None:
+        raise ExportError(f"no conversation {conversation_id}")
+    everything = store.all_messages(conversation_id)
+    kids = children_of(everything)
+    branch = store.messages(conversation_id)
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "conversation": {
+            "id": conv.id, "title": conv.title, "created": conv.created, "updated": conv.updated,
+            "system_prompt": conv.system_prompt, "settings": conv.settings,
+        },
+        "model": _model_facts(model or {}),
+        "branch_on_screen": [m.id for m in branch],
+        "messages": [_message_json(m, kids) for m in everything],
+    }
+
+
+def conversation_markdown(store: Store, conversation_id: str) -> str:
+    """The branch on screen as Markdown: each message under its role, replies with their
+    figures and how they ended; a message with alternatives says which one is shown."""
+    conv = store.conversation(conversation_id)
+    if conv is None:
+        raise ExportError(f"no conversation {conversation_id}")
+    kids = children_of(store.all_messages(conversation_id))
+    lines = [f"# {conv.title}", ""]
+    settings = ", ".join(f"{k} {v}" for k, v in sorted(conv.settings.items()) if k != "system_prompt")
+    if settings:
+        lines += [f"*Settings: {settings}*", ""]
+    if conv.system_prompt:
+        lines += ["**System prompt:**", "", _quote(conv.system_prompt), ""]
+    for m in store.messages(conversation_id):
+        position, count = variant_of(m, kids)
+        title = _ROLE_TITLES.get(m.role, m.role.title())
+        if count > 1:
+            title += f" (alternative {position} of {count})"
+        lines += [f"## {title}", "", m.content if m.role == "assistant" else _user_text(m.content), ""]
+        figures = _figures_line(m)
+        if figures:
+            lines += [f"*{figures}*", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _user_text(text: str) -> str:
+    # User text is shown verbatim in the app: keep it so (no accidental Markdown).
+    return "\n".join(("    " + line if line.strip() else line) for line in text.split("\n")) \
+        if any(c in text for c in "*_#`[<") else text
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line for line in text.split("\n"))
+
+
+def _figures_line(m: StoredMessage) -> str:
+    if m.role != "assistant":
+        return ""
+    stats = m.stats or {}
+    parts = []
+    ending = _ENDINGS.get(m.stop_reason or "")
+    if ending:
+        parts.append(ending)
+    if "prompt_tokens" in stats:
+        parts.append(f"prompt {stats['prompt_tokens']} tok, reused {stats.get('reused_prefix_tokens', 0)}")
+    if stats.get("new_tokens") is not None:
+        parts.append(f"new {stats['new_tokens']} tok")
+    rate = stats.get("decode_tokens_per_sec")
+    if rate:
+        parts.append(f"{rate:.1f} tok/s")
+    runs = stats.get("runs") or []
+    if len(runs) > 1:
+        parts.append(f"{len(runs)} runs (continued)")
+    return " · ".join(parts)
+
+
+def _message_json(m: StoredMessage, kids: dict[int | None, list[StoredMessage]]) -> dict[str, Any]:
+    position, count = variant_of(m, kids)
+    return {
+        "id": m.id, "parent_id": m.parent_id, "on_screen": m.active, "role": m.role,
+        "content": m.content, "created": m.created, "stop_reason": m.stop_reason,
+        "alternative": {"position": position, "count": count},
+        "token_count": None if m.token_ids is None else len(m.token_ids),
+        "figures": m.stats,
+    }
+
+
+def _model_facts(info: dict[str, Any]) -> dict[str, Any]:
+    keys = ("name", "file_name", "file_size_bytes", "architecture", "quantization", "context_length", "max_context")
+    return {k: info[k] for k in keys if k in info}
+
+
+def write_text(path: str, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through a temporary file: a failed write leaves no
+    half file behind. Raises OSError."""
+    from pathlib import Path
+
+    target = Path(path)
+    tmp = target.with_name(target.name + ".part")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)
+
+
+def to_json_text(document: dict[str, Any]) -> str:
+    """The document as indented JSON text (non-ASCII kept)."""
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,89 @@
+"""The Conversation menu's message actions and exports (kept out of main_window.py).
+
+    Regenerate Reply        Ctrl+R              a new reply, the old one kept as an alternative
+    Continue Reply          Ctrl+Shift+Enter    resume a stopped / cut-off / interrupted reply
+    Edit Last Message…      Ctrl+E              the last user message into the input; Enter resends
+    Copy Last Reply         Ctrl+Shift+C        its Markdown source
+    Previous / Next Alternative of the last reply   Ctrl+Alt+Left / Right
+    Delete Last Message Pair…
+    Export as Markdown… / Export as JSON…       a file dialog, then the file
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import QStandardPaths
+from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
+
+from ..export import ExportError, conversation_json, conversation_markdown, to_json_text, write_text
+
+PaneGetter = Callable[[], Any]
+
+
+def add_message_actions(window: Any, menu: QMenu, pane: PaneGetter) -> None:
+    """Add the message actions to `menu` (window._action makes each QAction)."""
+
+    def on_pane(method: str, *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            p = pane()
+            if p is not None:
+                getattr(p, method)(*args)
+        return run
+
+    def on_last(method: str, role: str, *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            p = pane()
+            last = None if p is None else next((m for m in reversed(p.tree.path) if m.role == role), None)
+            if last is not None:
+                getattr(p, method)(last.id, *args)
+        return run
+
+    window._action(menu, "&Regenerate Reply", on_pane("regenerate"), "Ctrl+R", "actionRegenerate")
+    cont = window._action(menu, "C&ontinue Reply", on_pane("continue_reply"), "Ctrl+Shift+Return", "actionContinue")
+    cont.setShortcuts([cont.shortcut(), "Ctrl+Shift+Enter"])
+    window._action(menu, "&Edit Last Message…", on_last("begin_edit", "user"), "Ctrl+E", "actionEditLast")
+    window._action(menu, "&Copy Last Reply", on_pane("copy_last_reply"), "Ctrl+Shift+C", "actionCopyReply")
+    window._action(menu, "Previous &Alternative", on_last("switch_alternative", "assistant", -1),
+                   "Ctrl+Alt+Left", "actionPrevAlternative")
+    window._action(menu, "Next Alter&native", on_last("switch_alternative", "assistant", 1),
+                   "Ctrl+Alt+Right", "actionNextAlternative")
+    window._action(menu, "Delete &Last Message Pair…", on_last("delete_pair", "user"), None, "actionDeletePair")
+    menu.addSeparator()
+    window._action(menu, "Export as &Markdown…", lambda: export_current(window, "md"), None, "actionExportMarkdown")
+    window._action(menu, "Export as &JSON…", lambda: export_current(window, "json"), None, "actionExportJson")
+
+
+def export_text(window: Any, conversation_id: str, kind: str) -> str:
+    """The export of one conversation ("md" or "json")."""
+    if kind == "md":
+        return conversation_markdown(window.store, conversation_id)
+    return to_json_text(conversation_json(window.store, conversation_id, model=window.bridge.model_info))
+
+
+def export_current(window: Any, kind: str, path: str | None = None) -> str | None:
+    """Export the current pane's conversation to `path` (None: ask with a file dialog).
+    Returns the path written, or None (cancelled or failed: said in a message box)."""
+    pane = window.area.current_pane()
+    if pane is None:
+        return None
+    if path is None:
+        stem = re.sub(r"[^\w\- ]+", "", pane.conversation.title).strip() or "conversation"
+        label = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
+        folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+        start = str(Path(folder) / f"{stem}.{kind}") if folder else f"{stem}.{kind}"
+        path, _ = QFileDialog.getSaveFileName(window, "Export Conversation", start, label)
+        if not path:
+            return None
+    try:
+        write_text(path, export_text(window, pane.conversation_id, kind))
+    except (OSError, ExportError) as e:
+        box = QMessageBox(QMessageBox.Icon.Warning, "Export", f"The conversation could not be exported: {e}",
+                          QMessageBox.StandardButton.Ok, window)
+        box.setObjectName("warningBox")
+        box.open()
+        return None
+    window.statusBar().showMessage(f"Exported to {path}", 5000)
+    return path

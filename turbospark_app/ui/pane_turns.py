@@ -1,0 +1,291 @@
+"""A pane's turn, from a `TurnPlan` to the saved reply (mixed into ConversationPane).
+
+    start     the store gets the user message (send, edit) and an empty reply marked
+              "interrupted" in ONE transaction (continue: the reply is marked again); the
+              transcript shows them; the request goes to the bridge with `continue_final`
+    stream    Token / Tail deltas go to the transcript (O(delta)) and to a ReplyRecorder,
+              which checkpoints the reply off the GUI thread at most every second / 32 tokens
+    Finished  the final reply (a continued one: old text + new, figures combined) replaces the
+              checkpoints, with its stop reason; CANCELLED is a normal end: "stopped"
+    Failed    everything the turn added is undone (the alternative shown before comes back),
+              an inline error explains why, and a typed message goes back to the input
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from PySide6.QtGui import QTextCursor
+
+from ..chat.api import reply_token_ids
+from ..checkpoint import ReplyRecorder
+from ..conversation import ConversationTree, TurnPlan, combine_stats, prompt_messages
+from ..engine.progress import StopReason
+from ..service import Failed, Finished, Prefilling, Queued, Retrying, Started, Tail, Token, TurnRequest
+from ..store import INTERRUPTED, Store, StoredMessage
+from .formatting import rate_label, seconds_label, stats_line
+from .transcript import Transcript
+from .turn_settings import to_turn_settings
+
+ERRORS = {
+    "context_overflow": "This conversation no longer fits the model's context window ({m}). "
+    "Start a new conversation, or lower “Max new tokens” in this pane's settings.",
+    "empty_prompt": "There is nothing to send ({m}).",
+    "zero_budget": "The reply has no token budget ({m}). Raise “Max new tokens”.",
+    "model_failure": "The model failed while answering: {m}",
+    "backend_unavailable": "No model is loaded: {m}. "
+    "Fetch the default model with `turbospark model fetch`, or start with --model FILE.",
+}
+
+
+def model_identity(model_info: Any) -> str:
+    """What identifies the tokenizer an assistant reply's token ids belong to: the model file
+    (name and size, so the same file still matches after a move or inside the app bundle)."""
+    if model_info.get("file_name") and model_info.get("file_size_bytes"):
+        return f"{model_info['file_name']}:{model_info['file_size_bytes']}"
+    for key in ("sha256", "file", "path", "name"):
+        value = model_info.get(key)
+        if value:
+            return str(value)
+    return ""
+
+
+class PaneTurns:
+    """The turn half of ConversationPane: it provides the widgets, store, bridge and tree."""
+
+    _store: Store
+    _bridge: Any
+    tree: ConversationTree
+    transcript: Transcript
+    messages: list[StoredMessage]
+    request_id: int | None
+
+    def _start_turn(self, plan: TurnPlan) -> bool:
+        """Save, show and submit a planned turn; False when it could not start (said inline)."""
+        if self.busy:
+            return False
+        store, cid = self._store, self.conversation.id
+        target = plan.target
+        try:
+            if target is not None:  # continue: the same row grows
+                reply = store.update_reply(target.id, target.content, token_ids=target.token_ids,
+                                           stats=target.stats, stop_reason=INTERRUPTED)
+                user = None
+            else:
+                user, reply = store.start_turn(cid, plan.parent_id, plan.user_text, discard=plan.discard)
+        except sqlite3.Error as e:
+            where = " It is still in the input box." if plan.user_text is not None else ""
+            self.transcript.append_error(f"Could not save your message: {e}.{where}")
+            return False
+        self._turn_model_id = model_identity(self._bridge.model_info)
+        messages = prompt_messages(plan.history, self._turn_model_id)
+        if user is not None:
+            messages += prompt_messages([user], self._turn_model_id)
+        self._plan, self._reply, self._pending_user = plan, reply, user
+        self._show_start(plan, user)
+        if plan.user_text is not None:
+            self._sent_text = plan.user_text
+            self.input.clear()
+            self._auto_title(plan.user_text)
+        prefix_ids = messages[-1].token_ids if target is not None else ()
+        self._recorder = ReplyRecorder(
+            store.checkpointer(), reply.id, prefix=target.content if target else "",
+            prefix_ids=prefix_ids, previous_stats=target.stats if target else None,
+            model_id=self._turn_model_id,
+        )
+        self._prefix_ids = prefix_ids
+        settings = to_turn_settings(self._settings, self.conversation.system_prompt)
+        request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final)
+        self._tokens, self._first_token_at = 0, None
+        self.request_id = self._bridge.submit(request, self._on_event)
+        self._set_state("queued")
+        self._update_actions()
+        self.busyChanged.emit(cid, True)
+        return True
+
+    def _show_start(self, plan: TurnPlan, user: StoredMessage | None) -> None:
+        """The transcript as the turn begins: the prompt's messages, then the streaming reply."""
+        t = self.transcript
+        self.tree.reload()
+        if plan.kind == "send":
+            self._mark = t.mark()
+        elif plan.kind == "edit":
+            self.show_messages(plan.history)
+            self._mark = t.mark()
+        else:  # regenerate / continue: the reply on screen is taken off (kept in the store)
+            last = t.entries[-1] if t.entries else None
+            on_screen = last is not None and last.role == "assistant" and last.kind == "message"
+            self._mark = t.mark_before_last() if on_screen else t.mark()
+            t.truncate(self._mark)
+        if user is not None:
+            e = self.entry_for(user)
+            t.append_message("user", user.content, meta=e)
+        t.begin_reply()
+        if plan.target is not None:
+            t.append_delta(plan.target.content)
+        self.messages = list(self.tree.path)
+
+    # -- events (GUI thread, via the bridge) ------------------------------------------------
+
+    def _on_event(self, event: Any) -> None:
+        if isinstance(event, Token):
+            if self._first_token_at is None:
+                self._first_token_at = time.monotonic()
+                self.prefill_bar.setVisible(False)
+            self._tokens += 1
+            self.transcript.append_delta(event.delta)
+            if not self._discarded:
+                self._recorder.token(event.delta, event.id)
+            if self.state != "stopping":
+                self._set_state("generating")
+        elif isinstance(event, Tail):
+            self.transcript.append_delta(event.text)
+            self._recorder.tail(event.text)
+        elif isinstance(event, Prefilling):
+            self.prefill_bar.setRange(0, max(1, event.total))
+            self.prefill_bar.setValue(event.done)
+            if self.state != "stopping":
+                self._set_state("prefilling", f"{event.done}/{event.total} tok")
+        elif isinstance(event, Started):
+            self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
+            self.prefill_bar.setValue(0)
+            self.prefill_bar.setVisible(event.prompt_tokens > 0)  # a remote server does not say
+            if self.state != "stopping":
+                self._set_state("prefilling")
+        elif isinstance(event, Retrying):
+            if self.state != "stopping":
+                self._set_state("queued", f"server busy (HTTP {event.status}), retry {event.attempt} "
+                                f"in {seconds_label(event.seconds)}")
+        elif isinstance(event, Queued):
+            if self.state != "stopping":
+                self._set_state("queued", f"{event.position} ahead" if event.position else "")
+        elif isinstance(event, Finished):
+            self._finish(event)
+        elif isinstance(event, Failed):
+            self._fail(event)
+
+    def _finish(self, event: Finished) -> None:
+        self._recorder.finish()
+        if self._discarded:
+            self._end_turn("finished")
+            return
+        plan, reply = self._plan, self._reply
+        stopped = event.result.reason is StopReason.CANCELLED
+        stats = event.stats.to_json()
+        stats["model_id"] = self._turn_model_id
+        # A remote reply has no ids of ours: its text is what the next prompt reads.
+        remote = not event.generated_ids and bool(event.text)
+        ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)
+        text = event.text
+        if plan.target is not None:
+            text = plan.target.content + event.text
+            ids = None if ids is None or self._prefix_ids is None else tuple(self._prefix_ids) + ids
+            stats = combine_stats(plan.target.stats, stats)
+        store = self._store
+        try:
+            if plan.kind == "regenerate" and not event.stats.started and plan.replaces is not None:
+                # Stopped before it began: no empty alternative is left behind.
+                store.delete_message(reply.id)
+                store.select_message(plan.replaces)
+                self.tree.reload()
+                self.show_messages(self.tree.path)
+            else:
+                store.update_reply(reply.id, text, token_ids=ids, stats=stats,
+                                   stop_reason=event.result.reason.value)
+                self.tree.reload()
+                saved = next((m for m in self.tree.path if m.id == reply.id), None)
+                meta = self.entry_for(saved) if saved is not None else None
+                footer = meta.footer if meta is not None else stats_line(event.stats)
+                self.transcript.end_reply(text, footer, stopped=stopped, meta=meta)
+        except sqlite3.Error as e:
+            if self.transcript.is_streaming:
+                self.transcript.end_reply(text, stats_line(event.stats), stopped=stopped)
+            self.transcript.append_error(f"The reply could not be saved: {e}")
+        self.messages = list(self.tree.path)
+        self._auto_drop = False
+        if event.stats.started:
+            self.context_meter.set_usage(event.stats.prompt_tokens + event.stats.new_tokens,
+                                         self._bridge.max_context)
+        if stopped:
+            self._set_state("stopped", f"in {seconds_label(event.stats.stop_latency)}"
+                            if event.stats.stop_latency is not None else "")
+        else:
+            self._set_state("done", rate_label(event.stats.decode_tokens_per_sec))
+        self._end_turn("finished")
+
+    def _fail(self, event: Failed) -> None:
+        self._recorder.finish()
+        if self._discarded:
+            self._end_turn("failed")
+            return
+        if getattr(event, "partial", ""):
+            self._keep_partial(event)
+            return
+        self._undo_turn()
+        template = ERRORS.get(event.kind, "{m}")
+        back = "\nYour message was put back in the input box." if self._plan.user_text is not None else ""
+        self.transcript.append_error(template.format(m=event.message) + back)
+        if self._plan.user_text is not None:
+            typed_since = self.input.toPlainText()
+            restored = self._sent_text + ("\n\n" + typed_since if typed_since.strip() else "")
+            self.input.setPlainText(restored)
+            self.input.moveCursor(QTextCursor.MoveOperation.End)
+        self._set_state("error", event.error_type)
+        kind = self._plan.kind
+        self._end_turn("failed")
+        if event.kind == "context_overflow" and kind == "send":
+            self._overflowed(event)
+        else:
+            self._auto_drop = False
+
+    def _keep_partial(self, event: Failed) -> None:
+        """A remote stream broke mid-reply: the message and the reply so far stay (saved, with
+        its figures and the error as stop reason); the error is said under it."""
+        stats = event.stats.to_json() if event.stats is not None else {}
+        stats["model_id"] = self._turn_model_id
+        text = (self._plan.target.content if self._plan.target is not None else "") + event.partial
+        footer = stats_line(event.stats) if event.stats is not None else ""
+        try:
+            self._store.update_reply(self._reply.id, text, token_ids=None, stats=stats, stop_reason="error")
+            self.tree.reload()
+        except sqlite3.Error as e:
+            self.transcript.append_error(f"The reply could not be saved: {e}")
+        self.messages = list(self.tree.path)
+        saved = next((m for m in self.tree.path if m.id == self._reply.id), None)
+        self.transcript.end_reply(text, footer, stopped=True, meta=self.entry_for(saved) if saved else None)
+        self.transcript.append_error(ERRORS.get(event.kind, "{m}").format(m=event.message))
+        self._set_state("error", event.kind)
+        self._end_turn("failed")
+
+    def _undo_turn(self) -> None:
+        """Take back what the failed turn saved; the branch shown before comes back."""
+        store, plan, reply = self._store, self._plan, self._reply
+        try:
+            if plan.target is not None:
+                t = plan.target
+                store.update_reply(t.id, t.content, token_ids=t.token_ids, stats=t.stats,
+                                   stop_reason=t.stop_reason)
+            else:
+                store.delete_messages([m.id for m in (self._pending_user, reply) if m is not None])
+                if plan.replaces is not None:  # the alternative / version shown before
+                    store.select_message(plan.replaces)
+        except sqlite3.Error:
+            pass  # they stay saved; the text is in the input box either way
+        self.tree.reload()
+        self.messages = list(self.tree.path)
+        if plan.kind == "send":
+            self.transcript.truncate(self._mark)
+        else:
+            self.show_messages(self.tree.path)
+
+    def _end_turn(self, how: str) -> None:
+        self.request_id = None
+        self._pending_user = None
+        self.prefill_bar.setVisible(False)
+        self.busyChanged.emit(self.conversation.id, False)
+        self.turnEnded.emit(self.conversation.id, how)
+        self._update_actions()
+        if self._dispose_when_idle:
+            self.deleteLater()
