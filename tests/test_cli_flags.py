@@ -71,6 +71,10 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     (["--kv-budget-mb", "0"], "--kv-budget-mb", "> 0"),
     (["chat", "--chunk-size", "many"], "--chunk-size", ">= 1"),
     (["chat", "--read-timeout", "0"], "--read-timeout", "> 0"),
+    (["serve", "--port", "70000"], "--port", "0..65535"),
+    (["serve", "--max-queue", "-1"], "--max-queue", ">= 0"),
+    (["serve", "--prefill-chunk", "0"], "--prefill-chunk", ">= 1"),
+    (["serve", "--stall-timeout", "0"], "--stall-timeout", "> 0"),
     (["chat", "--chat-template", "jinja"], "--chat-template", "chatml"),
 ])
 def test_every_flag_is_checked_when_parsed(

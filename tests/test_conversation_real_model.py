@@ -34,9 +34,15 @@ def fed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         original = getattr(LlamaProducer, name)
         monkeypatch.setattr(LlamaProducer, name,
                             lambda self, tok, pos, *a, _o=original: (log.append(int(tok)), _o(self, tok, pos, *a))[1])
-    chunk = LlamaProducer.produce_chunk
-    monkeypatch.setattr(LlamaProducer, "produce_chunk",
-                        lambda self, toks, pos, out, _o=chunk: (log.extend(int(t) for t in toks), _o(self, toks, pos, out))[1])
+    chunk = LlamaProducer.produce_chunk_cancellable  # produce_chunk goes through it
+
+    def fed_chunk(self, toks, pos, out, cancel, _o=chunk):  # type: ignore[no-untyped-def]
+        done = _o(self, toks, pos, out, cancel)
+        if done:  # a cancelled chunk commits nothing
+            log.extend(int(t) for t in toks)
+        return done
+
+    monkeypatch.setattr(LlamaProducer, "produce_chunk_cancellable", fed_chunk)
     return log
 
 

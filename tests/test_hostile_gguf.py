@@ -89,3 +89,22 @@ def test_lying_header_fields_give_one_clear_message(tiny, tmp_path, label, value
     data, sites = tiny
     reason = _refused(_open(tmp_path, mutated(data, site_named(sites, label), value)))
     assert expected in reason
+
+
+def test_an_absurd_layer_count_is_refused_before_any_loop(tiny, tmp_path) -> None:
+    # found by the fuzzer: block_count = 2^60 made the shape check build a dict per layer
+    import gguf
+
+    data, sites = tiny
+    reader = gguf.GGUFReader(_good_path(tmp_path, data))
+    field = reader.fields["llama.block_count"]
+    offset = field.parts[-1].ctypes.data - reader.data.ctypes.data
+    hostile = data[:offset] + (1 << 30).to_bytes(4, "little") + data[offset + 4:]
+    reason = _refused(_open(tmp_path, hostile))
+    assert "'llama.block_count' = 1,073,741,824" in reason
+
+
+def _good_path(tmp_path: Path, data: bytes) -> str:
+    path = tmp_path / "good.gguf"
+    path.write_bytes(data)
+    return str(path)

@@ -31,7 +31,10 @@ def _refusal(path: Path, tmp_path: Path) -> EngineError:
 
     with pytest.raises(type(info.value)) as again:
         check_model_file(path)
-    assert str(again.value) == str(info.value)
+    if isinstance(info.value, TemplateBudgetExceeded):  # steps or seconds, as the CPU allows
+        assert str(again.value).split("(refused")[1] == str(info.value).split("(refused")[1]
+    else:
+        assert str(again.value) == str(info.value)
     return info.value
 
 

@@ -33,7 +33,7 @@ def target(api: Any) -> Target:  # noqa: F811
 
 
 def run(tgt: Target, messages: list[ChatMessage], st: TurnSettings, *, stop_after: int | None = None,
-        cid: str = "c") -> tuple[Any, float | None, list[Token]]:
+        cid: str = "c", continue_final: bool = False) -> tuple[Any, float | None, list[Token]]:
     """One turn on a fresh loop: (end event, Stop click time, tokens)."""
     tokens: list[Token] = []
     clicked: list[float] = []
@@ -52,7 +52,7 @@ def run(tgt: Target, messages: list[ChatMessage], st: TurnSettings, *, stop_afte
             if isinstance(event, (Finished, Failed)) and not done.done():
                 done.set_result(event)
 
-        rid = runner.submit(TurnRequest(cid, tuple(messages), st), listener, tgt)
+        rid = runner.submit(TurnRequest(cid, tuple(messages), st, continue_final=continue_final), listener, tgt)
         end = await asyncio.wait_for(done, 300)
         await runner.aclose()
         return end
@@ -119,3 +119,17 @@ def test_cap_is_applied_by_a_turbospark_server(api) -> None:  # noqa: F811
     end, _, tokens = run(target(api), [ChatMessage("user", "Tell me about the sea.")], settings(max_new=12, cap=8.0))
     assert isinstance(end, Finished) and end.stats.cap == "applied by server"
     assert end.stats.decode_tokens_per_sec < 8.0 * 1.25  # paced on the server, measured here
+
+
+def test_continue_on_a_turbospark_server_extends_the_stopped_reply(api) -> None:  # noqa: F811
+    tgt = target(api)
+    question = [ChatMessage("user", "Count from one to twenty in words, separated by commas.")]
+    stopped, _, _ = run(tgt, question, settings(max_new=200), stop_after=6, cid="cont")
+    assert isinstance(stopped, Finished) and stopped.result.reason.value == "cancelled"
+    messages = [*question, ChatMessage("assistant", stopped.text)]
+    end, _, _ = run(tgt, messages, settings(max_new=8), cid="cont", continue_final=True)
+    assert isinstance(end, Finished) and end.text
+    # The continuation reads on from the open reply (greedy: what the full reply would say next).
+    full, _, _ = run(tgt, question, settings(max_new=6 + 8), cid="cont-full")
+    assert (stopped.text + end.text).startswith(full.text[: len(stopped.text) + 4])
+    assert end.stats.prompt_tokens > stopped.stats.prompt_tokens  # the open reply was in the prompt

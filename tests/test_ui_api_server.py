@@ -10,6 +10,8 @@ import threading
 import urllib.request
 from typing import Any
 
+import pytest
+
 from test_ui_remote import loop  # noqa: F401 (the qasync loop fixture)
 from test_server_units import ApiFakeBackend
 from ui_fakes import FakeBackend
@@ -17,6 +19,19 @@ from ui_fakes import FakeBackend
 from turbospark_app.server import ServerConfig
 from turbospark_app.ui.api_server import load_api_config, save_api_config
 from turbospark_app.ui.api_widgets import ApiRequestsTable, ApiSettingsDialog
+
+
+@pytest.fixture(autouse=True)
+def _servers_closed(ui, qtbot, loop):  # noqa: F811 (loop: torn down after this)
+    """Every window's server fully closed before the qasync loop goes (its timers with it)."""
+    yield
+    for w in ui.windows:
+        if w.api.running:
+            w.api.toggle()
+        qtbot.waitUntil(lambda: not w.api.running and not w.api._busy, timeout=5000)
+        w.api.shutdown()
+        if w.api.closing is not None:
+            qtbot.waitUntil(w.api.closing.done, timeout=5000)
 
 
 def _post(url: str, payload: dict[str, Any], out: dict[str, Any]) -> threading.Thread:

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from .chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
 from .cli_types import float_in, int_at_least, non_empty, read_lines
@@ -163,6 +163,18 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
     return None
 
 
+def _cache_was_corrupt(conv: Conversation, problems: list[str]) -> bool:
+    """After a turn: did the background weight-cache check find the entry corrupt? Waits for
+    its verdict (it is usually in long before the first reply ends); reports it on stderr."""
+    check = getattr(conv.backend, "cache_check", None)
+    if check is not None:
+        check.join()
+    if not problems:
+        return False
+    print(f"\nturbospark: {problems.pop()}", file=sys.stderr)
+    return True
+
+
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
@@ -172,14 +184,20 @@ def chat_command(args: argparse.Namespace) -> int:
         from .remote.cli import remote_chat_command
 
         return remote_chat_command(args, settings_from_args(args), _user_turns(args))
-    try:
-        path = resolve_model_path(args.model)
-        backend = load_backend(
+    cache_problems: list[str] = []  # appended by the background weight-cache check
+
+    def load() -> Any:
+        return load_backend(
             path,
             session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
             max_kv_bytes=kv_budget_bytes(args),
             chat_template=args.chat_template,
+            on_cache_problem=cache_problems.append,
         )
+
+    try:
+        path = resolve_model_path(args.model)
+        backend = load()
     except (EngineError, OSError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
@@ -206,6 +224,13 @@ def chat_command(args: argparse.Namespace) -> int:
             cancelled.clear()
             try:
                 result, ttft = conv.turn(user_text, sys.stdout, cancelled.is_set)
+                if _cache_was_corrupt(conv, cache_problems):
+                    sys.stdout.write("\n")
+                    print("turbospark: the reply above came from that corrupt cache; answering "
+                          "again from the rebuilt weights", file=sys.stderr)
+                    conv.backend = load()  # the entry was set aside: this rebuilds it
+                    conv.messages = conv.messages[:-2]
+                    result, ttft = conv.turn(user_text, sys.stdout, cancelled.is_set)
             except EngineError as e:
                 print(f"\nturbospark: {e}", file=sys.stderr)
                 if not interactive:

@@ -12,9 +12,9 @@ import math
 from typing import Callable, Iterable
 
 
-def _number(kind: type, text: str) -> float:
-    value = kind(text)  # ValueError -> the caller's message
-    if kind is float and not math.isfinite(value):
+def _finite(text: str) -> float:
+    value = float(text)  # ValueError -> the caller's message
+    if not math.isfinite(value):
         raise ValueError(text)
     return value
 
@@ -24,11 +24,26 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(_number(int, text))
+            value = int(text)
         except ValueError:
             value = None
         if value is None or value < low:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low} (got {text!r})")
+        return value
+
+    return parse
+
+
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer flag in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in {low}..{high} (got {text!r})")
         return value
 
     return parse
@@ -44,7 +59,7 @@ def float_in(low: float, high: float | None = None, *, low_open: bool = False,
 
     def parse(text: str) -> float:
         try:
-            value = _number(float, text)
+            value = _finite(text)
         except ValueError:
             value = None
         ok = value is not None and (value > low if low_open else value >= low)

@@ -26,6 +26,7 @@ from ..engine import (
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
+from ..model.cache_integrity import CacheCheck, take_warm_entries, verify_in_background
 from ..model.chat_template import ChatTemplate
 from ..model.consistency import checked_template
 from ..model.llama import LlamaModel
@@ -74,6 +75,7 @@ class LlamaChatBackend:
             max_kv_bytes=max_kv_bytes,
         )
         self._load_seconds = load_seconds
+        self.cache_check: CacheCheck | None = None  # the background weight-cache check, if warm
         self._snapshot_lock = threading.Lock()
         self._sessions: list[dict[str, Any]] = self.pool.describe()
         self._last_turn: dict[str, Any] | None = None
@@ -147,7 +149,12 @@ class LlamaChatBackend:
         self._refresh_sessions()
 
     def model_info(self) -> dict[str, Any]:
-        return dict(self._model_info)
+        info = dict(self._model_info)
+        check = self.cache_check
+        # "pending" | "ok" | "mismatch" after a warm load; else how the weights were prepared
+        origin = getattr(getattr(self.model, "weights", None), "origin", "unknown")
+        info["weights_check"] = check.state if check is not None else origin
+        return info
 
     def system_info(self) -> dict[str, Any]:
         with self._snapshot_lock:
@@ -236,19 +243,24 @@ def load_backend(
     thermal: ThermalMonitor | None = None,
     memory: MemoryMonitor | None = None,
     chat_template: str | None = None,
+    on_cache_problem: Callable[[str], None] | None = None,
 ) -> LlamaChatBackend:
     """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
 
     `thermal` / `memory`: monitors to pace on (the desktop app passes its own, so a level forced
     from the QA panel survives a model switch); by default they come from the environment.
     The load checks (`model.consistency`) refuse a tokenizer that does not fit the weights or a
-    template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead."""
+    template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead.
+    A warm load's weight-cache entry is checked in the background (`backend.cache_check`);
+    on a mismatch the entry is set aside and `on_cache_problem(message)` is called (on the
+    checking thread): the caller reports it and loads again, which rebuilds the entry."""
     path = Path(model_path)
     start = time.perf_counter()
+    take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
     model = LlamaModel.from_gguf(path, cache_dir)
     tokenizer = GGUFTokenizer.from_gguf(path)
     template = checked_template(path, model.config, tokenizer, chat_template)
-    return LlamaChatBackend(
+    backend = LlamaChatBackend(
         model,
         tokenizer,
         template,
@@ -260,3 +272,6 @@ def load_backend(
         memory=memory,
         load_seconds=time.perf_counter() - start,
     )
+    for entry in take_warm_entries(path):  # whatever format the weight cache holds
+        backend.cache_check = verify_in_background(entry, on_cache_problem)
+    return backend

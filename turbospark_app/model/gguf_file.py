@@ -124,14 +124,7 @@ def open_gguf(path: str | os.PathLike[str]) -> GGUFFile:
     metadata, tensor presence, types and shapes."""
     path = Path(path)
     header = read_header(path)
-    config = read_config(header)
-    gf = GGUFFile(path, header, config)
-    try:
-        _validate_tensors(gf)
-    except ModelFileError:
-        gf.close()
-        raise
-    return gf
+    return GGUFFile(path, header, validate_header(header))
 
 
 def read_config(header: GGUFHeader) -> LlamaConfig:
@@ -184,6 +177,10 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
                         ("attention.key_length", head_dim)):
         if value <= 0:
             raise ModelFileError(path, f"bad metadata '{arch}.{name}' = {value} (must be > 0)")
+    per_layer = len(_LAYER_TENSORS)
+    if n_layers * per_layer > len(header.tensors):  # before anything loops over the layers
+        raise ModelFileError(path, f"bad metadata '{arch}.block_count' = {n_layers:,}: the file has "
+                             f"{len(header.tensors):,} tensors, and each layer needs {per_layer}")
     if n_heads <= 0 or n_kv_heads <= 0 or n_heads % n_kv_heads:
         raise ModelFileError(path, f"bad head counts: {n_heads} heads, {n_kv_heads} KV heads")
     if rope_dims % 2 or not 0 < rope_dims <= head_dim:
@@ -234,6 +231,10 @@ def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
     return max(counts, key=counts.__getitem__) if counts else "unknown"
 
 
+_LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
+                  "ffn_up", "ffn_down")
+
+
 def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the model reads, with its numpy shape (rows, cols) = (out, in)."""
     c = config
@@ -261,19 +262,26 @@ def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _validate_tensors(gf: GGUFFile) -> None:
-    supported = _supported_types()
-    expected = expected_tensor_shapes(gf.config)
-    if gf.has_tensor("rope_freqs.weight"):
-        expected["rope_freqs.weight"] = (gf.config.rope_dims // 2,)
+def validate_header(header: GGUFHeader) -> LlamaConfig:
+    """The config of a checked header, after checking every tensor the model reads is present,
+    of a supported type and of the right shape (from the header alone: no tensor data read)."""
+    config = read_config(header)
+    supported = {q.value: q for q in _supported_types()}
+    infos = {t.name: t for t in header.tensors}
+    expected = expected_tensor_shapes(config)
+    if "rope_freqs.weight" in infos:
+        expected["rope_freqs.weight"] = (config.rope_dims // 2,)
     for name, shape in expected.items():
-        t = gf.tensor(name)  # raises "missing tensor"
-        if t.tensor_type not in supported:
-            names = ", ".join(sorted(q.name for q in supported))
+        t = infos.get(name)
+        if t is None:
+            raise ModelFileError(header.path, f"missing tensor {name!r}")
+        if t.type_id not in supported:
+            names = ", ".join(sorted(q.name for q in supported.values()))
             raise ModelFileError(
-                gf.path,
-                f"unsupported tensor type {t.tensor_type.name} for {name!r} (supported: {names})",
+                header.path,
+                f"unsupported tensor type {t.type_name} for {name!r} (supported: {names})",
             )
-        got = tuple(int(d) for d in reversed(t.shape.tolist()))
+        got = tuple(reversed(t.dims))
         if got != shape:
-            raise ModelFileError(gf.path, f"tensor {name!r} has shape {got}, expected {shape}")
+            raise ModelFileError(header.path, f"tensor {name!r} has shape {got}, expected {shape}")
+    return config

@@ -20,12 +20,13 @@ from .fetch import (
 def model_info(path: Path) -> dict[str, Any]:
     """Metadata of a GGUF: architecture, parameters, quantization, context, size, template.
 
-    The header goes through the same bounded walk as `chat` and Open Model, so a broken file is
-    a ModelFileError naming what is wrong."""
-    from .gguf_file import quantization_name
+    The header goes through the same bounded walk and checks as `chat` and Open Model, so a
+    file they would refuse is a ModelFileError naming what is wrong."""
+    from .gguf_file import quantization_name, validate_header
     from .gguf_header import read_header
 
     header = read_header(path)
+    validate_header(header)
     value = header.value
     arch = str(value("general.architecture", "unknown"))
     file_type = value("general.file_type", None)

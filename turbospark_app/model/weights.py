@@ -20,7 +20,9 @@ where kind is "f32" (these arrays) or "compact" (`compact_weights.py`: the GGUF'
 key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. Every entry is
 written by `_build_entry` and read by `_load_entry` (one place for both kinds): written into a
 temporary folder and renamed into place, so a half-written entry never looks valid; an entry
-that fails validation (bad manifest, truncated .npy, wrong shape or dtype) is rebuilt.
+that fails validation (bad manifest, truncated .npy, wrong shape or dtype) is rebuilt. Each entry
+carries `checksums.json` (`cache_integrity`): a payload damaged at the right size is found by the
+background check after a warm load.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cache_integrity import note_warm_load, write_checksums
 from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
 
 log = logging.getLogger(__name__)
@@ -280,6 +283,7 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any], prepare: P
         }
         maps.clear()  # close the maps before the rename
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
+        write_checksums(tmp)  # content digests, verified in the background after warm loads
         if entry.exists() and _load_entry(entry, identity) is not None:
             return  # another process finished the same entry meanwhile: keep theirs
         if entry.exists():  # stale or corrupt: move aside first (rename is atomic, rmtree is not)
@@ -331,6 +335,7 @@ def cached_arrays(
     entry = cache_entry_dir(path, cache_root, identity)
     hit = _load_entry(entry, identity)
     if hit is not None:
+        note_warm_load(path, entry)  # verified in the background by the loader
         return hit.config, hit, "cache", hit.arrays, hit.layout
 
     gf = open_gguf(path)

@@ -91,17 +91,23 @@ class ApiServer:
             await asyncio.sleep(LAG_PROBE_SECONDS)
             self.loop_lag.append(max(0.0, loop.time() - t0 - LAG_PROBE_SECONDS))
 
+    def halt(self) -> None:
+        """The synchronous part of stopping: every job cancelled (streams end with their finish
+        chunk, queued jobs never start), the lag probe ended. `stop()` then closes the sockets."""
+        self.stopping = True
+        if self._lag_task is not None:
+            self._lag_task.cancel()
+            self._lag_task = None
+        if self.board is not None:
+            for job in list(self.board.live.values()):
+                self.board.cancel(job, "server_stopped")
+
     async def stop(self) -> None:
         """Stop serving: open requests are cancelled (their jobs too)."""
         runner, self._runner = self._runner, None
         if runner is None:
             return
-        self.stopping = True
-        if self._lag_task is not None:
-            self._lag_task.cancel()
-        if self.board is not None:  # streams end with their finish chunk, queued jobs never start
-            for job in list(self.board.live.values()):
-                self.board.cancel(job, "server_stopped")
+        self.halt()
         await runner.cleanup()
 
     def describe(self) -> dict[str, Any]:

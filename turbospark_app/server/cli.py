@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import Any, Callable
 
+from ..cli_types import float_in, int_at_least, int_in
 from .config import DEFAULT_PORT, ServerConfig
 
 
@@ -20,16 +21,16 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     """The serve flags (besides the shared --model / --session-slots / --kv-budget-mb)."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; any "
                    "other needs an API key)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
+    p.add_argument("--port", type=int_in(0, 65535), default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free)")
     p.add_argument("--api-key", default=None, help="require this key (Bearer or X-Api-Key); "
                    "also TURBOSPARK_API_KEY")
     p.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                    help="enable CORS for this browser origin (repeatable; off by default)")
-    p.add_argument("--max-queue", type=int, default=ServerConfig.max_queue, metavar="N",
+    p.add_argument("--max-queue", type=int_at_least(0), default=ServerConfig.max_queue, metavar="N",
                    help="requests allowed to wait for the engine; more get 503 + Retry-After")
-    p.add_argument("--prefill-chunk", type=int, default=ServerConfig.prefill_chunk, metavar="N",
+    p.add_argument("--prefill-chunk", type=int_at_least(1), default=ServerConfig.prefill_chunk, metavar="N",
                    help="prompt tokens per engine step (smaller = faster disconnect in prefill)")
-    p.add_argument("--stall-timeout", type=float, default=ServerConfig.stall_timeout, metavar="S",
+    p.add_argument("--stall-timeout", type=float_in(0.0, low_open=True), default=ServerConfig.stall_timeout, metavar="S",
                    help="drop a streaming client that reads nothing for S seconds")
 
 

@@ -199,6 +199,12 @@ class EngineThread:
                 self._max_active = max_active
             self._cancel_all_locked()
 
+    @property
+    def backend_factory(self) -> BackendFactory:
+        """What the engine loads (the pending switch's factory while one waits)."""
+        with self._cond:
+            return self._next_factory or self._factory
+
     def _cancel_all_locked(self) -> None:
         """Cancel every turn and wake the parked ones (caller holds the lock)."""
         now = self._clock()

@@ -70,6 +70,7 @@ class ApiServerController(QObject):
         self.config = load_api_config(settings)
         self.server: ApiServer | None = None
         self._busy = False
+        self.closing: asyncio.Task[None] | None = None  # the listener closing after shutdown()
 
     @property
     def running(self) -> bool:
@@ -143,11 +144,9 @@ class ApiServerController(QObject):
         server, self.server = self.server, None
         if server is None:
             return
-        if server.board is not None:
-            for job in list(server.board.live.values()):
-                server.board.cancel(job, "server_stopped")
+        server.halt()
         try:
-            asyncio.get_event_loop().create_task(server.stop())
+            self.closing = asyncio.get_event_loop().create_task(server.stop())
         except RuntimeError:  # no loop left: the process takes the socket with it
             pass
 

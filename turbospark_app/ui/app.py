@@ -52,9 +52,11 @@ def real_backend_factory(
     monitors: Monitors | None = None,
     max_kv_bytes: int | None = None,
     chat_template: str | None = None,
+    on_cache_problem: Callable[[str], None] | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
-    pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML.
+    pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
+    `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load.
     Called on the engine thread."""
 
     def load() -> ChatBackend:
@@ -68,7 +70,8 @@ def real_backend_factory(
             )
         thermal, memory = monitors if monitors is not None else (None, None)
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
-                            thermal=thermal, memory=memory, chat_template=chat_template)
+                            thermal=thermal, memory=memory, chat_template=chat_template,
+                            on_cache_problem=on_cache_problem)
 
     return load
 
@@ -139,14 +142,22 @@ def run_app(args: argparse.Namespace) -> int:
     monitors = (power.thermal, power.memory)
     kv_budget = kv_budget_bytes(args)
 
+    window_ref: list[MainWindow] = []
+
+    def report_cache_problem(message: str) -> None:  # the checking thread; the bridge queues it
+        if window_ref:
+            window_ref[0].bridge.report_cache_problem(message)
+
     def model_factory(path: str, chat_template: str | None = None) -> Callable[[], ChatBackend]:
         # Session slots are read when the model is loaded: a change applies at the next switch.
         return real_backend_factory(path, load_session_slots(settings), monitors, kv_budget,
-                                    chat_template)
+                                    chat_template, report_cache_problem)
 
-    factory = real_backend_factory(model_path, slots, monitors, kv_budget)
+    factory = real_backend_factory(model_path, slots, monitors, kv_budget,
+                                   on_cache_problem=report_cache_problem)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory)
+    window_ref.append(window)
     window.show()
 
     # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only

@@ -37,6 +37,8 @@ class EngineBridge(QObject):
     engineEvent = Signal(object)  # every engine event, on the GUI thread
     backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
     _relay = Signal(object)  # emitted on the engine thread; queued to _dispatch
+    cacheProblem = Signal(str)  # the weight cache was corrupt: the message (GUI thread)
+    _cache_relay = Signal(str)  # emitted on the cache-checking thread; queued to the GUI thread
 
     def __init__(
         self,
@@ -56,6 +58,7 @@ class EngineBridge(QObject):
             monitors = (power.thermal, power.memory)
         self.power = power
         self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+        self._cache_relay.connect(self._on_cache_problem, Qt.ConnectionType.QueuedConnection)
         self._engine = EngineThread(
             backend_factory, self._relay.emit, max_active=max_active, monitors=monitors
         )
@@ -112,6 +115,19 @@ class EngineBridge(QObject):
         # (panes pass ids only when their stats' model_id is model_identity(model_info)).
         self.model_info, self.max_context = {}, 0
         self._set_state("loading")
+
+    def report_cache_problem(self, message: str) -> None:
+        """Any thread (the background weight-cache check): the loaded weights came from a
+        corrupt cache entry, already set aside. On the GUI thread: `cacheProblem` (the status
+        bar shows it) and the engine reloads the same model, which rebuilds the entry."""
+        self._cache_relay.emit(message)
+
+    @Slot(str)
+    def _on_cache_problem(self, message: str) -> None:
+        if self._shut_down:
+            return
+        self.cacheProblem.emit(message)
+        self.switch_backend(self._engine.backend_factory)
 
     def force_thermal(self, level: Any) -> None:
         """Force the thermal level (None = the real reading); needs `power`."""

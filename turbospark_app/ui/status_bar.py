@@ -9,6 +9,9 @@
     memory      the memory pressure, the same way
     RSS         this process's resident memory
 
+A corrupt weight cache found after a warm load (bridge.cacheProblem) is shown as a message for
+30 s while the model reloads.
+
 When the current pane runs on a remote endpoint, thermal and memory say "remote: unavailable"
 (the server does not report them, and this machine's readings are not the server's); remote
 turns' events come from the RemoteHub and feed the same decode / reuse labels.
@@ -33,6 +36,7 @@ from .bridge import EngineBridge
 from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome
 
 POLL_MS = 1000
+CACHE_MESSAGE_MS = 30000  # how long a corrupt-weight-cache notice stays
 LIVE_WINDOW_S = 2.0
 
 
@@ -89,6 +93,9 @@ class EngineStatusBar(QStatusBar):
         self.labels["prefill"].setText("prefill – tok/s")
         self.labels["decode"].setText("decode – tok/s")
         bridge.engineEvent.connect(self._on_event)
+        cache_problem = getattr(bridge, "cacheProblem", None)  # absent on QA stub bridges
+        if cache_problem is not None:
+            cache_problem.connect(lambda message: self.showMessage(f"⚠ {message}", CACHE_MESSAGE_MS))
         if remote is not None:
             remote.engineEvent.connect(self._on_event)
         self.timer = QTimer(self)
