@@ -91,7 +91,8 @@ def test_a_gone_api_client_is_listed_with_its_stop_latency(ui, qtbot, loop) -> N
     sock.close()
     table = w.qa_panel.findChild(ApiRequestsTable, "qaApiTable")
     qtbot.waitUntil(lambda: table.rowCount() == 1 and table.item(0, 1).text() == "ended", timeout=5000)
-    assert table.item(0, 5).text() == "client_disconnected"
+    # Which side sees the closed socket first is a race: a cancelled handler or a failed write.
+    assert table.item(0, 5).text() in {"client_disconnected", "write_error"}
     assert table.item(0, 6).text().endswith(" ms")
     assert "0 active" in label.text()
 

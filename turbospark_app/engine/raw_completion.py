@@ -6,8 +6,8 @@ events and `PaceWait(until)` (instead of sleeping) and returns the `RawDecodeRes
 to `on_progress`, waits are slept with the rate config's clock/sleep in short slices.
 
 "Off" prefill feeds the prompt one token at a time; `raw_completion_chunked` feeds whole
-chunks. Both share `reuse_or_reset`, `cancelled_during_prefill` and `decode`, so the modes
-cannot drift.
+chunks. Both run the one loop `stream_prefill_then_decode`, the feeding a `PrefillStrategy`
+parameter, so the modes cannot drift.
 
 Invariant: `len(kv_backed_token_ids) == kv_position`. A token is KV-resident only once it
 has been fed to the producer, so the last sampled token (emitted, never fed) is not listed;
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Generator, Sequence, TypeVar
+from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -243,7 +243,38 @@ def decode_after_prefill(
     return result
 
 
-def _stream_off(
+class PrefillStrategy(Protocol):
+    """How the prompt's fresh tokens reach the producer: the spans to feed, and one feed."""
+
+    def spans(self, n_fresh: int) -> Iterable[tuple[int, int]]:
+        """[start, end) spans covering range(n_fresh) in order."""
+        ...
+
+    def feed(
+        self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
+        cancel: CancelFlag,
+    ) -> bool:
+        """Feed `ids` at `position` (`last`: fill `logits`). False = stopped, nothing committed."""
+        ...
+
+
+class TokenByToken:
+    """"Off" prefill: one `produce_prefill` per token, `produce` for the last (its logits)."""
+
+    def spans(self, n_fresh: int) -> Iterable[tuple[int, int]]:
+        return ((i, i + 1) for i in range(n_fresh))
+
+    def feed(
+        self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
+        cancel: CancelFlag,
+    ) -> bool:
+        # Only the last prompt token's logits are read; the others skip the output head.
+        method = producer.produce if last else producer.produce_prefill
+        call_producer(method, ids[0], position, logits)
+        return True
+
+
+def stream_prefill_then_decode(
     producer: LogitProducer,
     tokenizer: EngineTokenizer,
     prompt: list[int],
@@ -251,7 +282,10 @@ def _stream_off(
     vocab_size: int,
     cancel: CancelFlag,
     sampler: Sampler,
+    strategy: PrefillStrategy,
 ) -> RawCompletionStream:
+    """The ONE step loop of both prefill modes: reuse, feed the fresh spans (`strategy`),
+    poll cancel after each committed span, then `decode`."""
     reused = reuse_or_reset(producer, prompt)
     logits = np.zeros(vocab_size, dtype=np.float32)  # one buffer for the whole run
     prefill_start = time.perf_counter()
@@ -260,18 +294,16 @@ def _stream_off(
     position = reused
     history = prompt[:reused]
     total = len(prompt)
-    last = total - 1
-    for i in range(reused, total):
-        token = prompt[i]
-        # Only the last prompt token's logits are read; the others let the producer skip
-        # its output head.
-        method = producer.produce if i == last else producer.produce_prefill
-        call_producer(method, token, position, logits)
-        position += 1
-        history.append(token)
-        yield PrefillProgress(position, total)
-        # Polled AFTER the token is committed: the producer's cursor has already moved.
-        if cancel():
+    fresh = prompt[reused:]  # never empty: reuse is clamped to len - 1
+    for start, end in strategy.spans(len(fresh)):
+        ids = fresh[start:end]
+        committed = strategy.feed(producer, ids, position, logits, end == len(fresh), cancel)
+        if committed:
+            position += len(ids)
+            history.extend(ids)
+            yield PrefillProgress(position, total)
+        # Polled AFTER the span is committed: the producer's cursor has already moved.
+        if not committed or cancel():
             evicted = call_producer(producer.session_slot_evicted)
             return cancelled_during_prefill(
                 history, position, total, prefill_start, reused, bool(evicted)
@@ -301,7 +333,9 @@ def stream_raw_completion(
     and ends with CANCELLED rather than producing.
     """
     sampler = prepare_run(prompt_ids, config, max_context, vocab_size)
-    return _stream_off(producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler)
+    return stream_prefill_then_decode(
+        producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler, TokenByToken()
+    )
 
 
 def drive_raw_completion(

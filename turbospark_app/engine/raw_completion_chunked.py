@@ -9,73 +9,48 @@ chunk stopped midway is not committed, so `kv_position` stays the tokens really 
 
 from __future__ import annotations
 
-import time
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 from .config import GenerationConfig
 from .foundation import DEFAULT_PREFILL_CHUNK, prefill_chunk_spans
 from .producer import ChunkedPrefillRunner
-from .progress import PrefillProgress, RawDecodeResult
+from .progress import RawDecodeResult
 from .raw_completion import (
     NEVER,
     CancelFlag,
     ProgressCallback,
     RawCompletionStream,
     call_producer,
-    cancelled_during_prefill,
-    decode_after_prefill,
     drive_raw_completion,
     prepare_run,
-    reuse_or_reset,
+    stream_prefill_then_decode,
 )
-from .selection import Sampler
 from .tokenizer import EngineTokenizer
 
 
-def _stream_chunked(
-    producer: ChunkedPrefillRunner,
-    tokenizer: EngineTokenizer,
-    prompt: list[int],
-    config: GenerationConfig,
-    vocab_size: int,
-    cancel: CancelFlag,
-    sampler: Sampler,
-    chunk_size: int,
-) -> RawCompletionStream:
-    reused = reuse_or_reset(producer, prompt)
-    logits = np.zeros(vocab_size, dtype=np.float32)  # one buffer for the whole run
-    prefill_start = time.perf_counter()
-    # Same bookkeeping as the off mode: cursor and history start past the reused ids.
-    position = reused
-    history = prompt[:reused]
-    total = len(prompt)
-    fresh = prompt[reused:]  # never empty: reuse is clamped to len - 1
-    interruptible = getattr(producer, "produce_chunk_cancellable", None)
-    for start, end in prefill_chunk_spans(len(fresh), chunk_size):
-        chunk = fresh[start:end]
-        out = logits if end == len(fresh) else None
-        committed = True
+@dataclass(frozen=True)
+class Chunked:
+    """Chunked prefill: one `produce_chunk` per span; interruptible between layers when the
+    producer has `produce_chunk_cancellable` and the run can be cancelled."""
+
+    chunk_size: int
+
+    def spans(self, n_fresh: int) -> Iterable[tuple[int, int]]:
+        return prefill_chunk_spans(n_fresh, self.chunk_size)
+
+    def feed(
+        self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
+        cancel: CancelFlag,
+    ) -> bool:
+        out = logits if last else None  # earlier chunks may skip the output head
+        interruptible = getattr(producer, "produce_chunk_cancellable", None)
         if interruptible is not None and cancel is not NEVER:
-            committed = call_producer(interruptible, chunk, position, out, cancel)
-        else:
-            call_producer(producer.produce_chunk, chunk, position, out)
-        if committed:
-            position += len(chunk)
-            history.extend(chunk)
-            yield PrefillProgress(position, total)
-        if not committed or cancel():
-            evicted = call_producer(producer.session_slot_evicted)
-            return cancelled_during_prefill(
-                history, position, total, prefill_start, reused, bool(evicted)
-            )
-    return (
-        yield from decode_after_prefill(
-            producer, tokenizer, config, sampler, logits, history, position, total,
-            prefill_start, reused, cancel,
-        )
-    )
+            return bool(call_producer(interruptible, ids, position, out, cancel))
+        call_producer(producer.produce_chunk, ids, position, out)
+        return True
 
 
 def stream_raw_completion_chunked(
@@ -98,8 +73,9 @@ def stream_raw_completion_chunked(
         raise ValueError(f"prefill chunk size must be >= 1 (got {chunk_size})")
     if not callable(getattr(producer, "produce_chunk", None)):
         raise TypeError(f"{type(producer).__name__} has no produce_chunk: it cannot prefill in chunks")
-    return _stream_chunked(
-        producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler, chunk_size
+    return stream_prefill_then_decode(
+        producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler,
+        Chunked(chunk_size),
     )
 
 
