@@ -14,6 +14,7 @@ import sys
 from typing import Sequence
 
 from .cli_types import float_in, int_at_least
+from .model.weights_choice import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
 
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -40,6 +41,13 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         metavar="MB",
         help="bound on the KV cache memory of all session slots; least recently used idle "
         "slots are freed past it (default: unbounded)",
+    )
+    p.add_argument(
+        WEIGHTS_FLAG,
+        choices=WEIGHT_MODES,
+        default=default,
+        help="compact: the GGUF's blocks (default); f32: the float32 reference (about 5x the "
+        f"memory, slower decode). Wins over {WEIGHTS_ENV} and the app's setting",
     )
 
 

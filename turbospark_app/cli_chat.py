@@ -179,6 +179,7 @@ def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
     from .model.fetch import resolve_model_path
+    from .model.weights_choice import WeightsChoiceError, choose_weights
 
     if getattr(args, "endpoint", None):
         from .remote.cli import remote_chat_command
@@ -193,12 +194,14 @@ def chat_command(args: argparse.Namespace) -> int:
             max_kv_bytes=kv_budget_bytes(args),
             chat_template=args.chat_template,
             on_cache_problem=cache_problems.append,
+            weights=weights,
         )
 
     try:
+        weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
         path = resolve_model_path(args.model)
         backend = load()
-    except (EngineError, OSError) as e:
+    except (EngineError, OSError, WeightsChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     conv = Conversation(backend, settings_from_args(args))
@@ -214,7 +217,8 @@ def chat_command(args: argparse.Namespace) -> int:
         turns = _user_turns(args)
         interactive = turns is None
         if interactive:
-            print(f"TurboSpark chat with {path.name} — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
+            print(f"TurboSpark chat with {path.name} (weights: {backend.model_info().get('weights_kind', '?')})"
+                  " — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
         for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():

@@ -70,6 +70,7 @@ class ModelReport:
     decode_tokens_per_sec: float
     stop_reason: str
     reply: str
+    weights: str = "?"  # the loaded model's weights_kind: "compact" | "f32"
 
 
 @dataclass
@@ -231,8 +232,9 @@ def resolve_self_test_model(cli_value: str | None) -> tuple[Path, str]:
     return resolve_model_path(None), "default"
 
 
-def check_model(cli_value: str | None) -> ModelReport:
-    """Load the model and generate one short greedy turn. Raises on failure."""
+def check_model(cli_value: str | None, weights: str | None = None) -> ModelReport:
+    """Load the model (`weights`: the --weights flag) and generate one short greedy turn.
+    Raises on failure."""
     path, source = resolve_self_test_model(cli_value)
     if not path.is_file():
         raise SelfTestError(f"no model at {path} (from {source}); run `turbospark model fetch`")
@@ -249,7 +251,7 @@ def check_model(cli_value: str | None) -> ModelReport:
     )
 
     start = time.perf_counter()
-    backend = load_backend(path, session_slots=1)
+    backend = load_backend(path, session_slots=1, weights=weights)
     load_seconds = time.perf_counter() - start
 
     settings = TurnSettings(generation=GenerationConfig(max_new_tokens=SELF_TEST_MAX_NEW_TOKENS))
@@ -282,20 +284,21 @@ def check_model(cli_value: str | None) -> ModelReport:
         decode_tokens_per_sec=result.decode_tokens_per_sec,
         stop_reason=result.reason.value,
         reply="".join(pieces),
+        weights=backend.model.weights_kind,
     )
 
 
 # --- the command ----------------------------------------------------------------------------------
 
 
-def run_self_test(model: str | None = None) -> SelfTestReport:
+def run_self_test(model: str | None = None, weights: str | None = None) -> SelfTestReport:
     """Both halves of the self-test; raises (SelfTestError or the underlying error) on failure."""
     from .bundle import is_frozen
 
     start = time.perf_counter()
     frozen = is_frozen()
     qt = check_qt(frozen=frozen)
-    model_report = check_model(model)
+    model_report = check_model(model, weights)
     return SelfTestReport(
         frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start
     )
@@ -312,6 +315,7 @@ def summary_fields(report: SelfTestReport) -> dict[str, Any]:
         "python": report.python,
         "model": str(m.path),
         "model source": m.source,
+        "weights": m.weights,
         "load seconds": f"{m.load_seconds:.2f}",
         "prompt tokens": m.prompt_tokens,
         "new tokens": m.new_tokens,
@@ -337,7 +341,7 @@ def format_summary(report: SelfTestReport) -> str:
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
     try:
-        report = run_self_test(getattr(args, "model", None))
+        report = run_self_test(getattr(args, "model", None), getattr(args, "weights", None))
     except SelfTestError as exc:
         print(f"{FAILED_PREFIX}: {exc}", file=sys.stderr)
         return 1

@@ -216,6 +216,7 @@ class LlamaChatBackend:
             max_context=self.max_context,
             load_seconds=round(self._load_seconds, 3),
             weights_bytes=self.model.weights.nbytes,
+            weights_kind=self.model.weights_kind,  # "compact" | "f32"
         )
         return info
 
@@ -244,6 +245,7 @@ def load_backend(
     memory: MemoryMonitor | None = None,
     chat_template: str | None = None,
     on_cache_problem: Callable[[str], None] | None = None,
+    weights: str | None = None,
 ) -> LlamaChatBackend:
     """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
 
@@ -253,11 +255,12 @@ def load_backend(
     template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead.
     A warm load's weight-cache entry is checked in the background (`backend.cache_check`);
     on a mismatch the entry is set aside and `on_cache_problem(message)` is called (on the
-    checking thread): the caller reports it and loads again, which rebuilds the entry."""
+    checking thread): the caller reports it and loads again, which rebuilds the entry.
+    `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact."""
     path = Path(model_path)
     start = time.perf_counter()
     take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
-    model = LlamaModel.from_gguf(path, cache_dir)
+    model = LlamaModel.from_gguf(path, cache_dir, weights=weights)
     tokenizer = GGUFTokenizer.from_gguf(path)
     template = checked_template(path, model.config, tokenizer, chat_template)
     backend = LlamaChatBackend(

@@ -46,8 +46,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return config
 
 
-def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None) -> Callable[[], Any]:
-    """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread."""
+def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
+                    weights: str | None = None) -> Callable[[], Any]:
+    """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
+    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend
@@ -56,7 +58,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         path = resolve_model_path(model)
         if not path.exists():
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
-        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes)
+        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes, weights=weights)
 
     return load
 
@@ -67,7 +69,8 @@ def _report(event: Any) -> None:
 
     if isinstance(event, BackendReady):
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
-              f"({event.load_seconds:.1f} s, context {event.max_context})", file=sys.stderr, flush=True)
+              f"(weights: {event.model_info.get('weights_kind', '?')}, {event.load_seconds:.1f} s, "
+              f"context {event.max_context})", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
 
@@ -97,15 +100,17 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..cli_chat import kv_budget_bytes
+    from ..model.weights_choice import choose_weights
     from ..service.engine_thread import EngineThread
 
     try:
         config = config_from_args(args)
-    except ValueError as e:
+        weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
+    except ValueError as e:  # (WeightsChoiceError too: a bad TURBOSPARK_WEIGHTS)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     slots = getattr(args, "session_slots", None) or 4
-    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args)),
+    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args), weights),
                           _report, max_active=slots)
     engine.start()
     try:

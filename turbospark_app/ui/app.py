@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from ..bundle import is_frozen
 from ..chat.api import ChatBackend
 from ..cli_chat import kv_budget_bytes
+from ..model.weights_choice import WeightsChoiceError
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
@@ -30,6 +31,7 @@ from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_session_slots
+from .weights_setting import current_weights
 from .theme import follow_system_scheme
 
 DEFAULT_SESSION_SLOTS = 4
@@ -53,11 +55,13 @@ def real_backend_factory(
     max_kv_bytes: int | None = None,
     chat_template: str | None = None,
     on_cache_problem: Callable[[str], None] | None = None,
+    weights: str | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
-    `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load.
-    Called on the engine thread."""
+    `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load;
+    `weights`: "compact" | "f32" (None: $TURBOSPARK_WEIGHTS, else compact).
+    The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend
@@ -71,9 +75,29 @@ def real_backend_factory(
         thermal, memory = monitors if monitors is not None else (None, None)
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
-                            on_cache_problem=on_cache_problem)
+                            on_cache_problem=on_cache_problem, weights=weights)
 
     return load
+
+
+def app_model_factory(
+    settings: QSettings,
+    monitors: Monitors | None = None,
+    max_kv_bytes: int | None = None,
+    on_cache_problem: Callable[[str], None] | None = None,
+    weights_flag: str | None = None,
+) -> ModelFactory:
+    """What File › Open Model… and the Weights setting switch to: `factory(path, chat_template=,
+    weights=)`. Session slots and, unless `weights` is given, the weight mode (--weights flag >
+    $TURBOSPARK_WEIGHTS > the Weights setting) are read when the switch is asked for (GUI thread)."""
+
+    def model_factory(path: str | None, chat_template: str | None = None,
+                      weights: str | None = None) -> Callable[[], ChatBackend]:
+        mode = weights or current_weights(settings, weights_flag).mode
+        return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
+                                    chat_template, on_cache_problem, mode)
+
+    return model_factory
 
 
 def open_store(path: Path | None = None) -> tuple[Store, str | None]:
@@ -103,17 +127,18 @@ def build_window(
     monitors: Monitors | None = None,
     power: Any = None,
     model_factory: ModelFactory | None = None,
+    weights_flag: str | None = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
     status bar); `power`: a PowerControls over them (QA overrides), which implies them.
-    `model_factory(path)`: what File > Open Model… switches to."""
+    `model_factory(path)`: what File > Open Model… switches to; `weights_flag`: --weights."""
     store, notice = open_store(store_path)
     bridge = EngineBridge(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )
     window = MainWindow(store, bridge, settings if settings is not None else app_settings(),
-                        model_factory=model_factory)
+                        model_factory=model_factory, weights_flag=weights_flag)
     bridge.setParent(window)
     bridge.start()
     if notice:
@@ -136,6 +161,13 @@ def run_app(args: argparse.Namespace) -> int:
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
     settings = app_settings()
+    weights_flag = getattr(args, "weights", None)
+    try:
+        weights = current_weights(settings, weights_flag).mode
+    except WeightsChoiceError as e:  # a bad TURBOSPARK_WEIGHTS: say so, don't start
+        print(f"turbospark: {e}", file=sys.stderr)
+        QMessageBox.critical(None, "TurboSpark", str(e))
+        return 2
     slots = getattr(args, "session_slots", None) or load_session_slots(settings)
     # No model named, none remembered, the default one absent: the first-run dialog first.
     model_path = str(model_at_startup(getattr(args, "model", None), settings))
@@ -148,15 +180,11 @@ def run_app(args: argparse.Namespace) -> int:
         if window_ref:
             window_ref[0].bridge.report_cache_problem(message)
 
-    def model_factory(path: str, chat_template: str | None = None) -> Callable[[], ChatBackend]:
-        # Session slots are read when the model is loaded: a change applies at the next switch.
-        return real_backend_factory(path, load_session_slots(settings), monitors, kv_budget,
-                                    chat_template, report_cache_problem)
-
+    model_factory = app_model_factory(settings, monitors, kv_budget, report_cache_problem, weights_flag)
     factory = real_backend_factory(model_path, slots, monitors, kv_budget,
-                                   on_cache_problem=report_cache_problem)
+                                   on_cache_problem=report_cache_problem, weights=weights)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
-                          model_factory=model_factory)
+                          model_factory=model_factory, weights_flag=weights_flag)
     window_ref.append(window)
     window.show()
 

@@ -13,23 +13,21 @@ keyboard navigation between panes, Model Info and About dialogs.
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 
 from ..store import Store
-from ..service.engine_thread import BackendFactory
 from .about import AboutDialog
 from .api_server import install_api_server
 from .bridge import EngineBridge
 from .conversation_menu import add_message_actions
 from .conversation_pane import ConversationPane
 from .endpoints_dialog import EndpointsDialog
-from .first_run import remember_model
-from .model_dialogs import ModelInfoDialog, ModelOpener
+from .model_dialogs import ModelInfoDialog
+from .model_switch import ModelFactory, ModelSwitcher
 from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
 from .pane_area import PaneArea
 from .qa_panel import QAPanel
@@ -39,9 +37,6 @@ from .settings_dialog import SettingsDialog, load_defaults, load_session_slots, 
 from .sidebar import Sidebar, dot_icon
 from .source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label
-
-# A GGUF path (and options: chat_template="chatml") -> what loads it on the engine thread
-ModelFactory = Callable[..., BackendFactory]
 
 DEFAULT_SIZE = (1280, 820)
 
@@ -57,11 +52,14 @@ class MainWindow(QMainWindow):
         *,
         model_factory: ModelFactory | None = None,
         remote: RemoteHub | None = None,
+        weights_flag: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`model_factory(path)` builds the backend factory File > Open Model… switches to
-        (None: the action explains that this window cannot switch models). `remote`: the
-        remote engines (saved endpoints, the HTTP client); one over the saved endpoints when None."""
+        """`model_factory(path, chat_template=, weights=)` builds the backend factory File > Open
+        Model… and the Weights setting switch to (None: the action explains that this window
+        cannot switch models). `remote`: the remote engines (saved endpoints, the HTTP client);
+        one over the saved endpoints when None. `weights_flag`: the --weights flag, which wins
+        over the Weights setting (as $TURBOSPARK_WEIGHTS does)."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
@@ -72,7 +70,9 @@ class MainWindow(QMainWindow):
         self._notices: list[tuple[str, str]] = []
         self.model_factory = model_factory
         self.defaults: dict[str, Any] = load_defaults(settings)
-        self.model_opener = ModelOpener(self, self.switch_model)
+        self.models = ModelSwitcher(self, bridge, settings, model_factory,
+                                    lambda: [p for p in self.area.panes() if p.busy], weights_flag)
+        self.model_opener = self.models.opener
         self.settings_dialog: SettingsDialog | None = None
         self.endpoints_dialog: EndpointsDialog | None = None
         self.sidebar = Sidebar(self)
@@ -343,34 +343,11 @@ class MainWindow(QMainWindow):
         if self.model_factory is None:
             self._warn("Open Model", "This window was started with a fixed engine; it cannot load model files.")
             return
-        current = self.bridge.model_info.get("path")
-        self.model_opener.open_dialog(str(Path(current).parent) if current else "")
+        self.models.open_dialog()
 
     def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
-        """Load the (checked) GGUF at `path`. Running replies are stopped first and saved as
-        stopped; conversations keep their text; the new model gets fresh KV sessions and never
-        sees the old model's token ids (see model_dialogs). Remembered for the next start."""
-        if self.model_factory is None:
-            return
-        choice = (facts or {}).get("chat_template_choice")
-        options = {"chat_template": choice} if choice else {}
-        busy = [p for p in self.area.panes() if p.busy]
-        if busy:
-            box = QMessageBox(QMessageBox.Icon.Question, "Open Model",
-                              f"Switch to {Path(path).name}? {len(busy)} repl{'ies' if len(busy) > 1 else 'y'} "
-                              "being generated will be stopped (and kept as stopped).",
-                              QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
-            box.setObjectName("switchModelBox")
-            box.accepted.connect(lambda: self._switch_model_now(path, options))
-            box.open()
-            return
-        self._switch_model_now(path, options)
-
-    def _switch_model_now(self, path: str, options: dict[str, Any] | None = None) -> None:
-        assert self.model_factory is not None
-        slots = load_session_slots(self.settings)
-        self.bridge.switch_backend(self.model_factory(path, **(options or {})), max_active=slots)
-        remember_model(self.settings, path)
+        """Load the (checked) GGUF at `path` (ui.model_switch: stops running replies, asks first)."""
+        self.models.switch_model(path, facts)
 
     def open_settings(self) -> None:
         """Conversation > Settings…: the current conversation's settings (and the defaults)."""
@@ -380,7 +357,8 @@ class MainWindow(QMainWindow):
         dialog = SettingsDialog(pane.settings_values, pane.conversation.system_prompt,
                                 session_slots=load_session_slots(self.settings),
                                 max_context=self.bridge.max_context or None,
-                                conversation_title=pane.conversation.title, parent=self)
+                                conversation_title=pane.conversation.title, weights=self.models.weights(),
+                                loaded_weights=self.bridge.model_info.get("weights_kind"), parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog
@@ -411,6 +389,9 @@ class MainWindow(QMainWindow):
             self.defaults = dict(values)
             save_defaults(self.settings, values)
         save_session_slots(self.settings, dialog.session_slots())
+        weights = dialog.weights_change()
+        if weights is not None:
+            self.models.change_weights(weights)
 
     def _send_in_new_conversation(self, text: str) -> None:
         """Overflow > New Conversation: the message goes to a fresh conversation and is sent."""
@@ -455,6 +436,8 @@ class MainWindow(QMainWindow):
         self.sidebar.select(pane.conversation_id)
 
     def _backend_state_changed(self, state: str) -> None:
+        if self.models.backend_state_changed(state):
+            return  # a failed switch is being undone; the switcher said why
         if state == "failed":
             self._warn(
                 "Model",

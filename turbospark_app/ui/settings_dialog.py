@@ -3,7 +3,8 @@
 It edits the CURRENT conversation (its `settings` JSON and its system prompt in the store) and,
 with "Use for new conversations too" (on by default), the app-wide defaults in QSettings
 (`defaults/generation`). Session slots are an engine setting: app-wide only
-(`engine/session_slots`), applied the next time a model is loaded.
+(`engine/session_slots`), applied the next time a model is loaded. Weights (compact / float32)
+are app-wide too (ui.weights_setting); changing them reloads the model once OK is pressed.
 
 Every field is parsed as it is typed (generation_settings.PARSERS): a bad value shows its
 message under the field and OK stays disabled until every field is valid. Values take effect
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..model.weights_choice import WeightsChoice
 from .generation_settings import (
     DEFAULTS,
     SESSION_SLOTS_RANGE,
@@ -41,6 +43,7 @@ from .generation_settings import (
     validate,
 )
 from .settings import read_json, write_json
+from .weights_setting import WeightsField
 
 DEFAULTS_KEY = "defaults/generation"
 SLOTS_KEY = "engine/session_slots"
@@ -102,7 +105,7 @@ class _FieldError(QWidget):
 
 class SettingsDialog(QDialog):
     """See the module docstring. Read the result with `values()`, `system_prompt()`,
-    `session_slots()` and `use_as_defaults()` after `accepted`."""
+    `session_slots()`, `weights_change()` and `use_as_defaults()` after `accepted`."""
 
     def __init__(
         self,
@@ -112,9 +115,15 @@ class SettingsDialog(QDialog):
         session_slots: int = DEFAULT_SESSION_SLOTS,
         max_context: int | None = None,
         conversation_title: str = "",
+        weights: WeightsChoice | None = None,
+        loaded_weights: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`weights`: the current weight choice (default: compact, not overridden);
+        `loaded_weights`: the loaded model's mode, None when no model is loaded."""
         super().__init__(parent)
+        self._weights = weights or WeightsChoice("compact", "default")
+        self._loaded_weights = loaded_weights
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
         self.setMinimumWidth(780)
@@ -213,6 +222,9 @@ class SettingsDialog(QDialog):
         self.slots_note.setWordWrap(True)
         self.slots_note.setVisible(False)
         form.addRow("", self.slots_note)
+        self.weights_field = WeightsField(self._weights, self._loaded_weights, self)
+        form.addRow("Weights", self.weights_field.combo)
+        form.addRow("", self.weights_field.note)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
         self.defaults_check.setObjectName("useAsDefaults")
@@ -286,6 +298,11 @@ class SettingsDialog(QDialog):
     def session_slots(self) -> int:
         """The session slots typed (call when valid)."""
         return parse_session_slots(self._fields["session_slots"].text())
+
+    def weights_change(self) -> str | None:
+        """The weight mode picked when it differs from the current one (the model reloads),
+        else None."""
+        return self.weights_field.mode() if self.weights_field.changed() else None
 
     def use_as_defaults(self) -> bool:
         """Also store the generation settings as app-wide defaults."""

@@ -1,6 +1,6 @@
 """The status bar: what the engine is doing, honestly.
 
-    model       loading / name / failed to load
+    model       loading / name · quantization · weights: compact|f32 / failed to load
     reuse       the last turn's prefix reuse ("reused 412/430 tok · slot hit")
     prefill     the last turn's prefill rate
     decode      live decode rate (tokens in the last two seconds, every pane together);
@@ -41,7 +41,8 @@ LIVE_WINDOW_S = 2.0
 
 
 def model_label(info: dict[str, Any]) -> str:
-    """A short model name: the file's ("SmolLM2-135M-Instruct · Q4_1"), else the GGUF's."""
+    """A short model name: the file's ("SmolLM2-135M-Instruct · Q4_1"), else the GGUF's, and
+    the weight mode the engine runs it in when known (" · weights: compact")."""
     file = info.get("file_name") or info.get("file") or info.get("path") or ""
     name = Path(str(file)).stem if file else str(info.get("name") or "model")
     quant = str(info.get("quantization") or "")
@@ -50,8 +51,9 @@ def model_label(info: dict[str, Any]) -> str:
             if name.lower().endswith((sep + quant).lower()):
                 name = name[: -len(quant) - 1]
                 break
-        return f"{name} · {quant}"
-    return name
+        name = f"{name} · {quant}"
+    kind = info.get("weights_kind")
+    return f"{name} · weights: {kind}" if kind else name
 
 
 class EngineStatusBar(QStatusBar):
