@@ -76,6 +76,9 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     (["serve", "--prefill-chunk", "0"], "--prefill-chunk", ">= 1"),
     (["serve", "--stall-timeout", "0"], "--stall-timeout", "> 0"),
     (["chat", "--chat-template", "jinja"], "--chat-template", "chatml"),
+    (["chat", "--weights", "int3"], "--weights", "'compact', 'f32'"),
+    (["serve", "--weights", "F32 "], "--weights", "'compact', 'f32'"),
+    (["--weights", "q4"], "--weights", "'compact', 'f32'"),
 ])
 def test_every_flag_is_checked_when_parsed(
     argv: list[str], flag: str, accepted: str, capsys: pytest.CaptureFixture[str]
@@ -94,3 +97,14 @@ def test_good_flags_still_parse() -> None:
         ["--session-slots", "2", "chat", "--chunk-size", "1", "--top-p", "1", "--min-p", "0",
          "--temperature", "0", "--seed", "0", "--stop", "x"])
     assert (args.session_slots, args.chunk_size, args.top_p, args.stop) == (2, 1, 1.0, ["x"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["chat", "--weights", "f32", "--prompt", "hi"],
+    ["--weights", "f32", "chat", "--prompt", "hi"],
+    ["serve", "--weights", "f32"],
+    ["--weights", "f32", "--self-test"],
+])
+def test_weights_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).weights == "f32"
+    assert build_parser().parse_args(argv[:1] if argv[0] != "--weights" else []).weights is None

@@ -225,6 +225,7 @@ class SettingsDialog(QDialog):
         self.weights_field = WeightsField(self._weights, self._loaded_weights, self)
         form.addRow("Weights", self.weights_field.combo)
         form.addRow("", self.weights_field.note)
+        self.weights_field.combo.currentIndexChanged.connect(self.revalidate)  # (grows for the note)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
         self.defaults_check.setObjectName("useAsDefaults")

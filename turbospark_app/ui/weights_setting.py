@@ -67,7 +67,7 @@ class WeightsField:
             how = "the --weights flag" if choice.source == WEIGHTS_FLAG else f"the {choice.source} environment variable"
             self.combo.setToolTip(f"Set to {choice.mode} by {how}, which wins over this setting. "
                                   f"Start TurboSpark without it to choose here.")
-            self.note.setText(f"Set by {choice.source}={choice.mode}.")
+            self.note.setText(f"Set by {choice.source}={choice.mode}, which wins over this setting.")
         else:
             self.combo.setToolTip(WEIGHTS_TIP)
         self.combo.currentIndexChanged.connect(self._update_note)
