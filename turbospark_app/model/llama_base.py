@@ -16,13 +16,15 @@ import numpy as np
 
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
-from .weights_choice import WEIGHT_MODES, WEIGHTS_ENV  # compact (default) | f32 (the reference)
 
 _F32 = np.float32
 _ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
 _ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
 _ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
 
+WEIGHTS_ENV = "TURBOSPARK_WEIGHTS"
+WEIGHT_MODES = ("compact", "f32")
+"""compact: the GGUF's blocks through ONNX Runtime (default); f32: the float32 reference."""
 
 
 def weights_mode(explicit: str | None = None) -> str:
