@@ -274,3 +274,40 @@ def test_no_chatml_offer_for_other_errors(qtbot, tmp_path: Path) -> None:
         opener.open_path(str(bad))
     box = parent.findChild(QMessageBox, "modelErrorBox")
     assert box.findChild(type(box.buttons()[0]), "useChatmlButton") is None
+
+
+def test_a_model_that_fails_to_load_gives_way_to_the_previous_one(ui, qtbot, tmp_path: Path) -> None:
+    """The checks pass but the load fails (memory, a kernel refusing a tensor): the model that
+    ran before is loaded again, one message says why, and it stays the remembered model."""
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory, send, wait_idle
+
+    from turbospark_app.ui.first_run import MODEL_PATH_KEY
+
+    first = RecordingBackend(replies=("again ok",), model_name="first")
+    loads: list[str] = []
+
+    def model_factory(path: str):
+        loads.append(Path(path).name)
+        if path.endswith("big.gguf"):
+            def fail():
+                raise MemoryError("not enough memory for big.gguf")
+            return fail
+        return fake_factory(first)
+
+    w = issue6_window(ui, first, model_factory=model_factory)
+    pane = w.area.current_pane()
+    w.model_opener._check = lambda p: {"path": p}
+    w.model_opener.open_path(str(tmp_path / "big.gguf"))
+    qtbot.waitUntil(lambda: w.models.failure_box is not None, timeout=5000)
+    box = w.models.failure_box
+    assert box.isVisible() and box.text() == "big.gguf could not be loaded"
+    assert "not enough memory" in box.informativeText() and "first.gguf" in box.informativeText()
+    qtbot.waitUntil(lambda: w.bridge.backend_state == "ready" and w.bridge.model_info.get("name") == "first",
+                    timeout=5000)
+    assert loads == ["big.gguf", "first.gguf"]
+    assert ui.settings().value(MODEL_PATH_KEY) == "/models/first.gguf"
+    assert not [b for b in w.findChildren(QMessageBox, "warningBox") if b.isVisible()]
+    send(qtbot, pane, "still there?")
+    wait_idle(qtbot, pane)
+    assert pane.messages[-1].content == "again ok"
