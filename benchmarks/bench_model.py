@@ -163,19 +163,21 @@ def report_f32_decode(model: LlamaModel, producer: LlamaProducer, ids: list[int]
 
 
 def report_compact_decode(model: LlamaModel, ids: list[int], n_new: int) -> None:
-    from breakdown import decode_breakdown, stage_ops
+    from breakdown import decode_breakdown, op_breakdown
 
     for label, prompt in (("after the prompt", ids), ("short context (38)", ids[:38])):
         parts = decode_breakdown(model, prompt, n_new if label != "short context (38)" else 64)
         step = parts.pop("step")
         print(f"decode           {1e3 / step:7.1f} tok/s {label} (median step {step:.2f} ms)")
         for name, ms in sorted(parts.items(), key=lambda kv: -kv[1]):
-            print(f"  {name:<34}{ms:7.2f} ms  {100 * ms / step:5.1f}%")
-    for rows in (1, 128):
-        ops = stage_ops(model, rows)
+            print(f"  {name:<48}{ms:7.2f} ms  {100 * ms / step:5.1f}%")
+    for rows, prompt in ((1, ids[:38]), (128, ids[:128])):
+        ops = op_breakdown(model, prompt, rows)
         total = sum(ops.values())
-        print(f"one layer stage, {rows:>3} row(s): {total:.3f} ms inside ONNX Runtime: " + ", ".join(
-            f"{k} {v:.3f}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])))
+        what = "decode step" if rows == 1 else f"{rows}-token chunk"
+        print(f"inside ONNX Runtime, one {what} ({model.kernels} kernels), profiled: {total:.2f} ms")
+        for name, ms in sorted(ops.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:<48}{ms:7.2f} ms  {100 * ms / total:5.1f}%")
 
 
 def main() -> int:

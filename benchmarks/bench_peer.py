@@ -8,8 +8,11 @@ decode tok/s (after a 38-token prompt), chunked prefill tok/s (500 tokens; Turbo
 128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache) and
 peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic Llama-3.2-1B-shaped
 GGUFs with random Q4_0 and Q4_K weights (`synthetic_gguf.py`, written to a temp folder).
+TurboSpark runs once per kernel mode in `--kernels` (default: exact-prompt, the app's default,
+and int8, llama.cpp's numerics; see `ort_graph.KERNEL_MODES`), each its own column.
 Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
-has only imported the engine) against the GGUF's tensor bytes.
+has only imported the engine) against the GGUF's tensor bytes, and where a decode step's time
+goes (`breakdown.py`).
 
 `make bench-peer` builds llama-cpp-python into its own venv first (see tools/peer_venv.sh).
 """
@@ -44,9 +47,13 @@ print(rss() - base)
 """
 
 
-def child(python: str, engine: str, gguf: Path, cache: Path, extra: list[str]) -> dict:
+def child(python: str, engine: str, gguf: Path, cache: Path, extra: list[str],
+          kernels: str | None = None) -> dict:
     cmd = [python, str(HERE / "peer_child.py"), engine, str(gguf), "--cache", str(cache), *extra]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    env = dict(os.environ)
+    if kernels:
+        env["TURBOSPARK_KERNELS"] = kernels
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{engine} on {gguf.name} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -67,34 +74,42 @@ def weights_in_memory(gguf_path: Path, cache: Path) -> int | None:
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, extra: list[str]) -> None:
+def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, extra: list[str],
+            kernels: list[str]) -> None:
     ours_py = sys.executable
     subprocess.run([ours_py, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r});"
                     "from turbospark_app.model.llama import LlamaModel;"
                     f"LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact')"],
                    check=True)  # build the weight cache outside the measured processes
-    runs: dict[str, list[dict]] = {"turbospark": [], "llama.cpp": []}
+    engines = [f"TurboSpark {k}" for k in kernels] + ["llama.cpp"]
+    runs: dict[str, list[dict]] = {e: [] for e in engines}
     for r in range(rounds):
-        order = ["turbospark", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "turbospark"]
+        order = engines if r % 2 == 0 else engines[::-1]
         for engine in order:
-            python = ours_py if engine == "turbospark" else peer
-            runs[engine].append(child(python, engine, gguf_path, cache, extra))
+            if engine == "llama.cpp":
+                runs[engine].append(child(peer, "llama.cpp", gguf_path, cache, extra))
+            else:
+                runs[engine].append(child(ours_py, "turbospark", gguf_path, cache, extra,
+                                          engine.split()[1]))
             print(f"  [{label}] round {r + 1} {engine}: " + ", ".join(
                 f"{k} {v:.3g}" for k, v in runs[engine][-1].items()), flush=True)
     med = {e: {k: statistics.median(x[k] for x in rs) for k in ("decode_tok_s", "prefill_tok_s",
                                                                  "load_s", "peak_rss_mib")}
            for e, rs in runs.items()}
-    ours, peer_m = med["turbospark"], med["llama.cpp"]
+    peer_m = med["llama.cpp"]
     size = tensor_bytes(gguf_path)
     mem = weights_in_memory(gguf_path, cache)
     print(f"\n{label}: {gguf_path.name}, GGUF tensor bytes {size / 2**20:.1f} MiB; medians of {rounds}")
-    print(f"  {'figure':<26}{'TurboSpark':>12}{'llama.cpp':>12}{'ratio':>8}")
+    print(f"  {'figure':<26}" + "".join(f"{e:>24}" for e in engines))
     for key, name, fmt in (("decode_tok_s", "decode tok/s", "{:.1f}"),
                            ("prefill_tok_s", "chunked prefill tok/s", "{:.1f}"),
                            ("load_s", "load s (ours: warm)", "{:.2f}"),
                            ("peak_rss_mib", "peak RSS MiB", "{:.0f}")):
-        a, b = ours[key], peer_m[key]
-        print(f"  {name:<26}{fmt.format(a):>12}{fmt.format(b):>12}{a / b:>8.2f}")
+        cells = []
+        for e in engines:
+            a, b = med[e][key], peer_m[key]
+            cells.append(fmt.format(a) if e == "llama.cpp" else f"{fmt.format(a)} ({a / b:.2f}x)")
+        print(f"  {name:<26}" + "".join(f"{c:>24}" for c in cells))
     if mem is not None:
         print(f"  weights in memory (RSS growth of a warm load) {mem / 2**20:.0f} MiB = "
               f"{mem / size:.2f}x the GGUF tensor bytes")
@@ -126,7 +141,10 @@ def main() -> int:
     ap.add_argument("--skip-1b", action="store_true")
     ap.add_argument("--only-1b", action="store_true", help="skip the default model")
     ap.add_argument("--decode", type=int, default=64)
+    ap.add_argument("--kernels", default="exact-prompt,int8",
+                    help="TurboSpark kernel modes to run, comma-separated (TURBOSPARK_KERNELS)")
     args = ap.parse_args()
+    kernels = [k for k in args.kernels.split(",") if k]
     if not Path(args.peer_python).exists():
         print(f"no llama-cpp-python interpreter at {args.peer_python} (run `make bench-peer`)",
               file=sys.stderr)
@@ -139,14 +157,14 @@ def main() -> int:
         cache = Path(tmp) / "cache"
         if not args.only_1b:
             compare("default model", args.model or default_model_path(), args.peer_python,
-                    args.rounds, cache, extra)
+                    args.rounds, cache, extra, kernels)
         if not args.skip_1b:
             from synthetic_gguf import write_synthetic
 
             for qtype in ("Q4_0", "Q4_K"):
                 path = write_synthetic(Path(tmp) / f"synthetic-1b-{qtype}.gguf", qtype)
                 compare(f"synthetic 1B {qtype}", path, args.peer_python, args.rounds, cache,
-                        ["--decode", "32", "--prefill", "256"])
+                        ["--decode", "32", "--prefill", "256"], kernels)
                 path.unlink()
     return 0
 

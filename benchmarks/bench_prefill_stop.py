@@ -7,8 +7,9 @@ Latency: a timer thread sets the Stop flag at a random moment 0.2-1.5 s into the
 `--prompt`-token prompt (chunks of `--chunk`); the figure is the time from setting the flag to
 `run_raw_completion_chunked_cancellable` returning (p50 / p99 / max over `--trials`). Each
 result is checked: CANCELLED, kv_position == the committed tokens == the producer's cursor.
-Throughput: chunked prefill tok/s with a Stop flag that is polled between layers but never set,
-against the same run without one (NEVER: no polling), alternating, medians of `--repeats`.
+Throughput: chunked prefill tok/s with a Stop flag that is polled (compact: every 2 ms by a
+watcher thread during each chunk's run; f32: between layers) but never set, against the same
+run without one (NEVER: no polling), alternating, medians of `--repeats`.
 """
 
 from __future__ import annotations
@@ -99,8 +100,8 @@ def main() -> int:
         never.append(throughput(producer, tok, ids[:512], args.chunk, False))
         polled.append(throughput(producer, tok, ids[:512], args.chunk, True))
     a, b = statistics.median(never), statistics.median(polled)
-    print(f"chunked prefill  {a:.1f} tok/s without a Stop flag, {b:.1f} tok/s polling one between "
-          f"layers: {100 * (a - b) / a:+.1f}% loss (medians of {args.repeats})", flush=True)
+    print(f"chunked prefill  {a:.1f} tok/s without a Stop flag, {b:.1f} tok/s polling one "
+          f"during chunks: {100 * (a - b) / a:+.1f}% loss (medians of {args.repeats})", flush=True)
 
     pick = random.Random(7)
     lat = []

@@ -1,10 +1,11 @@
-"""Where a compact decode step's time goes (used by bench_model.py).
+"""Where a compact forward pass's time goes (used by bench_model.py and bench_peer.py).
 
-`decode_breakdown` times each part of real decode steps by wrapping the model's own stage
-calls (no copy of the step loop): the embed stage, the per-layer kernel-library stages, the
-numpy attention, the head; the rest of the step is Python glue (embedding lookup, buffer
-copies, the loop). `stage_ops` profiles one layer stage inside ONNX Runtime to split it into
-the 4-bit matmuls, the minimum corrections, RMSNorm and SwiGLU.
+`decode_breakdown` times real greedy decode steps and splits each into the session run (the
+whole forward pass inside ONNX Runtime) and the Python around it (embedding lookup, bindings,
+the logits copy). `op_breakdown` runs the same steps (or a prefill chunk) on a profiled twin
+of the model's session and sums ONNX Runtime's per-node kernel times by kind: the 4/8-bit
+matmuls, the minimum corrections, the exact split, attention (with RoPE and the KV write),
+norms, SwiGLU; what the profile does not cover is the executor's per-node overhead.
 """
 
 from __future__ import annotations
@@ -15,85 +16,97 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
+_KINDS = {
+    "MatMulNBits": "4/8-bit matmuls",
+    "Gemm": "minimum corrections",
+    "GroupQueryAttention": "attention (GQA, RoPE, KV write)",
+    "SimplifiedLayerNormalization": "RMSNorm",
+    "Sigmoid": "SwiGLU", "Split": "SwiGLU",
+    "Abs": "exact split", "ReduceMax": "exact split", "Max": "exact split", "Div": "exact split",
+    "Round": "exact split", "Sub": "exact split", "Concat": "exact split",
+    "Greater": "exact split", "Cast": "exact split", "Shape": "exact split",
+}
 
-def _timed(fn: Callable, key: str, acc: dict[str, float]) -> Callable:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+
+class _TimedSession:
+    """The model's session with `run_with_iobinding` timed (everything else passed through)."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+        self.seconds = 0.0
+
+    def run_with_iobinding(self, *args: Any) -> Any:
         t = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            return self._session.run_with_iobinding(*args)
         finally:
-            acc[key] += time.perf_counter() - t
+            self.seconds += time.perf_counter() - t
 
-    return wrapper
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
 
 
 def decode_breakdown(model: Any, prompt: list[int], steps: int) -> dict[str, float]:
-    """Median ms per decode step of each part, over `steps` greedy steps after `prompt`."""
-    acc: dict[str, float] = collections.defaultdict(float)
-    saved = model._decode_stages
-    names = (["embed stage (qkv of layer 0)"] + ["layer stages (o, ffn, next qkv)"] * (len(saved) - 2)
-             + ["head stage"])
-    model._decode_stages = [_timed(run, name, acc) for run, name in zip(saved, names)]
-    model._attend_one = _timed(model._attend_one, "attention (numpy)", acc)
+    """Median ms per greedy decode step after `prompt`: "step", "session run", "Python glue"."""
+    saved = model._session
+    timed = _TimedSession(saved)
     per: dict[str, list[float]] = collections.defaultdict(list)
+    model._session = timed
     try:
         cache = model.new_cache()
         logits = model.forward(prompt, cache).copy()
         for _ in range(steps):
-            acc.clear()
+            timed.seconds = 0.0
             t = time.perf_counter()
             model.forward([int(np.argmax(logits))], cache, True, logits)
             total = time.perf_counter() - t
-            for k, v in acc.items():
-                per[k].append(v)
-            per["Python glue (rest of the step)"].append(total - sum(acc.values()))
             per["step"].append(total)
+            per["session run (whole forward pass)"].append(timed.seconds)
+            per["Python glue (embedding, bindings, logits copy)"].append(total - timed.seconds)
     finally:
-        model._decode_stages = saved
-        del model._attend_one
+        model._session = saved
     return {k: statistics.median(v) * 1e3 for k, v in per.items()}
 
 
-_KINDS = {"MatMulNBits": "quantized matmuls", "Gemm": "minimum corrections",
-          "ReduceSum": "minimum corrections", "Reshape": "minimum corrections",
-          "SimplifiedLayerNormalization": "RMSNorm", "Sigmoid": "SwiGLU", "Mul": "SwiGLU/scale",
-          "QuickGelu": "SwiGLU", "Split": "SwiGLU"}
-
-
-def stage_ops(model: Any, rows: int, runs: int = 20) -> dict[str, float]:
-    """ms per run of one layer stage's operator kinds, from ONNX Runtime's profiler."""
-    import onnxruntime as ort
-
-    from turbospark_app.model.ort_graph import build_stage_protos
+def op_breakdown(model: Any, prompt: list[int], rows: int, runs: int = 20) -> dict[str, float]:
+    """ms per forward pass of each operator kind, from ONNX Runtime's profiler: `runs` decode
+    steps after `prompt` (rows=1), or `runs` chunks of `rows` tokens, each from `prompt`'s KV."""
+    from turbospark_app.model.ort_graph import build_model_proto, make_session, session_options
 
     w, c = model.weights, model.config
-    prefill = rows > 1  # the model runs chunks on the prefill stages
-    proto, feeds = build_stage_protos(c, w.layers[:2], w.head, w.output_norm, w.external_ref, prefill)[1]
+    proto = build_model_proto(c, w.layers, w.head, w.output_norm, w.external_ref, model.kernels)
+    saved = model._session
     with tempfile.TemporaryDirectory() as tmp:
-        so = ort.SessionOptions()
+        so = session_options(w.cache_path, model._threads)
         so.enable_profiling = True
-        so.profile_file_prefix = os.path.join(tmp, "stage")
-        so.intra_op_num_threads = model._threads
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        so.log_severity_level = 3
-        if w.cache_path is not None:
-            so.add_session_config_entry(
-                "session.model_external_initializers_file_folder_path", str(w.cache_path))
-        sess = ort.InferenceSession(proto, so, providers=["CPUExecutionProvider"])
-        rng = np.random.default_rng(0)
-        feeds = {**feeds, "x": rng.standard_normal((rows, c.dim)).astype(np.float32),
-                 "attn": rng.standard_normal((rows, c.q_dim)).astype(np.float32)}
-        for _ in range(runs):
-            sess.run(None, feeds)
-        with open(sess.end_profiling()) as fh:
-            events = json.load(fh)
+        so.profile_file_prefix = os.path.join(tmp, "forward")
+        model._session = make_session(proto, w.cache_path, so=so)
+        try:
+            cache = model.new_cache()
+            model.forward(prompt, cache, want_logits=False)
+            base = cache.offset
+            rng = np.random.default_rng(0)
+            for _ in range(runs):
+                ids = rng.integers(0, c.vocab_size, rows).tolist()
+                model.forward(ids, cache)
+                if rows > 1:
+                    cache.trim(base)
+            with open(model._session.end_profiling()) as fh:
+                events = json.load(fh)
+        finally:
+            model._session = saved
     out: dict[str, float] = collections.defaultdict(float)
+    n_calls = runs + 1  # the prompt's pass is profiled too: scale it out below
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            op = e["args"]["op_name"]
-            out[_KINDS.get(op, "other (add, concat, copy)")] += e["dur"] / 1e3 / runs
-    return dict(out)
+            out[_KINDS.get(e["args"]["op_name"], "other (add, mul, reshape, slice)")] += e["dur"] / 1e3
+    # The prompt pass is a different size: drop it by measuring totals per pass over `runs`.
+    total_runs = [e["dur"] / 1e3 for e in events if e.get("name") == "model_run"]
+    if len(total_runs) == n_calls:
+        prompt_share = total_runs[0] / sum(total_runs)
+        return {k: v * (1 - prompt_share) / runs for k, v in out.items()}
+    return {k: v / n_calls for k, v in out.items()}

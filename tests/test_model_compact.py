@@ -59,14 +59,35 @@ def test_compact_is_the_default_and_close_to_float32(pair) -> None:
     assert (np.abs(one_chunk - ref[-1]) / scale[-1]).max() < 0.03
 
 
-def test_blocks_are_exact_with_float32_activations(pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    """accuracy_level 0 (float activations): every block type, the re-centred minimums, the
-    NeoX row permutation and the norms-on-activations reproduce the float32 path."""
+@pytest.mark.parametrize("kernels", ["exact", "exact-prompt"])
+def test_exact_split_reproduces_float32(pair, kernels: str) -> None:
+    """The exact split: every block type, the re-centred minimums, the NeoX row permutation,
+    the norms on activations and the in-graph attention reproduce the float32 path, for
+    chunks (both modes) and single tokens (exact mode)."""
     path, folder, f32, _ = pair
-    monkeypatch.setattr(ort_graph, "ACCURACY_LEVEL", {4: 0, 8: 0})
-    exact = LlamaModel.from_gguf(path, folder / "cache", weights="compact")
-    ref, got = _positions(f32, TOKENS[:6]), _positions(exact, TOKENS[:6])
-    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    config, w = load_compact(path, folder / "cache")
+    model = CompactLlamaModel(config, w, kernels)
+    ref = _positions(f32, TOKENS)
+    scale = np.abs(ref).max()
+    chunked = model.new_cache()
+    first = model.forward(TOKENS[:5], chunked)
+    np.testing.assert_allclose(first, ref[4], atol=2e-4 * scale)
+    np.testing.assert_allclose(model.forward(TOKENS[5:], chunked), ref[-1], atol=2e-4 * scale)
+    if kernels == "exact":
+        np.testing.assert_allclose(_positions(model, TOKENS), ref, atol=2e-4 * scale)
+    else:  # one-token steps: plain int8 activations, measurably less exact
+        err = np.abs(_positions(model, TOKENS) - ref).max()
+        assert 2e-4 * scale < err < 0.03 * scale
+
+
+def test_kernel_mode_from_the_environment(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, folder, _, _ = pair
+    config, w = load_compact(path, folder / "cache")
+    monkeypatch.setenv("TURBOSPARK_KERNELS", "int8")
+    assert CompactLlamaModel(config, w).kernels == "int8"
+    monkeypatch.setenv("TURBOSPARK_KERNELS", "fast")
+    with pytest.raises(ValueError, match="TURBOSPARK_KERNELS"):
+        CompactLlamaModel(config, w)
 
 
 def test_float32_on_the_hot_path(pair) -> None:
@@ -77,10 +98,9 @@ def test_float32_on_the_hot_path(pair) -> None:
         for m in layer.qkv + layer.o + layer.gate_up + layer.down:
             arrays = [getattr(m, n, None) for n in ("scales", "mins", "weight")]
             assert all(a.dtype == np.float32 for a in arrays if a is not None)
-    x = np.ones((1, compact.config.dim), np.float32)
-    for stages in (compact._decode_stages, compact._prefill_stages):
-        (qkv,) = stages[0](["qkv"], {"x": x})
-        assert qkv.dtype == np.float32
+    session = compact._session
+    types = {a.name: a.type for a in session.get_inputs() + session.get_outputs()}
+    assert {t for n, t in types.items() if n not in ("seqlens_k", "total", "exact")} == {"tensor(float)"}
     cache = compact.new_cache()
     assert compact.forward(TOKENS[:3], cache).dtype == np.float32
     assert compact.forward([4], cache).dtype == np.float32
@@ -135,14 +155,17 @@ def _cancel_after(polls: int):
 
 
 @pytest.mark.parametrize("kind", ["compact", "f32"])
-def test_stop_between_layers_commits_nothing_of_the_chunk(pair, kind: str) -> None:
+def test_stop_inside_a_chunk_commits_nothing_of_it(pair, kind: str) -> None:
     _, _, f32, compact = pair
     model = compact if kind == "compact" else f32
     cache = model.new_cache()
     model.forward(TOKENS[:4], cache, want_logits=False)
-    cancel, count = _cancel_after(1)  # stops before the chunk's second layer
+    # f32: polled before each layer, stops before the second; compact: the first poll is
+    # before the run, the next ones (every 2 ms) from a watcher while a 900-token chunk runs.
+    cancel, count = _cancel_after(1)
+    long_chunk = (TOKENS * 80)[:900]
     with pytest.raises(ForwardCancelled):
-        model.forward(TOKENS[4:], cache, cancel=cancel)
+        model.forward(long_chunk, cache, cancel=cancel)
     assert cache.offset == 4 and count[0] == 2
     # The cache is intact: continuing gives the same logits as a fresh run.
     np.testing.assert_array_equal(
@@ -167,9 +190,10 @@ def test_engine_stop_inside_a_chunk_reports_only_committed_tokens(pair) -> None:
 
     _, _, _, compact = pair
     producer = LlamaProducer(compact)
-    n_layers = compact.config.n_layers
-    # Polled once after each committed chunk and before each layer: stop in chunk 2, layer 2.
-    cancel, _ = _cancel_after((n_layers + 1) + 1)
+    # Stop once the first chunk is committed: the second chunk is refused before it runs.
+    def cancel() -> bool:
+        return producer.cache.offset >= 8
+
     prompt = (TOKENS * 3)[:30]
     result = run_raw_completion_chunked_cancellable(
         producer, ByteTokenizer(), prompt, GenerationConfig(max_new_tokens=4), 256,

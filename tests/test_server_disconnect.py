@@ -56,8 +56,9 @@ def _step_ms(row: dict) -> float:
     return row["prefill_ms"] / max(1, -(-fed // CHUNK))
 
 
-def _assert_cancelled(row: dict, reason: str = "client_disconnected") -> None:
-    assert row["stop_reason"] == "cancelled" and row["cancel_reason"] == reason, row
+def _assert_cancelled(row: dict, reason: str | tuple[str, ...] = "client_disconnected") -> None:
+    reasons = (reason,) if isinstance(reason, str) else reason
+    assert row["stop_reason"] == "cancelled" and row["cancel_reason"] in reasons, row
     latency = row["disconnect_to_ended_ms"]
     assert latency is not None and latency >= 0, row
     if row["started"]:
@@ -118,7 +119,8 @@ def test_queued_job_of_a_gone_client_never_starts(api) -> None:  # noqa: F811
     assert wait_job(server, lambda r: r["job"] == number)["state"] == "queued"
     sock.close()
     row = _ended(server, number)
-    _assert_cancelled(row)
+    # A keep-alive written to the closed socket may notice first: either reason is the client's.
+    _assert_cancelled(row, ("client_disconnected", "write_error"))
     assert row["started"] is False and row["generated_tokens"] == 0
     for b in blockers:
         _reset(b)

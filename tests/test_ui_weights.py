@@ -81,13 +81,6 @@ def test_flag_beats_environment_beats_setting_beats_compact() -> None:
         choose_weights(None, "f32", {"TURBOSPARK_WEIGHTS": "int3"})
 
 
-def test_the_model_reads_the_same_variable_and_modes() -> None:
-    from turbospark_app.model import llama_base, weights_choice
-
-    # (weights_choice stays numpy-free for the parser and the dialog; llama_base has its own copy)
-    assert (llama_base.WEIGHTS_ENV, llama_base.WEIGHT_MODES) == (weights_choice.WEIGHTS_ENV, weights_choice.WEIGHT_MODES)
-
-
 def test_the_setting_is_stored_and_junk_reads_as_compact(tmp_path: Path) -> None:
     settings = QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat)
     assert load_weights_setting(settings) == "compact"

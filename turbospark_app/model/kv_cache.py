@@ -6,7 +6,9 @@ Two float32 buffers hold every layer:
     values:            (n_layers, n_kv_heads, capacity, head_dim)
 
 Per layer, `k_store(l)` is a (n_kv, head_dim, capacity) view and `v_store(l)` a
-(n_kv, capacity, head_dim) view. Keys are kept transposed because attention reads them as
+(n_kv, capacity, head_dim) view. A cache made with `keys_transposed=False` (the compact
+model's: ONNX Runtime's attention reads and writes it in place) keeps keys as
+(n_layers, n_kv_heads, capacity, head_dim), like the values. Keys are kept transposed because attention reads them as
 `q @ K^T`: with K^T rows contiguous along positions, both decode products (q . K and p . V)
 are BLAS matrix-vector products that stream memory row by row — measured ~8% faster than a
 (n_kv, capacity, head_dim) key layout on the decode step's attention. Slicing the first
@@ -46,6 +48,7 @@ class KVCache:
         head_dim: int,
         max_context: int,
         step: int = 256,
+        keys_transposed: bool = True,
     ) -> None:
         if step <= 0 or max_context <= 0:
             raise ValueError("step and max_context must be positive")
@@ -54,15 +57,21 @@ class KVCache:
         self.head_dim = head_dim
         self.max_context = max_context
         self.step = step
+        self.keys_transposed = keys_transposed
+        self.generation = 0  # bumped by every (re)allocation: views and bindings go stale
         self._offset = 0
         self._alloc(0)
 
     def _alloc(self, capacity: int) -> None:
-        shape = (self.n_layers, self.n_kv_heads, self.head_dim, capacity)
-        self._k = np.empty(shape, np.float32)  # (L, n_kv, head_dim, capacity)
-        self._v = np.empty((self.n_layers, self.n_kv_heads, capacity, self.head_dim), np.float32)
-        self.k_layers: list[np.ndarray] = list(self._k)  # per layer (n_kv, head_dim, capacity)
+        v_shape = (self.n_layers, self.n_kv_heads, capacity, self.head_dim)
+        if self.keys_transposed:
+            self._k = np.empty((self.n_layers, self.n_kv_heads, self.head_dim, capacity), np.float32)
+        else:
+            self._k = np.empty(v_shape, np.float32)  # (L, n_kv, capacity, head_dim)
+        self._v = np.empty(v_shape, np.float32)  # (L, n_kv, capacity, head_dim)
+        self.k_layers: list[np.ndarray] = list(self._k)  # per layer (n_kv, hd, cap) or (n_kv, cap, hd)
         self.v_layers: list[np.ndarray] = list(self._v)  # per layer (n_kv, capacity, head_dim)
+        self.generation += 1
 
     # -- size -------------------------------------------------------------------------------
 
@@ -99,13 +108,17 @@ class KVCache:
         old_k, old_v, n = self._k, self._v, self._offset
         self._alloc(new_cap)
         if n:
-            self._k[..., :n] = old_k[..., :n]
+            if self.keys_transposed:
+                self._k[..., :n] = old_k[..., :n]
+            else:
+                self._k[:, :, :n] = old_k[:, :, :n]
             self._v[:, :, :n] = old_v[:, :, :n]
 
     # -- access -----------------------------------------------------------------------------
 
     def k_store(self, index: int) -> np.ndarray:
-        """Layer `index`'s key storage, TRANSPOSED: (n_kv, head_dim, capacity).
+        """Layer `index`'s key storage: (n_kv, head_dim, capacity) TRANSPOSED, or
+        (n_kv, capacity, head_dim) when made with keys_transposed=False.
 
         Positions >= offset are junk. Invalidated when `reserve`/`shrink`/`release` reallocate.
         """
@@ -117,6 +130,8 @@ class KVCache:
 
     def keys(self, index: int) -> np.ndarray:
         """Valid keys of a layer: (n_kv, offset, head_dim) view."""
+        if not self.keys_transposed:
+            return self.k_layers[index][:, : self._offset]
         return self.k_layers[index][:, :, : self._offset].transpose(0, 2, 1)
 
     def values(self, index: int) -> np.ndarray:

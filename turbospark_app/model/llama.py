@@ -14,6 +14,7 @@ precomputed views, so each layer is ~20 numpy calls around its four matrix-vecto
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from typing import Callable
@@ -32,6 +33,7 @@ from .llama_base import (  # noqa: F401  (re-exported: the model's public names 
 from .weights import LlamaWeights, load_weights
 
 _F32 = np.float32
+log = logging.getLogger(__name__)
 
 
 class LlamaModel(LlamaBase):
@@ -68,9 +70,12 @@ class LlamaModel(LlamaBase):
         `weights`: "compact" or "f32" (default: `weights_mode()`, i.e. $TURBOSPARK_WEIGHTS).
         """
         if weights_mode(weights) == "compact":
-            from .llama_compact import CompactLlamaModel
+            from .llama_compact import CompactLlamaModel, CompactUnsupported
 
-            return CompactLlamaModel.load(path, cache_dir)
+            try:
+                return CompactLlamaModel.load(path, cache_dir)
+            except CompactUnsupported as exc:  # weights_kind tells the app which path runs
+                log.warning("%s: compact weights unsupported (%s); using float32", path, exc)
         config, prepared = load_weights(path, cache_dir)
         return LlamaModel(config, prepared)
 

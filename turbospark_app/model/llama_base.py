@@ -16,20 +16,17 @@ import numpy as np
 
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
+from .weights_choice import DEFAULT_WEIGHTS, WEIGHT_MODES, WEIGHTS_ENV  # noqa: F401 (re-exported)
 
 _F32 = np.float32
 _ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table
 _ATTN_BLOCK_ELEMS = 1 << 22  # max float32 scores held at once by chunked attention (16 MiB)
 _ATTN_QUERY_BLOCK = 128  # query tokens per block of chunked attention
 
-WEIGHTS_ENV = "TURBOSPARK_WEIGHTS"
-WEIGHT_MODES = ("compact", "f32")
-"""compact: the GGUF's blocks through ONNX Runtime (default); f32: the float32 reference."""
-
 
 def weights_mode(explicit: str | None = None) -> str:
     """The weight mode to load with: `explicit`, else $TURBOSPARK_WEIGHTS, else "compact"."""
-    mode = (explicit or os.environ.get(WEIGHTS_ENV, "") or "compact").strip().lower()
+    mode = (explicit or os.environ.get(WEIGHTS_ENV, "") or DEFAULT_WEIGHTS).strip().lower()
     if mode not in WEIGHT_MODES:
         raise ValueError(f"unknown weight mode {mode!r} (choose one of {', '.join(WEIGHT_MODES)})")
     return mode
@@ -65,6 +62,7 @@ class LlamaBase:
     """A Llama/Qwen2 model: `forward(tokens, cache, want_logits)` over a caller-owned KVCache."""
 
     weights_kind = "?"
+    keys_transposed = True  # the KV cache layout this model reads (see kv_cache.py)
 
     def _init_common(self, config: LlamaConfig, rope_freq_factors: np.ndarray | None) -> None:
         self.config = c = config
@@ -83,7 +81,8 @@ class LlamaBase:
     def new_cache(self, max_context: int | None = None, step: int = 256) -> KVCache:
         """An empty KV cache for this model (grows in `step`-token steps up to max_context)."""
         c = self.config
-        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step)
+        return KVCache(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step,
+                       keys_transposed=self.keys_transposed)
 
     # -- RoPE -----------------------------------------------------------------------------------
 
@@ -108,6 +107,7 @@ class LlamaBase:
         want_logits: bool = True,
         logits_out: np.ndarray | None = None,
         cancel: Callable[[], bool] | None = None,
+        prompt: bool | None = None,
     ) -> np.ndarray | None:
         """Feed `tokens` at positions [cache.offset, cache.offset + T); advance the cache.
 
@@ -115,19 +115,11 @@ class LlamaBase:
         when given), or None when `want_logits` is False (the output head is skipped).
         A chunk (T >= 2) polls `cancel` between layers; when it says True the pass stops with
         `ForwardCancelled` and the cache keeps its offset (the chunk is not committed).
+        `prompt`: whether the tokens are prompt tokens (None: when T >= 2); the compact model
+        runs those through its exact kernels (`ort_graph.KERNEL_MODES`), the float32 one
+        ignores it.
         """
-        c = self.config
-        if (cache.n_layers, cache.n_kv_heads, cache.head_dim) != (
-            c.n_layers,
-            c.n_kv_heads,
-            c.head_dim,
-        ):
-            raise ValueError(f"{cache!r} was not made for this model")
-        ids = np.asarray(tokens, dtype=np.intp).reshape(-1)
-        if ids.size == 0:
-            raise ValueError("forward() needs at least one token")
-        if ids.min() < 0 or ids.max() >= c.vocab_size:
-            raise ValueError(f"token id out of range [0, {c.vocab_size}): {tokens!r}"[:200])
+        ids = self._check_tokens(tokens, cache)
         with np.errstate(over="ignore"):  # exp(-gate) may overflow to inf: silu -> 0, fine
             if ids.size == 1:
                 x = self._decode(int(ids[0]), cache)
@@ -136,6 +128,23 @@ class LlamaBase:
         if not want_logits:
             return None
         return self._head(x, logits_out, ids.size > 1)
+
+    def _check_tokens(self, tokens: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
+        """The token ids as an (T,) intp array, after checking them and the cache's shape."""
+        c = self.config
+        if (cache.n_layers, cache.n_kv_heads, cache.head_dim, cache.keys_transposed) != (
+            c.n_layers,
+            c.n_kv_heads,
+            c.head_dim,
+            self.keys_transposed,
+        ):
+            raise ValueError(f"{cache!r} was not made for this model")
+        ids = np.asarray(tokens, dtype=np.intp).reshape(-1)
+        if ids.size == 0:
+            raise ValueError("forward() needs at least one token")
+        if ids.min() < 0 or ids.max() >= c.vocab_size:
+            raise ValueError(f"token id out of range [0, {c.vocab_size}): {tokens!r}"[:200])
+        return ids
 
     def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
         raise NotImplementedError

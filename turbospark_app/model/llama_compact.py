@@ -1,53 +1,60 @@
-"""The Llama forward pass over compact weights: GGUF blocks, matmuls in ONNX Runtime.
+"""The Llama forward pass over compact weights: GGUF blocks, one ONNX Runtime graph per pass.
 
-Same contract, RoPE, KV cache and numpy attention as the float32 `LlamaModel` (both subclass
-`llama_base.LlamaBase`); only the weight side differs. Each forward pass is n_layers + 2 runs of one ONNX Runtime
-session (`ort_graph.py`): the embed stage (attn_norm + q|k|v of layer 0), one stage per layer
-(o proj, feed-forward, and the NEXT layer's q|k|v), and the head. Attention runs in numpy
-between stages, on the float32 q|k|v the session returns.
+Same contract and RoPE table as the float32 `LlamaModel` (both subclass `llama_base.LlamaBase`).
+A forward pass of T tokens (one decode step, or a prefill chunk) is ONE session run
+(`ort_graph.build_model_proto`): numpy only looks up the embeddings before it and copies the
+logits after it. The KV cache keeps keys untransposed, (n_kv, capacity, head_dim) per layer,
+because ONNX Runtime's attention reads and writes those buffers in place (each layer's past and
+present are bound to the same memory through an IOBinding kept on the cache).
+
+Stop inside a chunk: a watcher thread polls `cancel` every 2 ms and sets the run's terminate
+flag; ONNX Runtime checks it before every node, so the run ends within one kernel call. The
+cache's offset does not move, so the positions the cut-short run wrote stay junk beyond it.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .compact_weights import CompactWeights, embed_rows, load_compact
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
 from .llama_base import ForwardCancelled, LlamaBase
-from .compact_weights import CompactWeights, embed_rows, load_compact
-from .ort_graph import build_stage_protos, default_threads, make_session
+from .ort_graph import KERNEL_MODES, build_model_proto, default_threads, make_session, supports
 
 _F32 = np.float32
+_CANCEL_POLL_S = 0.002  # how often a running chunk asks `cancel`
+
+
+class CompactUnsupported(ValueError):
+    """This model's shape has no compact graph (the float32 path runs it instead)."""
 
 
 class CompactLlamaModel(LlamaBase):
     """A LlamaModel whose weights stay the GGUF's blocks (see the module docstring)."""
 
     weights_kind = "compact"
+    keys_transposed = False
 
-    def __init__(self, config: LlamaConfig, weights: CompactWeights) -> None:
+    def __init__(self, config: LlamaConfig, weights: CompactWeights, kernels: str | None = None) -> None:
+        why = supports(config)
+        if why is not None:
+            raise CompactUnsupported(why)
         self.weights = weights  # type: ignore[assignment]
         self._init_common(config, weights.rope_freq_factors)
+        self.kernels = kernels or kernel_mode()
         t0 = time.perf_counter()
         self._threads = default_threads()
-        self._decode_stages = self._stages(config, weights, False)
-        self._prefill_stages = self._stages(config, weights, True)
+        proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
+                                  weights.external_ref, self.kernels)
+        self._session = make_session(proto, weights.cache_path, self._threads)
         self.session_seconds = time.perf_counter() - t0
-        n = config.n_layers
-        self._layer_outs = [["x_out", "qkv"]] * (n - 1) + [["x_out"]]
-
-    def _stages(self, config: LlamaConfig, w: CompactWeights, prefill: bool) -> list[Callable]:
-        """One run(outputs, activations) per stage: embed, layers..., head."""
-        protos = build_stage_protos(config, w.layers, w.head, w.output_norm, w.external_ref, prefill)
-        out = []
-        for proto, feeds in protos:
-            run = make_session(proto, w.cache_path, self._threads, arena=not prefill).run
-            out.append(_with_feeds(run, feeds) if feeds else run)
-        return out
+        self._cos_sin: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (rot, cos, sin)
 
     @classmethod
     def load(
@@ -57,62 +64,103 @@ class CompactLlamaModel(LlamaBase):
         config, weights = load_compact(path, cache_dir)
         return cls(config, weights)
 
-    def _head(self, x: np.ndarray, logits_out: np.ndarray | None, chunk: bool = False) -> np.ndarray:
-        stages = self._prefill_stages if chunk else self._decode_stages
-        (logits,) = stages[-1](["logits"], {"x": x.reshape(1, -1)})  # (1, vocab)
+    def forward(
+        self,
+        tokens: Sequence[int] | np.ndarray,
+        cache: KVCache,
+        want_logits: bool = True,
+        logits_out: np.ndarray | None = None,
+        cancel: Callable[[], bool] | None = None,
+        prompt: bool | None = None,
+    ) -> np.ndarray | None:
+        """See `LlamaBase.forward`; one session run (the head runs even when unwanted)."""
+        ids = self._check_tokens(tokens, cache)
+        t_len, p = ids.size, cache.offset
+        cache.reserve(p + t_len)
+        io, logits = self._binding(cache)
+        cos, sin = self._rope_inputs(p + t_len)
+        x = embed_rows(self.weights.embd, ids)  # (T, dim)
+        seqlens = np.array([p + t_len - 1], np.int32)
+        total = np.array(p + t_len, np.int32)
+        io.bind_cpu_input("x", x)
+        if self.kernels == "exact-prompt":
+            exact = np.array([int(ids.size > 1 if prompt is None else prompt)], np.int64)
+            io.bind_cpu_input("exact", exact)
+        io.bind_cpu_input("seqlens_k", seqlens)
+        io.bind_cpu_input("total", total)
+        io.bind_cpu_input("cos", cos)
+        io.bind_cpu_input("sin", sin)
+        self._run(io, cancel if t_len > 1 else None)
+        cache.advance(t_len)
+        if not want_logits:
+            return None
         if logits_out is None:
-            return logits[0]
+            return logits[0].copy()
         np.copyto(logits_out, logits[0])
         return logits_out
 
-    def _decode(self, token: int, cache: KVCache) -> np.ndarray:
-        """One token at position cache.offset; returns the final residual (dim,)."""
-        b = self._buffers()
-        pos = cache.offset
-        cache.reserve(pos + 1)
-        rot = self._rope_table(pos + 1)[pos]  # (rope_dims/2,) complex64
-        attend = self._attend_one
-        k_layers, v_layers = cache.k_layers, cache.v_layers
-        stages = self._decode_stages
-        x = embed_rows(self.weights.embd, np.array([token]))  # (1, dim)
-        (qkv,) = stages[0](["qkv"], {"x": x})  # (1, nqkv)
-        for i, (run, outs) in enumerate(zip(stages[1:-1], self._layer_outs)):
-            np.copyto(b.qkv, qkv[0])  # the buffer's views give q, k, v and the RoPE pairs
-            a = attend(b, k_layers[i], v_layers[i], pos, rot).reshape(1, -1)  # (1, q_dim)
-            res = run(outs, {"x": x, "attn": a})
-            x = res[0]
-            if len(res) > 1:
-                qkv = res[1]
-        cache.advance(1)
-        return x[0]
+    def _run(self, io: Any, cancel: Callable[[], bool] | None) -> None:
+        if cancel is None:
+            self._session.run_with_iobinding(io)
+            return
+        if cancel():
+            raise ForwardCancelled()
+        import onnxruntime as ort
 
-    def _chunk(
-        self, ids: np.ndarray, cache: KVCache, cancel: Callable[[], bool] | None = None
-    ) -> np.ndarray:
-        """T >= 2 tokens at [offset, offset+T); `cancel` is polled before every layer."""
-        t_len = ids.size
-        p = cache.offset
-        cache.reserve(p + t_len)
-        rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
-        stages = self._prefill_stages
-        x = embed_rows(self.weights.embd, ids)  # (T, dim)
-        (qkv,) = stages[0](["qkv"], {"x": x})  # (T, nqkv)
-        for i, (run, outs) in enumerate(zip(stages[1:-1], self._layer_outs)):
-            if cancel is not None and cancel():
-                raise ForwardCancelled()
-            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
-            res = run(outs, {"x": x, "attn": a})
-            x = res[0]
-            if len(res) > 1:
-                qkv = res[1]
-        cache.advance(t_len)
-        return x[-1]
+        options = ort.RunOptions()
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(_CANCEL_POLL_S):
+                if cancel():
+                    options.terminate = True
+                    return
+
+        watcher = threading.Thread(target=watch, name="turbospark-stop-watch", daemon=True)
+        watcher.start()
+        try:
+            self._session.run_with_iobinding(io, options)
+        except Exception as exc:
+            if options.terminate:
+                raise ForwardCancelled() from exc
+            raise
+        finally:
+            done.set()
+            watcher.join()
+
+    def _binding(self, cache: KVCache) -> tuple[Any, np.ndarray]:
+        """The cache's IOBinding for this session (KV buffers bound as past AND present) and the
+        logits buffer it writes; rebuilt when the cache reallocated."""
+        import onnxruntime as ort
+
+        held = getattr(cache, "_ort_binding", None)
+        if held is not None and held[0] is self._session and held[1] == cache.generation:
+            return held[2], held[3]
+        io = self._session.io_binding()
+        keep = []
+        for i in range(self.config.n_layers):
+            for name, buf in ((f"k{i}", cache.k_layers[i]), (f"v{i}", cache.v_layers[i])):
+                value = ort.OrtValue.ortvalue_from_numpy(buf[None])  # (1, n_kv, cap, hd), shared
+                io.bind_ortvalue_input(name, value)
+                io.bind_ortvalue_output(f"{name}_out", value)
+                keep.append(value)
+        logits = np.empty((1, self.config.vocab_size), _F32)
+        io.bind_ortvalue_output("logits", ort.OrtValue.ortvalue_from_numpy(logits))
+        cache._ort_binding = (self._session, cache.generation, io, logits, keep)  # type: ignore[attr-defined]
+        return io, logits
+
+    def _rope_inputs(self, n_positions: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin of the RoPE table, (>= n_positions, rope_dims/2) float32 each."""
+        rot = self._rope_table(n_positions)
+        held = self._cos_sin
+        if held is None or held[0] is not rot:
+            held = self._cos_sin = (rot, np.ascontiguousarray(rot.real), np.ascontiguousarray(rot.imag))
+        return held[1], held[2]
 
 
-def _with_feeds(run: Callable, feeds: dict[str, np.ndarray]) -> Callable:
-    """`run` with the stage's weight inputs added to every call's activations."""
-
-    def run_with(outputs: list[str], activations: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return run(outputs, {**feeds, **activations})
-
-    return run_with
+def kernel_mode() -> str:
+    """$TURBOSPARK_KERNELS (`ort_graph.KERNEL_MODES`), else "exact-prompt"."""
+    mode = os.environ.get("TURBOSPARK_KERNELS", "").strip().lower() or KERNEL_MODES[0]
+    if mode not in KERNEL_MODES:
+        raise ValueError(f"unknown TURBOSPARK_KERNELS {mode!r} (choose one of {', '.join(KERNEL_MODES)})")
+    return mode

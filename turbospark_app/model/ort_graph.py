@@ -1,21 +1,23 @@
-"""The compact model's weight matmuls as ONNX Runtime sessions (`MatMulNBits` kernels).
+"""The compact model's forward pass as ONE ONNX Runtime graph (`MatMulNBits`, `GroupQueryAttention`).
 
-One small graph (session) per stage of a forward pass; attention stays in numpy between them:
+    x (T, dim) --> [per layer: RMSNorm, q|k|v, GroupQueryAttention over the KV cache
+                    (RoPE inside, keys/values written in place), o proj + residual, RMSNorm,
+                    gate|up, SwiGLU, down + residual] --> last row: RMSNorm, head --> logits
 
-    embed:   x            -> qkv           (attn_norm 0, q|k|v of layer 0, bias, q scale)
-    layer i: x, attn      -> x_out, qkv    (o proj + residual, ffn_norm, gate|up, SwiGLU,
-                                            down + residual, then layer i+1's attn_norm, q|k|v)
-    head:    x            -> logits        (output_norm, output head)
+A decode step and a prefill chunk are one `run` of the same session: no Python between
+layers, and the kernel library's thread pool stays busy (`llama_compact.py` binds the KV
+cache's buffers as both the past and the present of every layer, so they are updated in place).
 
-so a decode step is n_layers + 2 kernel-library calls. Each stage exists twice: for decode
-(one token: weights prepacked, int8 activations per block of 32, like llama.cpp's dot products)
-and for prefill chunks (weights as run-time inputs: dequantized to float32 per call, exact;
-see `build_stage_protos`). A prompt prefilled with int8 activations drifted enough on the
-default model to change its greedy answer; the exact prefill costs no speed for large chunks.
-
-RMSNorm weights and 1/sqrt(head_dim) act on activations (`SimplifiedLayerNormalization`, one
-`Mul`), never on the weights, so the blocks stay the GGUF's. A matrix with minimums adds
-`(block sums of x) @ mins.T` to the re-centred 4/8-bit product (see `quant_blocks.py`).
+Weights stay the GGUF's blocks: RMSNorm weights and 1/sqrt(head_dim) act on activations
+(`SimplifiedLayerNormalization`, the attention's `scale`), never on the weights. A matrix with
+minimums adds `(block sums of x) @ mins.T` to the re-centred 4/8-bit product (see
+`quant_blocks.py`). The kernels quantize activations to int8 per block; with `exact` every
+matmul input is first split into its value on that int8 grid plus the remainder, and both
+rows go through the kernel (the same weights read once): the product of the first is exact
+and the remainder's int8 error is ~1/250 of the plain kernel's (see `_split_exact`). That
+doubles a chunk's kernel work, and a one-token step leaves the kernel's fast one-row path, so
+the default (`KERNEL_MODES`) splits prompt tokens only: the prompt, which every later token
+attends to and whose last position picks the first reply token, is exact.
 
 Weights are never copied into the graph proto when they live in the cache: initializers are
 ONNX "external data" pointing into the cache entry's .npy files at their data offset.
@@ -24,6 +26,7 @@ ONNX "external data" pointing into the cache entry's .npy files at their data of
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,13 +36,20 @@ import numpy as np
 from .gguf_file import LlamaConfig
 from .quant_blocks import DenseMatrix, Matrix
 
-# MatMulNBits accuracy_level per weight bit width: 4 = int8 activations (the fast CPU path),
-# 0 = float32 activations (exact, slow).
-ACCURACY_LEVEL = {4: 4, 8: 4}
+# MatMulNBits accuracy_level 4: int8 activations, the only fast CPU path for 4/8-bit blocks
+# (levels 0-3 measured ~15x slower per decode step: no prepacked float kernel on x86).
+ACCURACY_LEVEL = 4
 _OPSET = 21
 
 ExternalRef = Callable[[np.ndarray], tuple[str, int] | None]
 """Where an array lives on disk: (file name in the folder, byte offset), or None (inline)."""
+
+
+def supports(config: LlamaConfig) -> str | None:
+    """Why this model cannot run on the compact graph, or None when it can."""
+    if config.head_dim % 16:
+        return f"head_dim {config.head_dim} is not a multiple of 16 (GroupQueryAttention needs that)"
+    return None
 
 
 @dataclass
@@ -55,16 +65,25 @@ class LayerMatrices:
     bqkv: np.ndarray | None  # (nqkv,) float32, qwen2 only
 
 
+KERNEL_MODES = ("exact-prompt", "exact", "int8")
+"""exact-prompt (default): prompt tokens split exactly, decode steps plain int8; exact: every
+pass split; int8: plain int8 activations everywhere (llama.cpp's numerics)."""
+
+
 class _Graph:
-    def __init__(self, external: ExternalRef, weights_as_inputs: bool = False) -> None:
+    def __init__(self, external: ExternalRef, kernels: str) -> None:
         self.nodes: list = []
         self.inits: list = []
         self.inputs: list = []
         self.outputs: list = []
-        self.feeds: dict[str, np.ndarray] = {}  # weights passed at run time (weights_as_inputs)
         self._external = external
-        self._as_inputs = weights_as_inputs
+        if kernels not in KERNEL_MODES:
+            raise ValueError(f"unknown kernel mode {kernels!r} (choose one of {', '.join(KERNEL_MODES)})")
+        self._kernels = kernels
+        self._rows: tuple[str, str] | None = None  # (remainder rows, halves): see _split_rows
         self._n = 0
+        self._consts: dict[tuple, str] = {}
+        self._splits: dict[tuple[str, int], str] = {}
 
     def name(self, base: str) -> str:
         self._n += 1
@@ -74,11 +93,6 @@ class _Graph:
         from onnx import TensorProto, helper, numpy_helper
 
         name = self.name(base)
-        if self._as_inputs and arr.nbytes >= 4096:
-            dtype = helper.np_dtype_to_tensor_dtype(arr.dtype)
-            self.inputs.append(helper.make_tensor_value_info(name, dtype, list(arr.shape)))
-            self.feeds[name] = arr
-            return name
         where = self._external(arr) if arr.nbytes >= 4096 else None
         if where is None:
             self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
@@ -92,24 +106,34 @@ class _Graph:
         self.inits.append(t)
         return name
 
-    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "", **attrs) -> list[str]:
+    def node(self, op: str, inputs: list[str], n_out: int = 1, domain: str = "",
+             names: list[str] | None = None, **attrs) -> list[str]:
         from onnx import helper
 
-        outs = [self.name(op.lower()) for _ in range(n_out)]
+        outs = names or [self.name(op.lower()) for _ in range(n_out)]
         self.nodes.append(helper.make_node(op, inputs, outs, domain=domain or None, **attrs))
         return outs
 
-    def input(self, name: str, width: int) -> str:
-        from onnx import TensorProto, helper
+    def small(self, arr: np.ndarray) -> str:
+        """A small constant (shapes, axes, scalars), made once per graph."""
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        if key not in self._consts:
+            self._consts[key] = self.const("c", arr)
+        return self._consts[key]
 
-        self.inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["T", width]))
+    def input(self, name: str, dtype: int, shape: list) -> str:
+        from onnx import helper
+
+        self.inputs.append(helper.make_tensor_value_info(name, dtype, shape))
         return name
 
-    def output(self, src: str, name: str, width: int) -> None:
-        from onnx import TensorProto, helper
+    def output(self, src: str | None, name: str, dtype: int, shape: list) -> None:
+        """Declare graph output `name` (copied from `src`, or produced under that name)."""
+        from onnx import helper
 
-        self.nodes.append(helper.make_node("Identity", [src], [name]))
-        self.outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, ["T", width]))
+        if src is not None:
+            self.nodes.append(helper.make_node("Identity", [src], [name]))
+        self.outputs.append(helper.make_tensor_value_info(name, dtype, shape))
 
     # -- building blocks --------------------------------------------------------------------
 
@@ -122,25 +146,68 @@ class _Graph:
         outs = [self._one(x, m) for m in mats]
         return outs[0] if len(outs) == 1 else self.node("Concat", outs, axis=1)[0]
 
+    def _split_rows(self) -> tuple[str, str]:
+        """(rows of the remainder half, number of halves) as int64 (1,) tensors: (T, 2) when
+        every pass is exact; in exact-prompt mode (T, 2) for prompt tokens and (0, 1) for
+        decode steps, from the graph input "exact" (1 or 0)."""
+        if self._rows is None:
+            i64 = np.int64
+            t = self.node("Shape", ["x"], start=0, end=1)[0]
+            if self._kernels == "exact":
+                self._rows = (t, self.small(np.array([2], i64)))
+            else:
+                self.input("exact", 7, [1])  # int64
+                self._rows = (self.node("Mul", [t, "exact"])[0],
+                              self.node("Add", ["exact", self.small(np.array([1], i64))])[0])
+        return self._rows
+
+    def _split_exact(self, x: str, k: int, bs: int) -> str:
+        """[x rounded to the kernel's int8 grid (per block of bs); x minus that]: (2T, k).
+
+        The kernel re-quantizes the first half without loss (it is on the grid already), and
+        the second half's own rounding error is ~1/250 of x's: their sum is ~exact.
+        """
+        key = (x, bs)
+        if key not in self._splits:
+            i64 = np.int64
+            blocks = self.node("Reshape", [x, self.small(np.array([-1, k // bs, bs], i64))])[0]
+            amax = self.node("ReduceMax", [self.node("Abs", [blocks])[0], self.small(np.array([2], i64))],
+                             keepdims=1)[0]  # (T, nb, 1)
+            scale = self.node("Max", [self.node("Mul", [amax, self.small(np.array(1 / 127, np.float32))])[0],
+                                      self.small(np.array(1e-30, np.float32))])[0]
+            grid = self.node("Mul", [self.node("Round", [self.node("Div", [blocks, scale])[0]])[0], scale])[0]
+            rest = self.node("Sub", [blocks, grid])[0]
+            rows, _ = self._split_rows()
+            if self._kernels != "exact":  # no remainder rows for one token
+                rest = self.node("Slice", [rest, self.small(np.array([0], i64)), rows,
+                                           self.small(np.array([0], i64))])[0]
+            both = self.node("Concat", [grid, rest], axis=0)[0]  # (2T or T, nb, bs)
+            self._splits[key] = self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
+        return self._splits[key]
+
     def _one(self, x: str, m: Matrix) -> str:
         if isinstance(m, DenseMatrix):
             return self.node("Gemm", [x, self.const("w", m.weight)], transB=1)[0]
         n, k = m.shape
+        xa = x if self._kernels == "int8" else self._split_exact(x, k, m.block_size)
         y = self.node(
             "MatMulNBits",
-            [x, self.const("q", m.packed), self.const("s", m.scales), self.const("z", m.zero_points())],
+            [xa, self.const("q", m.packed), self.const("s", m.scales), self.const("z", m.zero_points())],
             domain="com.microsoft", K=k, N=n, bits=m.bits, block_size=m.block_size,
-            accuracy_level=ACCURACY_LEVEL[m.bits],
+            accuracy_level=ACCURACY_LEVEL,
         )[0]
+        if xa is not x:  # (halves * T, n) -> the halves' sum (T, n)
+            _, halves = self._split_rows()
+            shape = self.node("Concat", [halves, self.small(np.array([-1, n], np.int64))], axis=0)[0]
+            pair = self.node("Reshape", [y, shape])[0]
+            y = self.node("ReduceSum", [pair, self.small(np.array([0], np.int64))], keepdims=0)[0]
         if m.mins is None:
             return y
         nb = k // m.block_size
-        shape = self.const("shape", np.array([-1, nb, m.block_size], np.int64))
-        blocks = self.node("Reshape", [x, shape])[0]  # (T, nb, bs)
-        axes = self.const("axes", np.array([2], np.int64))
-        sums = self.node("ReduceSum", [blocks, axes], keepdims=0)[0]  # (T, nb)
-        corr = self.node("Gemm", [sums, self.const("mins", m.mins)], transB=1)[0]  # (T, n)
-        return self.node("Add", [y, corr])[0]
+        blocks = self.node("Reshape", [x, self.small(np.array([-1, nb, m.block_size], np.int64))])[0]
+        sums = self.node("ReduceSum", [blocks, self.small(np.array([2], np.int64))], keepdims=0)[0]  # (T, nb)
+        # y + sums @ mins.T in one Gemm (C = y): (T, n)
+        return self.node("Gemm", [sums, self.const("mins", m.mins), y], transB=1)[0]
 
 
 def _model(g: _Graph) -> bytes:
@@ -153,53 +220,57 @@ def _model(g: _Graph) -> bytes:
     return model.SerializeToString()
 
 
-def build_stage_protos(
+def build_model_proto(
     config: LlamaConfig,
     layers: list[LayerMatrices],
     head: list[Matrix],
     output_norm: np.ndarray,
     external: ExternalRef,
-    weights_as_inputs: bool = False,
-) -> list[tuple[bytes, dict[str, np.ndarray]]]:
-    """(serialized ONNX model, weight feeds) of every stage, in order: embed, layers..., head.
+    kernels: str = "exact-prompt",
+) -> bytes:
+    """The serialized ONNX model of a whole forward pass (see the module docstring).
 
-    Decode stages hold their weights as initializers, which ONNX Runtime prepacks for its int8
-    kernels. With `weights_as_inputs` (the prefill stages) the weights are run-time inputs
-    instead (the feeds: views of the cache's memory maps, passed without a copy): nothing is
-    prepacked and `MatMulNBits` dequantizes each block to float32 and runs an sgemm, exact and
-    as fast as float32 weights for a large chunk, with no second copy of the weights in memory.
+    Inputs: x (T, dim) embeddings; exact (1,) int64, 1 for prompt tokens (exact-prompt mode
+    only); seqlens_k (1,) int32 = offset + T - 1; total () int32 =
+    offset + T; cos, sin (positions >= offset + T, rope_dims/2) of the RoPE table; per layer i
+    k{i}, v{i} (1, n_kv, capacity, head_dim), the KV cache's buffers. Outputs: logits
+    (1, vocab) of the last row and k{i}_out, v{i}_out (bound to the same buffers).
     """
+    from onnx import TensorProto
+
     c = config
-    nqkv = c.q_dim + 2 * c.kv_dim
-    qkv_scale = np.ones(nqkv, np.float32)
-    qkv_scale[: c.q_dim] = 1.0 / np.sqrt(c.head_dim)  # on the activations: blocks stay exact
-
-    def qkv_of(g: _Graph, x: str, layer: LayerMatrices) -> None:
-        y = g.linear(g.rms(x, layer.attn_norm, c.norm_eps), layer.qkv)
-        if layer.bqkv is not None:
-            y = g.node("Add", [y, g.const("bias", layer.bqkv)])[0]
-        g.output(g.node("Mul", [y, g.const("qscale", qkv_scale)])[0], "qkv", nqkv)
-
-    g = _Graph(external, weights_as_inputs)
-    qkv_of(g, g.input("x", c.dim), layers[0])
-    protos = [(_model(g), g.feeds)]
+    f32, i32 = TensorProto.FLOAT, TensorProto.INT32
+    g = _Graph(external, kernels)
+    x = g.input("x", f32, ["T", c.dim])
+    seqlens = g.input("seqlens_k", i32, [1])
+    total = g.input("total", i32, [])
+    cos, sin = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos", "sin"))
+    kv_shape = [1, c.n_kv_heads, "C", c.head_dim]
     for i, layer in enumerate(layers):
-        g = _Graph(external, weights_as_inputs)
-        x, a = g.input("x", c.dim), g.input("attn", c.q_dim)
+        past_k, past_v = g.input(f"k{i}", f32, kv_shape), g.input(f"v{i}", f32, kv_shape)
+        qkv = g.linear(g.rms(x, layer.attn_norm, c.norm_eps), layer.qkv)  # (T, nqkv)
+        if layer.bqkv is not None:
+            qkv = g.node("Add", [qkv, g.const("bias", layer.bqkv)])[0]
+        qkv3 = g.node("Unsqueeze", [qkv, g.small(np.array([0], np.int64))])[0]  # (1, T, nqkv)
+        # present = the graph outputs themselves (no Identity): bound to the past's buffers,
+        # GroupQueryAttention then writes the new positions in place.
+        (attn,) = g.node(
+            "GroupQueryAttention", [qkv3, "", "", past_k, past_v, seqlens, total, cos, sin],
+            domain="com.microsoft", names=[g.name("attn"), f"k{i}_out", f"v{i}_out"],
+            num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=1, rotary_interleaved=1,
+            scale=float(1.0 / np.sqrt(c.head_dim)))[:1]
+        g.output(None, f"k{i}_out", f32, kv_shape)
+        g.output(None, f"v{i}_out", f32, kv_shape)
+        a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], np.int64))])[0]  # (T, q_dim)
         x1 = g.node("Add", [x, g.linear(a, layer.o)])[0]
         gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
         gate, up = g.node("Split", [gu], n_out=2, axis=1, num_outputs=2)
         act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
-        x2 = g.node("Add", [x1, g.linear(act, layer.down)])[0]
-        g.output(x2, "x_out", c.dim)
-        if i + 1 < len(layers):
-            qkv_of(g, x2, layers[i + 1])
-        protos.append((_model(g), g.feeds))
-    g = _Graph(external, weights_as_inputs)
-    h = g.input("x", c.dim)
-    g.output(g.linear(g.rms(h, output_norm, c.norm_eps), head), "logits", c.vocab_size)
-    protos.append((_model(g), g.feeds))
-    return protos
+        x = g.node("Add", [x1, g.linear(act, layer.down)])[0]
+    last = g.node("Slice", [x, g.small(np.array([-1], np.int64)), g.small(np.array([2**62], np.int64)),
+                            g.small(np.array([0], np.int64))])[0]  # (1, dim)
+    g.output(g.linear(g.rms(last, output_norm, c.norm_eps), head), "logits", f32, [1, c.vocab_size])
+    return _model(g)
 
 
 def default_threads() -> int:
@@ -213,21 +284,58 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def make_session(proto: bytes, folder: Path | None, threads: int | None = None, arena: bool = True):
-    """An ONNX Runtime CPU session over `proto`; external data is read from `folder`.
+_RUNTIME_LOCK = threading.Lock()
+_runtime: dict[str, bool] = {}
 
-    Its worker threads sleep between runs instead of spinning: numpy (attention) runs between
-    two stages, and spinning ORT workers starve it (measured: chunked attention 5x slower).
+
+def _shared_runtime(threads: int) -> dict[str, bool]:
+    """Make ONNX Runtime's process-wide thread pool and arena once: {"pool": .., "arena": ..}.
+
+    One pool for every stage session instead of one per session: 32 sessions meant 32 pools
+    whose workers had to sleep between runs (spinning ones fought each other), and waking
+    them cost more than a decode step's kernels. The shared pool's workers spin, which is
+    what makes one-token kernel calls cheap. One arena: stage activations are reused across
+    sessions instead of each session keeping its own largest chunk's buffers.
+    """
+    with _RUNTIME_LOCK:
+        if not _runtime:
+            import onnxruntime as ort
+            from onnxruntime.capi import _pybind_state as C
+
+            try:  # fails when ONNX Runtime's environment was made before us
+                C.set_global_thread_pool_sizes(threads, 1)
+                _runtime["pool"] = True
+            except Exception:
+                _runtime["pool"] = False
+            try:  # arena growth: exactly what is asked (1), not the next power of two
+                info = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                         ort.OrtMemType.DEFAULT)
+                C.create_and_register_allocator(info, ort.OrtArenaCfg(0, 1, -1, -1))
+                _runtime["arena"] = True
+            except Exception:
+                _runtime["arena"] = False
+        return _runtime
+
+
+def session_options(folder: Path | None, threads: int | None = None):
+    """ONNX Runtime session options for a stage; external data is read from `folder`.
+
+    Sessions share the process-wide thread pool and arena (`_shared_runtime`) when they could
+    be made (once the pool exists every session of the process must use it); otherwise each
+    gets its own pool, whose workers then sleep between runs.
     """
     import onnxruntime as ort
 
     so = ort.SessionOptions()
-    so.intra_op_num_threads = threads or default_threads()
-    # Without an arena, a prefill stage's float32 dequantization buffers go back after each run
-    # instead of staying reserved per stage (measured: +600 MiB peak RSS with arenas).
-    so.enable_cpu_mem_arena = arena
-    so.inter_op_num_threads = 1
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    shared = _shared_runtime(threads or default_threads())
+    if shared["pool"]:
+        so.use_per_session_threads = False
+    else:
+        so.intra_op_num_threads = threads or default_threads()
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if shared["arena"]:
+        so.add_session_config_entry("session.use_env_allocators", "1")
     # The graphs are already what should run (fused stacks, contrib norms): skipping the
     # optimizer passes cuts session creation (the warm load) by ~40%; weights are prepacked anyway.
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -236,4 +344,12 @@ def make_session(proto: bytes, folder: Path | None, threads: int | None = None, 
     if folder is not None:
         so.add_session_config_entry(
             "session.model_external_initializers_file_folder_path", str(folder))
-    return ort.InferenceSession(proto, so, providers=["CPUExecutionProvider"])
+    return so
+
+
+def make_session(proto: bytes, folder: Path | None, threads: int | None = None, so=None):
+    """An ONNX Runtime CPU session over `proto` (options: `session_options` unless given)."""
+    import onnxruntime as ort
+
+    options = so if so is not None else session_options(folder, threads)
+    return ort.InferenceSession(proto, options, providers=["CPUExecutionProvider"])

@@ -99,7 +99,7 @@ class LlamaProducer:
     def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
         """Feed a prompt token; the output head is skipped (`logits_out` is left untouched)."""
         self._check(position, 1)
-        self.model.forward((token,), self._cache, False)
+        self.model.forward((token,), self._cache, False, prompt=True)
         self._mirror.append(int(token))
 
     def produce_chunk(
@@ -124,7 +124,7 @@ class LlamaProducer:
         if logits_out is not None:
             self._check_logits(logits_out)
         try:
-            self.model.forward(ids, self._cache, logits_out is not None, logits_out, cancel)
+            self.model.forward(ids, self._cache, logits_out is not None, logits_out, cancel, prompt=True)
         except ForwardCancelled:
             return False
         self._mirror.extend(ids)
