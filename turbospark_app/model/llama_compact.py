@@ -84,7 +84,7 @@ class CompactLlamaModel(LlamaBase):
         total = np.array(p + t_len, np.int32)
         io.bind_cpu_input("x", x)
         if self.kernels == "exact-prompt":
-            exact = np.array([int(ids.size > 1 if prompt is None else prompt)], np.int64)
+            exact = np.array(ids.size > 1 if prompt is None else prompt, np.bool_)
             io.bind_cpu_input("exact", exact)
         io.bind_cpu_input("seqlens_k", seqlens)
         io.bind_cpu_input("total", total)
