@@ -64,16 +64,19 @@ class LlamaModel(LlamaBase):
         path: str | os.PathLike[str],
         cache_dir: str | os.PathLike[str] | None = None,
         weights: str | None = None,
+        kernels: str | None = None,
     ) -> LlamaBase:
         """Load a GGUF (warm: memory-map from the weight cache; cold: prepare and cache).
 
         `weights`: "compact" or "f32" (default: `weights_mode()`, i.e. $TURBOSPARK_WEIGHTS).
+        `kernels`: the compact model's kernel mode (`ort_graph.KERNEL_MODES`; default:
+        $TURBOSPARK_KERNELS, else "exact-prompt"); ignored by the float32 model.
         """
         if weights_mode(weights) == "compact":
             from .llama_compact import CompactLlamaModel, CompactUnsupported
 
             try:
-                return CompactLlamaModel.load(path, cache_dir)
+                return CompactLlamaModel.load(path, cache_dir, kernels)
             except CompactUnsupported as exc:  # weights_kind tells the app which path runs
                 log.warning("%s: compact weights unsupported (%s); using float32", path, exc)
         config, prepared = load_weights(path, cache_dir)

@@ -47,7 +47,7 @@ class CompactLlamaModel(LlamaBase):
             raise CompactUnsupported(why)
         self.weights = weights  # type: ignore[assignment]
         self._init_common(config, weights.rope_freq_factors)
-        self.kernels = kernels or kernel_mode()
+        self.kernels = kernel_mode(kernels)
         t0 = time.perf_counter()
         self._threads = default_threads()
         proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
@@ -58,11 +58,14 @@ class CompactLlamaModel(LlamaBase):
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        cache_dir: str | os.PathLike[str] | None = None,
+        kernels: str | None = None,
     ) -> "CompactLlamaModel":
         """Load a GGUF's compact weights through the weight cache and build the session."""
         config, weights = load_compact(path, cache_dir)
-        return cls(config, weights)
+        return cls(config, weights, kernels)
 
     def forward(
         self,
@@ -158,9 +161,13 @@ class CompactLlamaModel(LlamaBase):
         return held[1], held[2]
 
 
-def kernel_mode() -> str:
-    """$TURBOSPARK_KERNELS (`ort_graph.KERNEL_MODES`), else "exact-prompt"."""
-    mode = os.environ.get("TURBOSPARK_KERNELS", "").strip().lower() or KERNEL_MODES[0]
+KERNELS_ENV = "TURBOSPARK_KERNELS"
+
+
+def kernel_mode(explicit: str | None = None) -> str:
+    """`explicit`, else $TURBOSPARK_KERNELS, else "exact-prompt" (`ort_graph.KERNEL_MODES`)."""
+    where = "kernel mode" if explicit else KERNELS_ENV
+    mode = (explicit or os.environ.get(KERNELS_ENV, "")).strip().lower() or KERNEL_MODES[0]
     if mode not in KERNEL_MODES:
-        raise ValueError(f"unknown TURBOSPARK_KERNELS {mode!r} (choose one of {', '.join(KERNEL_MODES)})")
+        raise ValueError(f"unknown {where} {mode!r} (choose one of {', '.join(KERNEL_MODES)})")
     return mode
