@@ -79,6 +79,9 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     (["chat", "--weights", "int3"], "--weights", "'compact', 'f32'"),
     (["serve", "--weights", "F32 "], "--weights", "'compact', 'f32'"),
     (["--weights", "q4"], "--weights", "'compact', 'f32'"),
+    (["chat", "--kernels", "fast"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
+    (["serve", "--kernels", "INT8"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
+    (["--kernels", "q8", "--self-test"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
 ])
 def test_every_flag_is_checked_when_parsed(
     argv: list[str], flag: str, accepted: str, capsys: pytest.CaptureFixture[str]
@@ -108,3 +111,15 @@ def test_good_flags_still_parse() -> None:
 def test_weights_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).weights == "f32"
     assert build_parser().parse_args(argv[:1] if argv[0] != "--weights" else []).weights is None
+
+
+@pytest.mark.parametrize("argv", [
+    ["chat", "--kernels", "int8", "--prompt", "hi"],
+    ["--kernels", "int8", "chat", "--prompt", "hi"],
+    ["serve", "--kernels", "int8"],
+    ["--kernels", "int8", "--self-test"],
+    ["--kernels", "int8"],
+])
+def test_kernels_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).kernels == "int8"
+    assert build_parser().parse_args([a for a in argv if a not in ("--kernels", "int8")]).kernels is None

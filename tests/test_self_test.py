@@ -187,18 +187,19 @@ def test_self_test_reports_a_missing_model_on_stderr(
 def test_self_test_reports_an_unexpected_error_with_its_traceback(
     offscreen: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    asked: list[tuple[str | None, str | None]] = []
+    asked: list[tuple[str | None, str | None, str | None]] = []
 
-    def boom(cli_value: str | None, weights: str | None = None) -> None:
-        asked.append((cli_value, weights))
+    def boom(cli_value: str | None, weights: str | None = None, kernels: str | None = None) -> None:
+        asked.append((cli_value, weights, kernels))
         raise ModuleNotFoundError("No module named 'tokenizers'", name="tokenizers")
 
     monkeypatch.setattr(self_test, "check_model", boom)
-    assert self_test.self_test(argparse.Namespace(model=None, weights="f32")) == 1
+    monkeypatch.setenv("TURBOSPARK_KERNELS", "exact")  # the flag wins over it
+    assert self_test.self_test(argparse.Namespace(model=None, weights="f32", kernels="int8")) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err
     assert f"{self_test.FAILED_PREFIX}: ModuleNotFoundError: No module named 'tokenizers'" in err
-    assert asked == [(None, "f32")]  # --weights reaches the model load
+    assert asked == [(None, "f32", "int8")]  # --weights and --kernels reach the model load
 
 
 # --- self_test: the real model ------------------------------------------------------------------

@@ -5,65 +5,25 @@ load that puts the previous model back. Real loads use a tiny GGUF with a tokeni
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from tiny_gguf import write_tiny_gguf
+from real_window import engine_model, pick_settings, real_window, tiny_chat, wait_for_model  # noqa: F401 (fixture)
 from turbospark_app.model.weights_choice import WeightsChoice, WeightsChoiceError, choose_weights
 from turbospark_app.ui.settings_dialog import SettingsDialog
 from turbospark_app.ui.weights_setting import current_weights, load_weights_setting, save_weights_setting
 
 
-@pytest.fixture
-def tiny_chat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A tiny GGUF the chat backend can load (weights, vocabulary, ChatML template); the weight
-    cache in tmp_path; no TURBOSPARK_WEIGHTS from the caller's shell."""
-    monkeypatch.delenv("TURBOSPARK_WEIGHTS", raising=False)
-    monkeypatch.setenv("TURBOSPARK_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "tiny-chat.gguf"
-    write_tiny_gguf(path, tokenizer={})
-    return path
-
-
-def real_window(ui: Any, model: Path, *, flag: str | None = None,
-                wrap: Callable[[Any], Any] | None = None) -> Any:
-    """A shown MainWindow loading `model` through the app's own model factory (as run_app)."""
-    from turbospark_app.ui.app import app_model_factory, build_window
-
-    settings = ui.settings()
-    factory = app_model_factory(settings, weights_flag=flag)
-    if wrap is not None:
-        factory = wrap(factory)
-    w = build_window(factory(str(model)), store_path=ui.store_path, settings=settings,
-                     model_factory=factory, weights_flag=flag)
-    ui.qtbot.addWidget(w)
-    w.show()
-    ui.windows.append(w)
-    ui.qtbot.waitUntil(lambda: w.bridge.backend_state in ("ready", "failed"), timeout=30000)
-    return w
-
-
-def engine_model(w: Any) -> Any:
-    """The model the engine thread owns (read here only to check its type)."""
-    return w.bridge.engine._backend.model
-
-
 def pick_weights(w: Any, mode: str) -> SettingsDialog:
     """Conversation › Settings…, choose `mode` under Weights, press OK."""
-    w.open_settings()
-    dialog = w.settings_dialog
-    combo = dialog.weights_field.combo
-    combo.setCurrentIndex(combo.findData(mode))
-    dialog.ok_button.click()
-    return dialog
+    return pick_settings(w, weights=mode)
 
 
 def wait_loaded(qtbot: Any, w: Any, kind: str) -> None:
-    qtbot.waitUntil(lambda: w.bridge.backend_state == "ready"
-                    and w.bridge.model_info.get("weights_kind") == kind, timeout=30000)
+    wait_for_model(qtbot, w, weights_kind=kind)
 
 
 # -- the choice ----------------------------------------------------------------------------------
@@ -137,7 +97,8 @@ def test_choosing_f32_reloads_the_engines_model_and_is_remembered(ui, qtbot, tin
     from turbospark_app.ui.model_dialogs import info_rows
 
     w = real_window(ui, tiny_chat)
-    assert isinstance(engine_model(w), CompactLlamaModel) and w.status.text("model").endswith("weights: compact")
+    assert isinstance(engine_model(w), CompactLlamaModel) and w.status.text("model").endswith(
+        "weights: compact · kernels: exact-prompt")
     pane = w.area.current_pane()
     pane.input.setPlainText("draft kept across the reload")
     pick_weights(w, "f32")

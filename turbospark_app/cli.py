@@ -14,6 +14,7 @@ import sys
 from typing import Sequence
 
 from .cli_types import float_in, int_at_least
+from .model.kernels_choice import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
 from .model.weights_choice import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
 
 
@@ -48,6 +49,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         default=default,
         help="compact: the GGUF's blocks (default); f32: the float32 reference (about 5x the "
         f"memory, slower decode). Wins over {WEIGHTS_ENV} and the app's setting",
+    )
+    p.add_argument(
+        KERNELS_FLAG,
+        choices=KERNEL_MODES,
+        default=default,
+        help="the compact weights' kernels: exact-prompt (default: the prompt exact, replies with "
+        "int8 activations like llama.cpp), exact (every token exact, reproducible, slowest), int8 "
+        f"(llama.cpp's numerics, fastest). Wins over {KERNELS_ENV} and the app's setting",
     )
 
 

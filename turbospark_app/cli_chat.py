@@ -179,7 +179,9 @@ def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
     from .model.fetch import resolve_model_path
-    from .model.weights_choice import WeightsChoiceError, choose_weights
+    from .model.kernels_choice import choose_kernels
+    from .model.load_choice import LoadChoiceError, engine_label
+    from .model.weights_choice import choose_weights
 
     if getattr(args, "endpoint", None):
         from .remote.cli import remote_chat_command
@@ -195,13 +197,15 @@ def chat_command(args: argparse.Namespace) -> int:
             chat_template=args.chat_template,
             on_cache_problem=cache_problems.append,
             weights=weights,
+            kernels=kernels,
         )
 
     try:
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
+        kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
         path = resolve_model_path(args.model)
         backend = load()
-    except (EngineError, OSError, WeightsChoiceError) as e:
+    except (EngineError, OSError, LoadChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     conv = Conversation(backend, settings_from_args(args))
@@ -217,7 +221,7 @@ def chat_command(args: argparse.Namespace) -> int:
         turns = _user_turns(args)
         interactive = turns is None
         if interactive:
-            print(f"TurboSpark chat with {path.name} (weights: {backend.model_info().get('weights_kind', '?')})"
+            print(f"TurboSpark chat with {path.name} ({engine_label(backend.model_info()) or '?'})"
                   " — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
         for user_text in turns if turns is not None else read_lines():

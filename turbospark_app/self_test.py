@@ -71,6 +71,7 @@ class ModelReport:
     stop_reason: str
     reply: str
     weights: str = "?"  # the loaded model's weights_kind: "compact" | "f32"
+    kernels: str | None = None  # the compact model's kernel mode (None: float32 weights)
 
 
 @dataclass
@@ -232,8 +233,8 @@ def resolve_self_test_model(cli_value: str | None) -> tuple[Path, str]:
     return resolve_model_path(None), "default"
 
 
-def check_model(cli_value: str | None, weights: str | None = None) -> ModelReport:
-    """Load the model (`weights`: the --weights flag) and generate one short greedy turn.
+def check_model(cli_value: str | None, weights: str | None = None, kernels: str | None = None) -> ModelReport:
+    """Load the model (with the `weights` and `kernels` modes) and generate one short greedy turn.
     Raises on failure."""
     path, source = resolve_self_test_model(cli_value)
     if not path.is_file():
@@ -251,7 +252,7 @@ def check_model(cli_value: str | None, weights: str | None = None) -> ModelRepor
     )
 
     start = time.perf_counter()
-    backend = load_backend(path, session_slots=1, weights=weights)
+    backend = load_backend(path, session_slots=1, weights=weights, kernels=kernels)
     load_seconds = time.perf_counter() - start
 
     settings = TurnSettings(generation=GenerationConfig(max_new_tokens=SELF_TEST_MAX_NEW_TOKENS))
@@ -285,20 +286,22 @@ def check_model(cli_value: str | None, weights: str | None = None) -> ModelRepor
         stop_reason=result.reason.value,
         reply="".join(pieces),
         weights=backend.model.weights_kind,
+        kernels=getattr(backend.model, "kernels", None),
     )
 
 
 # --- the command ----------------------------------------------------------------------------------
 
 
-def run_self_test(model: str | None = None, weights: str | None = None) -> SelfTestReport:
+def run_self_test(model: str | None = None, weights: str | None = None,
+                  kernels: str | None = None) -> SelfTestReport:
     """Both halves of the self-test; raises (SelfTestError or the underlying error) on failure."""
     from .bundle import is_frozen
 
     start = time.perf_counter()
     frozen = is_frozen()
     qt = check_qt(frozen=frozen)
-    model_report = check_model(model, weights)
+    model_report = check_model(model, weights, kernels)
     return SelfTestReport(
         frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start
     )
@@ -316,6 +319,7 @@ def summary_fields(report: SelfTestReport) -> dict[str, Any]:
         "model": str(m.path),
         "model source": m.source,
         "weights": m.weights,
+        "kernels": m.kernels or "–",
         "load seconds": f"{m.load_seconds:.2f}",
         "prompt tokens": m.prompt_tokens,
         "new tokens": m.new_tokens,
@@ -340,9 +344,16 @@ def format_summary(report: SelfTestReport) -> str:
 
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
+    from .model.kernels_choice import choose_kernels
+    from .model.load_choice import LoadChoiceError
+    from .model.weights_choice import choose_weights
+
     try:
-        report = run_self_test(getattr(args, "model", None), getattr(args, "weights", None))
-    except SelfTestError as exc:
+        # --weights / --kernels > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the defaults
+        weights = choose_weights(getattr(args, "weights", None)).mode
+        kernels = choose_kernels(getattr(args, "kernels", None)).mode
+        report = run_self_test(getattr(args, "model", None), weights, kernels)
+    except (SelfTestError, LoadChoiceError) as exc:
         print(f"{FAILED_PREFIX}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

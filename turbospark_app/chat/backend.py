@@ -217,6 +217,7 @@ class LlamaChatBackend:
             load_seconds=round(self._load_seconds, 3),
             weights_bytes=self.model.weights.nbytes,
             weights_kind=self.model.weights_kind,  # "compact" | "f32"
+            kernels=getattr(self.model, "kernels", None),  # compact: "exact-prompt" | "exact" | "int8"
         )
         return info
 
@@ -246,6 +247,7 @@ def load_backend(
     chat_template: str | None = None,
     on_cache_problem: Callable[[str], None] | None = None,
     weights: str | None = None,
+    kernels: str | None = None,
 ) -> LlamaChatBackend:
     """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
 
@@ -256,11 +258,13 @@ def load_backend(
     A warm load's weight-cache entry is checked in the background (`backend.cache_check`);
     on a mismatch the entry is set aside and `on_cache_problem(message)` is called (on the
     checking thread): the caller reports it and loads again, which rebuilds the entry.
-    `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact."""
+    `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact.
+    `kernels`: the compact engine's kernel mode (model.kernels_choice); None = $TURBOSPARK_KERNELS
+    or exact-prompt; ignored by float32 weights."""
     path = Path(model_path)
     start = time.perf_counter()
     take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
-    model = LlamaModel.from_gguf(path, cache_dir, weights=weights)
+    model = LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
     tokenizer = GGUFTokenizer.from_gguf(path)
     template = checked_template(path, model.config, tokenizer, chat_template)
     backend = LlamaChatBackend(

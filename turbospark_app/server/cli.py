@@ -47,9 +47,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
-                    weights: str | None = None) -> Callable[[], Any]:
+                    weights: str | None = None, kernels: str | None = None) -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
-    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact)."""
+    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact) and `kernels` (the
+    compact engine's kernel mode; None = $TURBOSPARK_KERNELS or exact-prompt)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend
@@ -58,18 +59,20 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         path = resolve_model_path(model)
         if not path.exists():
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
-        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes, weights=weights)
+        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes, weights=weights,
+                            kernels=kernels)
 
     return load
 
 
 def _report(event: Any) -> None:
     """Backend load events to stderr (engine thread). Requests are never logged."""
+    from ..model.load_choice import engine_label
     from ..service.events import BackendFailed, BackendReady
 
     if isinstance(event, BackendReady):
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
-              f"(weights: {event.model_info.get('weights_kind', '?')}, {event.load_seconds:.1f} s, "
+              f"({engine_label(event.model_info) or 'weights: ?'}, {event.load_seconds:.1f} s, "
               f"context {event.max_context})", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
@@ -100,17 +103,20 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..cli_chat import kv_budget_bytes
+    from ..model.kernels_choice import choose_kernels
     from ..model.weights_choice import choose_weights
     from ..service.engine_thread import EngineThread
 
     try:
         config = config_from_args(args)
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
-    except ValueError as e:  # (WeightsChoiceError too: a bad TURBOSPARK_WEIGHTS)
+        kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
+    except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_WEIGHTS / _KERNELS)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     slots = getattr(args, "session_slots", None) or 4
-    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args), weights),
+    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args), weights,
+                                          kernels),
                           _report, max_active=slots)
     engine.start()
     try:

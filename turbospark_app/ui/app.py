@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from ..bundle import is_frozen
 from ..chat.api import ChatBackend
 from ..cli_chat import kv_budget_bytes
-from ..model.weights_choice import WeightsChoiceError
+from ..model.load_choice import LoadChoiceError
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from ..store import Store, StoreError, default_store_path, open_store_or_recover
@@ -31,6 +31,7 @@ from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_session_slots
+from .kernels_setting import KERNELS_SETTING
 from .weights_setting import current_weights
 from .theme import follow_system_scheme
 
@@ -56,11 +57,13 @@ def real_backend_factory(
     chat_template: str | None = None,
     on_cache_problem: Callable[[str], None] | None = None,
     weights: str | None = None,
+    kernels: str | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
     `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load;
-    `weights`: "compact" | "f32" (None: $TURBOSPARK_WEIGHTS, else compact).
+    `weights`: "compact" | "f32" (None: $TURBOSPARK_WEIGHTS, else compact); `kernels`: the
+    compact engine's kernel mode (None: $TURBOSPARK_KERNELS, else exact-prompt).
     The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
@@ -75,7 +78,7 @@ def real_backend_factory(
         thermal, memory = monitors if monitors is not None else (None, None)
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
-                            on_cache_problem=on_cache_problem, weights=weights)
+                            on_cache_problem=on_cache_problem, weights=weights, kernels=kernels)
 
     return load
 
@@ -86,16 +89,19 @@ def app_model_factory(
     max_kv_bytes: int | None = None,
     on_cache_problem: Callable[[str], None] | None = None,
     weights_flag: str | None = None,
+    kernels_flag: str | None = None,
 ) -> ModelFactory:
-    """What File › Open Model… and the Weights setting switch to: `factory(path, chat_template=,
-    weights=)`. Session slots and, unless `weights` is given, the weight mode (--weights flag >
-    $TURBOSPARK_WEIGHTS > the Weights setting) are read when the switch is asked for (GUI thread)."""
+    """What File › Open Model… and the Weights and Kernels settings switch to: `factory(path,
+    chat_template=, weights=, kernels=)`. Session slots and, unless given, the weight and kernel
+    modes (--weights / --kernels flag > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the setting)
+    are read when the switch is asked for (GUI thread)."""
 
-    def model_factory(path: str | None, chat_template: str | None = None,
-                      weights: str | None = None) -> Callable[[], ChatBackend]:
+    def model_factory(path: str | None, chat_template: str | None = None, weights: str | None = None,
+                      kernels: str | None = None) -> Callable[[], ChatBackend]:
         mode = weights or current_weights(settings, weights_flag).mode
+        kernel_mode = kernels or KERNELS_SETTING.current(settings, kernels_flag).mode
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
-                                    chat_template, on_cache_problem, mode)
+                                    chat_template, on_cache_problem, mode, kernel_mode)
 
     return model_factory
 
@@ -128,17 +134,19 @@ def build_window(
     power: Any = None,
     model_factory: ModelFactory | None = None,
     weights_flag: str | None = None,
+    kernels_flag: str | None = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
     status bar); `power`: a PowerControls over them (QA overrides), which implies them.
-    `model_factory(path)`: what File > Open Model… switches to; `weights_flag`: --weights."""
+    `model_factory(path)`: what File > Open Model… switches to; `weights_flag`: --weights;
+    `kernels_flag`: --kernels."""
     store, notice = open_store(store_path)
     bridge = EngineBridge(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )
     window = MainWindow(store, bridge, settings if settings is not None else app_settings(),
-                        model_factory=model_factory, weights_flag=weights_flag)
+                        model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag)
     bridge.setParent(window)
     bridge.start()
     if notice:
@@ -162,9 +170,11 @@ def run_app(args: argparse.Namespace) -> int:
         return 2
     settings = app_settings()
     weights_flag = getattr(args, "weights", None)
+    kernels_flag = getattr(args, "kernels", None)
     try:
         weights = current_weights(settings, weights_flag).mode
-    except WeightsChoiceError as e:  # a bad TURBOSPARK_WEIGHTS: say so, don't start
+        kernels = KERNELS_SETTING.current(settings, kernels_flag).mode
+    except LoadChoiceError as e:  # a bad TURBOSPARK_WEIGHTS / _KERNELS: say so, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
@@ -180,11 +190,12 @@ def run_app(args: argparse.Namespace) -> int:
         if window_ref:
             window_ref[0].bridge.report_cache_problem(message)
 
-    model_factory = app_model_factory(settings, monitors, kv_budget, report_cache_problem, weights_flag)
+    model_factory = app_model_factory(settings, monitors, kv_budget, report_cache_problem, weights_flag,
+                                      kernels_flag)
     factory = real_backend_factory(model_path, slots, monitors, kv_budget,
-                                   on_cache_problem=report_cache_problem, weights=weights)
+                                   on_cache_problem=report_cache_problem, weights=weights, kernels=kernels)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
-                          model_factory=model_factory, weights_flag=weights_flag)
+                          model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag)
     window_ref.append(window)
     window.show()
 

@@ -53,13 +53,15 @@ class MainWindow(QMainWindow):
         model_factory: ModelFactory | None = None,
         remote: RemoteHub | None = None,
         weights_flag: str | None = None,
+        kernels_flag: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`model_factory(path, chat_template=, weights=)` builds the backend factory File > Open
-        Model… and the Weights setting switch to (None: the action explains that this window
-        cannot switch models). `remote`: the remote engines (saved endpoints, the HTTP client);
-        one over the saved endpoints when None. `weights_flag`: the --weights flag, which wins
-        over the Weights setting (as $TURBOSPARK_WEIGHTS does)."""
+        """`model_factory(path, chat_template=, weights=, kernels=)` builds the backend factory
+        File > Open Model… and the Weights and Kernels settings switch to (None: the action
+        explains that this window cannot switch models). `remote`: the remote engines (saved
+        endpoints, the HTTP client); one over the saved endpoints when None. `weights_flag`,
+        `kernels_flag`: the --weights and --kernels flags, which win over the settings (as
+        $TURBOSPARK_WEIGHTS and $TURBOSPARK_KERNELS do)."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
@@ -71,7 +73,8 @@ class MainWindow(QMainWindow):
         self.model_factory = model_factory
         self.defaults: dict[str, Any] = load_defaults(settings)
         self.models = ModelSwitcher(self, bridge, settings, model_factory,
-                                    lambda: [p for p in self.area.panes() if p.busy], weights_flag)
+                                    lambda: [p for p in self.area.panes() if p.busy], weights_flag,
+                                    kernels_flag)
         self.model_opener = self.models.opener
         self.settings_dialog: SettingsDialog | None = None
         self.endpoints_dialog: EndpointsDialog | None = None
@@ -358,7 +361,8 @@ class MainWindow(QMainWindow):
                                 session_slots=load_session_slots(self.settings),
                                 max_context=self.bridge.max_context or None,
                                 conversation_title=pane.conversation.title, weights=self.models.weights(),
-                                loaded_weights=self.bridge.model_info.get("weights_kind"), parent=self)
+                                loaded_weights=self.bridge.model_info.get("weights_kind"),
+                                kernels=self.models.kernels(), parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog
@@ -389,9 +393,9 @@ class MainWindow(QMainWindow):
             self.defaults = dict(values)
             save_defaults(self.settings, values)
         save_session_slots(self.settings, dialog.session_slots())
-        weights = dialog.weights_change()
-        if weights is not None:
-            self.models.change_weights(weights)
+        load = dialog.load_changes()
+        if load:
+            self.models.change_load(load)
 
     def _send_in_new_conversation(self, text: str) -> None:
         """Overflow > New Conversation: the message goes to a fresh conversation and is sent."""

@@ -145,7 +145,7 @@ class ModelOpener(QObject):
         self._choose = choose
         self._thread: _CheckThread | None = None
         self._choice: str | None = None
-        self._weights: str | None = None
+        self._load: dict[str, str] = {}
         self.last_error: tuple[str, str] | None = None
 
     @property
@@ -159,16 +159,18 @@ class ModelOpener(QObject):
         if path:
             self.open_path(path)
 
-    def open_path(self, path: str, chat_template: str | None = None, weights: str | None = None) -> bool:
+    def open_path(self, path: str, chat_template: str | None = None,
+                  load: Mapping[str, str] | None = None) -> bool:
         """Check `path` in a worker thread; switch on success, explain on failure.
         `chat_template="chatml"`: with the built-in ChatML instead of the file's template;
-        `weights`: load in that mode (facts["weights_choice"]). False when a check is running."""
+        `load`: load options ({"weights": "f32", "kernels": "int8"}, facts["load_options"]).
+        False when a check is running."""
         if self._thread is not None:
             return False
         check = self._check if chat_template is None else functools.partial(
             self._check, chat_template=chat_template)
         self._choice = chat_template
-        self._weights = weights
+        self._load = dict(load or {})
         self._thread = _CheckThread(path, check, self)
         # A bound method of a GUI-thread object: the signal is queued to the GUI thread.
         self._thread.done.connect(self._checked)
@@ -190,16 +192,16 @@ class ModelOpener(QObject):
                 # The file's template was refused, but the model has ChatML's tokens: offer it.
                 use = box.addButton("Use Built-in ChatML", QMessageBox.ButtonRole.AcceptRole)
                 use.setObjectName("useChatmlButton")
-                weights = self._weights
-                use.clicked.connect(lambda: self.open_path(path, chat_template=CHATML, weights=weights))
+                load = self._load
+                use.clicked.connect(lambda: self.open_path(path, chat_template=CHATML, load=load))
             box.open()
             self.checked.emit(path, False)
             return
         self.last_error = None
         if self._choice is not None:
             facts = {**facts, "chat_template_choice": self._choice}
-        if self._weights is not None:
-            facts = {**facts, "weights_choice": self._weights}
+        if self._load:
+            facts = {**facts, "load_options": dict(self._load)}
         self._switch(path, facts)
         self.checked.emit(path, True)
 
@@ -216,11 +218,13 @@ def _fmt(value: Any, kind: str = "") -> str:
     return str(value)
 
 
-def _weights_text(kind: Any, nbytes: Any) -> str:
-    """"weights: compact · 105 MB in memory" (the weight mode the engine runs)."""
+def _weights_text(kind: Any, nbytes: Any, kernels: Any = None) -> str:
+    """"weights: compact (GGUF blocks) · kernels: exact-prompt · 105 MB in memory" (the weight
+    and kernel modes the engine runs)."""
     if not kind:
         return "–"
     text = f"weights: {kind}" + (" (GGUF blocks)" if kind == "compact" else " (float32 reference)" if kind == "f32" else "")
+    text += f" · kernels: {kernels}" if kernels else ""
     return text + (f" · {bytes_label(nbytes)} in memory" if isinstance(nbytes, int) and nbytes > 0 else "")
 
 
@@ -243,7 +247,7 @@ def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Shape", shape),
         ("Vocabulary", _fmt(get("vocab_size"), "tokens")),
         ("File size", _fmt(get("file_size_bytes") or get("file_size"), "bytes")),
-        ("Weights", _weights_text(get("weights_kind"), get("weights_bytes"))),
+        ("Weights", _weights_text(get("weights_kind"), get("weights_bytes"), get("kernels"))),
         ("Loaded in", f"{get('load_seconds'):.2f} s" if isinstance(get("load_seconds"), (int, float)) else "–"),
     ]
 

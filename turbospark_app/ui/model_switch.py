@@ -1,4 +1,5 @@
-"""Switching the engine's model: File › Open Model… and the Weights setting (compact / f32).
+"""Switching the engine's model: File › Open Model… and the Weights (compact / f32) and Kernels
+(exact-prompt / exact / int8) settings.
 
 Both take the same path: the file is checked in a worker (model_dialogs.ModelOpener), the user
 confirms when replies are being generated (they are stopped and kept as stopped), then the
@@ -7,8 +8,8 @@ models are never held at once). The GUI thread only builds the factory; the load
 
 A load that fails after the checks (memory for float32 weights, a kernel that refuses a
 tensor...) must not leave the user without the model that worked: the previous model is loaded
-again and a message says what failed. A weights change is stored in QSettings only once the
-model runs in the new mode, so a refused mode is not remembered for the next start.
+again and a message says what failed. A weights or kernels change is stored in QSettings only
+once the model runs in the new mode, so a refused mode is not remembered for the next start.
 """
 
 from __future__ import annotations
@@ -20,21 +21,35 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QSettings
 from PySide6.QtWidgets import QMessageBox, QWidget
 
+from ..model.kernels_choice import KernelsChoice
 from ..model.weights_choice import WeightsChoice
 from ..service.engine_thread import BackendFactory
 from .bridge import EngineBridge
 from .first_run import remember_model
+from .kernels_setting import KERNELS_SETTING
+from .load_setting import LoadSetting
 from .model_dialogs import ModelOpener
 from .settings_dialog import load_session_slots
-from .weights_setting import WEIGHT_NAMES, current_weights, save_weights_setting
+from .weights_setting import WEIGHTS_SETTING, current_weights
 
-# A GGUF path (and options: chat_template="chatml", weights="f32") -> what loads it on the engine thread
+# A GGUF path (and options: chat_template="chatml", weights="f32", kernels="int8") -> what loads
+# it on the engine thread
 ModelFactory = Callable[..., BackendFactory]
+# The load options the settings decide, with what model_info reports for each once loaded
+LOAD_SETTINGS: dict[str, tuple[LoadSetting, str]] = {
+    "weights": (WEIGHTS_SETTING, "weights_kind"), "kernels": (KERNELS_SETTING, "kernels")}
+
+
+def describe_load(options: dict[str, Any]) -> str:
+    """"float32 weights and int8 kernels": the load options a switch asks for, in a sentence."""
+    return " and ".join(f"{setting.names[options[key]]} {setting.what}"
+                        for key, (setting, _) in LOAD_SETTINGS.items() if options.get(key))
 
 
 @dataclass(frozen=True)
 class ModelTarget:
-    """A model to run: its file and the factory's options (chat_template="chatml", weights=...)."""
+    """A model to run: its file and the factory's options (chat_template="chatml", weights=...,
+    kernels=...)."""
 
     path: str
     options: dict[str, Any] = field(default_factory=dict)
@@ -46,7 +61,7 @@ class ModelSwitcher(QObject):
 
     def __init__(self, window: QWidget, bridge: EngineBridge, settings: QSettings,
                  model_factory: ModelFactory | None, busy_panes: Callable[[], list[Any]],
-                 weights_flag: str | None = None) -> None:
+                 weights_flag: str | None = None, kernels_flag: str | None = None) -> None:
         super().__init__(window)
         self._window = window
         self._bridge = bridge
@@ -54,6 +69,7 @@ class ModelSwitcher(QObject):
         self.model_factory = model_factory
         self._busy_panes = busy_panes
         self.weights_flag = weights_flag
+        self.kernels_flag = kernels_flag
         self.opener = ModelOpener(window, self.switch_model)
         self.current: ModelTarget | None = None  # what the engine runs (or last ran)
         self._pending: ModelTarget | None = None  # asked for, not loaded yet
@@ -64,6 +80,15 @@ class ModelSwitcher(QObject):
         """The weight choice the next load uses (flag > environment > setting)."""
         return current_weights(self._settings, self.weights_flag)
 
+    def kernels(self) -> KernelsChoice:
+        """The kernel choice the next load uses (flag > environment > setting)."""
+        return KERNELS_SETTING.current(self._settings, self.kernels_flag)
+
+    def _save(self, options: dict[str, Any]) -> None:
+        for key, (setting, _) in LOAD_SETTINGS.items():
+            if options.get(key):
+                setting.save(self._settings, options[key])
+
     # -- asking for a switch ----------------------------------------------------------------
 
     def open_dialog(self) -> None:
@@ -71,15 +96,16 @@ class ModelSwitcher(QObject):
         current = self._bridge.model_info.get("path")
         self.opener.open_dialog(str(Path(current).parent) if current else "")
 
-    def change_weights(self, mode: str) -> None:
-        """The Weights setting changed: reload the current model in `mode` (checked first, like
-        Open Model). With no model to reload, store it: the next load uses it."""
+    def change_load(self, options: dict[str, str]) -> None:
+        """The Weights and/or Kernels settings changed ({"weights": "f32", "kernels": "int8"}):
+        reload the current model with them (checked first, like Open Model). With no model to
+        reload, store them: the next load uses them."""
         target = self._pending or self.current
         if self.model_factory is None or target is None:
-            save_weights_setting(self._settings, mode)
+            self._save(options)
             return
-        if not self.opener.open_path(target.path, chat_template=target.options.get("chat_template"), weights=mode):
-            save_weights_setting(self._settings, mode)  # an Open Model check is running: it loads in `mode`
+        if not self.opener.open_path(target.path, chat_template=target.options.get("chat_template"), load=options):
+            self._save(options)  # an Open Model check is running: it loads with them
 
     def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
         """Load the (checked) GGUF at `path`. Running replies are stopped first and saved as
@@ -88,13 +114,14 @@ class ModelSwitcher(QObject):
         if self.model_factory is None:
             return
         facts = facts or {}
-        options = {key: facts[fact] for key, fact in (("chat_template", "chat_template_choice"),
-                                                       ("weights", "weights_choice")) if facts.get(fact)}
+        options = {"chat_template": facts["chat_template_choice"]} if facts.get("chat_template_choice") else {}
+        options.update(facts.get("load_options") or {})
         busy = self._busy_panes()
         if busy:
             replies = f"{len(busy)} repl{'ies' if len(busy) > 1 else 'y'} being generated will be stopped"
-            if "weights" in options and self.current is not None and self.current.path == path:
-                question = f"Reload {Path(path).name} with {WEIGHT_NAMES[options['weights']]} weights?"
+            load = describe_load(options)
+            if load and self.current is not None and self.current.path == path:
+                question = f"Reload {Path(path).name} with {load}?"
             else:
                 question = f"Switch to {Path(path).name}?"
             box = QMessageBox(QMessageBox.Icon.Question, "Open Model", f"{question} {replies} (and kept as stopped).",
@@ -123,9 +150,9 @@ class ModelSwitcher(QObject):
             kind = info.get("weights_kind")
             if loaded is not None:
                 self.current = ModelTarget(loaded.path, loaded.options, kind)
-                weights = loaded.options.get("weights")
-                if weights and (kind is None or kind == weights):
-                    save_weights_setting(self._settings, weights)
+                # Stored once the model runs in the mode asked for (model_info tells).
+                self._save({key: mode for key, mode in loaded.options.items() if key in LOAD_SETTINGS
+                            and info.get(LOAD_SETTINGS[key][1], mode) == mode})
             elif self.current is None and info.get("path"):
                 self.current = ModelTarget(str(info["path"]), {}, kind)  # the model loaded at start
             return False
@@ -138,21 +165,24 @@ class ModelSwitcher(QObject):
             return False
         self._explain_failure(failed, previous, self._bridge.backend_error or "unknown error")
         self._restoring = True
-        # The previous model's own options, minus a weights mode it was asked in: the setting
-        # (unchanged by the failed attempt) says the mode it ran in.
-        self._switch_now(ModelTarget(previous.path, {k: v for k, v in previous.options.items() if k != "weights"}))
+        # The previous model's own options, minus the load modes it was asked in: the settings
+        # (unchanged by the failed attempt) say the modes it ran in.
+        self._switch_now(ModelTarget(previous.path, {k: v for k, v in previous.options.items()
+                                                     if k not in LOAD_SETTINGS}))
         return True
 
     def _explain_failure(self, failed: ModelTarget, previous: ModelTarget, error: str) -> None:
-        weights = failed.options.get("weights")
+        asked = describe_load(failed.options)
         name = Path(failed.path).name
-        what = f"{name} could not be loaded" + (f" with {WEIGHT_NAMES[weights]} weights" if weights else "")
+        what = f"{name} could not be loaded" + (f" with {asked}" if asked else "")
         back = Path(previous.path).name
-        mode = self.weights().mode  # the setting, unchanged by the failed attempt (or the override)
-        text = (f"{what}:\n{error}\n\nThe model you had, {back} ({WEIGHT_NAMES[mode]} weights), "
+        # The settings, unchanged by the failed attempt (or the overrides)
+        now = {"weights": self.weights().mode, "kernels": self.kernels().mode}
+        text = (f"{what}:\n{error}\n\nThe model you had, {back} ({WEIGHTS_SETTING.names[now['weights']]} weights), "
                 "is being loaded again. Your conversations are unchanged.")
-        if weights:
-            text += f" The Weights setting stays {WEIGHT_NAMES[mode]}."
+        for key, (setting, _) in LOAD_SETTINGS.items():
+            if failed.options.get(key):
+                text += f" The {setting.what.capitalize()} setting stays {setting.names[now[key]]}."
         box = QMessageBox(QMessageBox.Icon.Warning, "Model", what, QMessageBox.StandardButton.Ok, self._window)
         box.setObjectName("switchFailedBox")
         box.setInformativeText(text)

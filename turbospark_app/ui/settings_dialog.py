@@ -4,7 +4,8 @@ It edits the CURRENT conversation (its `settings` JSON and its system prompt in 
 with "Use for new conversations too" (on by default), the app-wide defaults in QSettings
 (`defaults/generation`). Session slots are an engine setting: app-wide only
 (`engine/session_slots`), applied the next time a model is loaded. Weights (compact / float32)
-are app-wide too (ui.weights_setting); changing them reloads the model once OK is pressed.
+and Kernels (exact prompt / int8 / exact) are app-wide too (ui.weights_setting,
+ui.kernels_setting); changing them reloads the model once OK is pressed.
 
 Every field is parsed as it is typed (generation_settings.PARSERS): a bad value shows its
 message under the field and OK stays disabled until every field is valid. Values take effect
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..model.kernels_choice import KernelsChoice
 from ..model.weights_choice import WeightsChoice
 from .generation_settings import (
     DEFAULTS,
@@ -43,6 +45,7 @@ from .generation_settings import (
     validate,
 )
 from .settings import read_json, write_json
+from .kernels_setting import KernelsField
 from .weights_setting import WeightsField
 
 DEFAULTS_KEY = "defaults/generation"
@@ -105,7 +108,7 @@ class _FieldError(QWidget):
 
 class SettingsDialog(QDialog):
     """See the module docstring. Read the result with `values()`, `system_prompt()`,
-    `session_slots()`, `weights_change()` and `use_as_defaults()` after `accepted`."""
+    `session_slots()`, `load_changes()` and `use_as_defaults()` after `accepted`."""
 
     def __init__(
         self,
@@ -117,12 +120,14 @@ class SettingsDialog(QDialog):
         conversation_title: str = "",
         weights: WeightsChoice | None = None,
         loaded_weights: str | None = None,
+        kernels: KernelsChoice | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`weights`: the current weight choice (default: compact, not overridden);
-        `loaded_weights`: the loaded model's mode, None when no model is loaded."""
+        """`weights`, `kernels`: the current choices (default: compact, exact-prompt, not
+        overridden); `loaded_weights`: the loaded model's mode, None when no model is loaded."""
         super().__init__(parent)
         self._weights = weights or WeightsChoice("compact", "default")
+        self._kernels = kernels or KernelsChoice("exact-prompt", "default")
         self._loaded_weights = loaded_weights
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
@@ -225,7 +230,14 @@ class SettingsDialog(QDialog):
         self.weights_field = WeightsField(self._weights, self._loaded_weights, self)
         form.addRow("Weights", self.weights_field.combo)
         form.addRow("", self.weights_field.note)
-        self.weights_field.combo.currentIndexChanged.connect(self.revalidate)  # (grows for the note)
+        self.kernels_field = KernelsField(self._kernels, self._loaded_weights is not None,
+                                          self._weights.mode, self)
+        form.addRow("Kernels", self.kernels_field.combo)
+        form.addRow("", self.kernels_field.note)
+        self.weights_field.combo.currentIndexChanged.connect(
+            lambda _i: self.kernels_field.follow_weights(self.weights_field.mode()))
+        for combo in (self.weights_field.combo, self.kernels_field.combo):
+            combo.currentIndexChanged.connect(self.revalidate)  # (grows for the notes)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
         self.defaults_check.setObjectName("useAsDefaults")
@@ -304,6 +316,16 @@ class SettingsDialog(QDialog):
         """The weight mode picked when it differs from the current one (the model reloads),
         else None."""
         return self.weights_field.mode() if self.weights_field.changed() else None
+
+    def kernels_change(self) -> str | None:
+        """The kernel mode picked when it differs from the current one and applies (compact
+        weights picked), else None."""
+        return self.kernels_field.mode() if self.kernels_field.changed() else None
+
+    def load_changes(self) -> dict[str, str]:
+        """The load options changed ({"weights": "f32", "kernels": "int8"}): one reload applies them."""
+        changes = {"weights": self.weights_change(), "kernels": self.kernels_change()}
+        return {key: mode for key, mode in changes.items() if mode is not None}
 
     def use_as_defaults(self) -> bool:
         """Also store the generation settings as app-wide defaults."""

@@ -1,6 +1,6 @@
 """The status bar: what the engine is doing, honestly.
 
-    model       loading / name · quantization · weights: compact|f32 / failed to load
+    model       loading / name · quantization · weights: compact · kernels: exact-prompt / failed to load
     reuse       the last turn's prefix reuse ("reused 412/430 tok · slot hit")
     prefill     the last turn's prefill rate
     decode      live decode rate (tokens in the last two seconds, every pane together);
@@ -31,6 +31,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
+from ..model.load_choice import engine_label
 from ..service import BackendFailed, BackendLoading, BackendReady, Finished, Token
 from .bridge import EngineBridge
 from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome
@@ -42,7 +43,7 @@ LIVE_WINDOW_S = 2.0
 
 def model_label(info: dict[str, Any]) -> str:
     """A short model name: the file's ("SmolLM2-135M-Instruct · Q4_1"), else the GGUF's, and
-    the weight mode the engine runs it in when known (" · weights: compact")."""
+    how the engine runs it when known (" · weights: compact · kernels: exact-prompt")."""
     file = info.get("file_name") or info.get("file") or info.get("path") or ""
     name = Path(str(file)).stem if file else str(info.get("name") or "model")
     quant = str(info.get("quantization") or "")
@@ -52,8 +53,8 @@ def model_label(info: dict[str, Any]) -> str:
                 name = name[: -len(quant) - 1]
                 break
         name = f"{name} · {quant}"
-    kind = info.get("weights_kind")
-    return f"{name} · weights: {kind}" if kind else name
+    engine = engine_label(info)
+    return f"{name} · {engine}" if engine else name
 
 
 class EngineStatusBar(QStatusBar):
