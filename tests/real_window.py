@@ -64,3 +64,18 @@ def wait_for_model(qtbot: Any, w: Any, **facts: Any) -> None:
     """Until the engine is ready with these model_info facts (weights_kind="f32", kernels="int8")."""
     qtbot.waitUntil(lambda: w.bridge.backend_state == "ready"
                     and all(w.bridge.model_info.get(k) == v for k, v in facts.items()), timeout=30000)
+
+
+def spy_loads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every backend chat_backend.load_backend builds from now on (the CLI's loads), in order."""
+    import turbospark_app.chat.backend as backend_mod
+
+    loaded: list[Any] = []
+    real = backend_mod.load_backend
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        loaded.append(real(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(backend_mod, "load_backend", spy)
+    return loaded

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QSettings
 
-from real_window import engine_model, pick_settings, real_window, tiny_chat, wait_for_model  # noqa: F401 (fixture)
+from real_window import engine_model, pick_settings, real_window, spy_loads, tiny_chat, wait_for_model  # noqa: F401 (fixture)
 from turbospark_app.model.kernels_choice import KernelsChoice, KernelsChoiceError, choose_kernels
 from turbospark_app.model.weights_choice import WeightsChoice
 from turbospark_app.ui.kernels_setting import F32_NOTE, KERNEL_TRADEOFFS, KERNELS_SETTING
@@ -201,17 +201,9 @@ def test_the_environment_variable_and_flag_win_in_the_window(ui, tiny_chat: Path
 
 
 def test_chat_loads_with_the_flags_kernels(tiny_chat: Path, monkeypatch, capsys) -> None:
-    import turbospark_app.chat.backend as backend_mod
     from turbospark_app.cli import main
 
-    loaded: list[Any] = []
-    real = backend_mod.load_backend
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        loaded.append(real(*args, **kwargs))
-        return loaded[-1]
-
-    monkeypatch.setattr(backend_mod, "load_backend", spy)
+    loaded = spy_loads(monkeypatch)
     monkeypatch.setenv("TURBOSPARK_KERNELS", "exact")  # the flag wins over it
     assert main(["chat", "--model", str(tiny_chat), "--kernels", "int8", "--prompt", "hi", "--max-new", "2"]) == 0
     monkeypatch.setenv("TURBOSPARK_KERNELS", "int8")
@@ -219,16 +211,21 @@ def test_chat_loads_with_the_flags_kernels(tiny_chat: Path, monkeypatch, capsys)
     assert [b.model.kernels for b in loaded] == ["int8", "int8"]
 
 
+@pytest.mark.parametrize(("var", "value", "message"), [
+    ("TURBOSPARK_KERNELS", "fast", BAD_ENV),
+    ("TURBOSPARK_WEIGHTS", "int3", "TURBOSPARK_WEIGHTS='int3' is not a weight mode (choose compact or f32)"),
+])
 @pytest.mark.parametrize("command", [["chat", "--prompt", "hi"], ["serve", "--port", "0"], ["--self-test"]])
-def test_a_bad_environment_value_is_refused_before_loading(monkeypatch, capsys, command: list[str]) -> None:
+def test_a_bad_environment_value_is_refused_before_loading(monkeypatch, capsys, command: list[str],
+                                                           var: str, value: str, message: str) -> None:
     import turbospark_app.self_test as self_test
     from turbospark_app.cli import main
 
     monkeypatch.setattr(self_test, "run_self_test", lambda *a: pytest.fail("loaded despite the bad value"))
-    monkeypatch.setenv("TURBOSPARK_KERNELS", "fast")
-    assert main([*command, "--model", "/nowhere/none.gguf"]) in (1, 2)
+    monkeypatch.setenv(var, value)
+    assert main([*command, "--model", "/nowhere/none.gguf"]) == (1 if command == ["--self-test"] else 2)
     err = capsys.readouterr().err
-    assert BAD_ENV in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err
 
 
 def test_serve_says_the_modes_it_runs() -> None:

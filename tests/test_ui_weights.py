@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
-from real_window import engine_model, pick_settings, real_window, tiny_chat, wait_for_model  # noqa: F401 (fixture)
+from real_window import engine_model, pick_settings, real_window, spy_loads, tiny_chat, wait_for_model  # noqa: F401 (fixture)
 from turbospark_app.model.weights_choice import WeightsChoice, WeightsChoiceError, choose_weights
 from turbospark_app.ui.settings_dialog import SettingsDialog
 from turbospark_app.ui.weights_setting import current_weights, load_weights_setting, save_weights_setting
@@ -161,27 +161,10 @@ def test_the_environment_variable_wins_in_the_window(ui, qtbot, tiny_chat: Path,
 
 
 def test_chat_loads_in_the_flags_mode(tiny_chat: Path, monkeypatch, capsys) -> None:
-    import turbospark_app.chat.backend as backend_mod
     from turbospark_app.cli import main
 
-    loaded: list[Any] = []
-    real = backend_mod.load_backend
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        loaded.append(real(*args, **kwargs))
-        return loaded[-1]
-
-    monkeypatch.setattr(backend_mod, "load_backend", spy)
+    loaded = spy_loads(monkeypatch)
     monkeypatch.setenv("TURBOSPARK_WEIGHTS", "compact")  # the flag wins over it
     assert main(["chat", "--model", str(tiny_chat), "--weights", "f32", "--prompt", "hi", "--max-new", "2"]) == 0
     assert [b.model.weights_kind for b in loaded] == ["f32"]
-
-
-@pytest.mark.parametrize("command", [["chat", "--prompt", "hi"], ["serve", "--port", "0"]])
-def test_a_bad_environment_value_is_refused_before_loading(monkeypatch, capsys, command: list[str]) -> None:
-    from turbospark_app.cli import main
-
-    monkeypatch.setenv("TURBOSPARK_WEIGHTS", "int3")
-    assert main([*command, "--model", "/nowhere/none.gguf"]) == 2
-    err = capsys.readouterr().err
-    assert "TURBOSPARK_WEIGHTS='int3' is not a weight mode (choose compact or f32)" in err and "Traceback" not in err
+    # (A bad TURBOSPARK_WEIGHTS is refused before loading: test_ui_kernels, for both variables.)
