@@ -356,5 +356,7 @@ class SettingsDialog(QDialog):
         if layout is not None:
             layout.activate()
             need = layout.minimumSize().height()
+            if layout.hasHeightForWidth():  # (wrapped notes: their height depends on the width)
+                need = max(need, layout.totalHeightForWidth(self.width()))
             if self.height() < need:
                 self.resize(self.width(), need)
