@@ -4,6 +4,7 @@ float32 outputs; weights within 1.3x of the GGUF's bytes; cached; Stop between l
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import gguf
@@ -202,3 +203,26 @@ def test_engine_stop_inside_a_chunk_reports_only_committed_tokens(pair) -> None:
     assert result.reason is StopReason.CANCELLED and result.new_tokens == 0
     assert result.kv_position == 8 == producer.cache.offset
     assert result.kv_backed_token_ids == prompt[:8] == list(producer.mirror)
+
+
+def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, seed=3)
+    cache = tmp_path / "cache"
+    first = LlamaModel.from_gguf(path, cache, weights="compact")
+    second = LlamaModel.from_gguf(path, cache, weights="compact")
+    assert (first.session_origin, second.session_origin) == ("saved", "mapped")
+    expected = first.forward(TOKENS, first.new_cache())
+    np.testing.assert_array_equal(second.forward(TOKENS, second.new_cache()), expected)
+    entry = second.weights.cache_path
+    del first, second  # their sessions map the saved file: let go before damaging it
+    gc.collect()
+    (saved,) = entry.glob("ort-*")
+    with open(saved / "model.onnx.data", "r+b") as fh:  # truncated: the manifest disagrees
+        fh.truncate(100)
+    third = LlamaModel.from_gguf(path, cache, weights="compact")
+    assert third.session_origin == "saved"
+    np.testing.assert_array_equal(third.forward(TOKENS, third.new_cache()), expected)
+    # Another kernel mode is another saved session, beside the first.
+    LlamaModel.from_gguf(path, cache, weights="compact", kernels="int8")
+    assert len(list(entry.glob("ort-*"))) == 2

@@ -25,7 +25,8 @@ from .compact_weights import CompactWeights, embed_rows, load_compact
 from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
 from .llama_base import ForwardCancelled, LlamaBase
-from .ort_graph import KERNEL_MODES, build_model_proto, default_threads, make_session, supports
+from .ort_cache import cached_session
+from .ort_graph import KERNEL_MODES, build_model_proto, default_threads, supports
 
 _F32 = np.float32
 _CANCEL_POLL_S = 0.002  # how often a running chunk asks `cancel`
@@ -52,7 +53,8 @@ class CompactLlamaModel(LlamaBase):
         self._threads = default_threads()
         proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
                                   weights.external_ref, self.kernels)
-        self._session = make_session(proto, weights.cache_path, self._threads)
+        self._session, self.session_origin = cached_session(
+            proto, weights.cache_path, self.kernels, self._threads)
         self.session_seconds = time.perf_counter() - t0
         self._cos_sin: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (rot, cos, sin)
 

@@ -1,0 +1,117 @@
+"""ONNX Runtime's prepacked weights, saved beside the weight cache and memory-mapped on load.
+
+Making a session prepacks every weight matrix into the kernel library's own layout (most of a
+warm load) on the heap. The first load of a cached model therefore also saves the session's
+graph with its prepacked blobs (`session.save_external_prepacked_constant_initializers`) into
+`<cache entry>/ort-<key>/`; later loads open that model, and ONNX Runtime memory-maps the blobs
+instead of prepacking: a faster warm load, and weights as clean file-backed pages the system
+can page out (as llama.cpp maps its GGUF) instead of private memory.
+
+The blobs are specific to the ONNX Runtime version and to the CPU kernels it picked, so the
+folder's key covers both, the kernel mode and the graph itself; anything that fails to load is
+removed and the session is made from the graph again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .ort_graph import make_session, session_options
+
+log = logging.getLogger(__name__)
+
+_KEEP = 3  # saved sessions kept per cache entry (one per kernel mode, say); older ones go
+_MODEL = "model.onnx"
+_DATA = "model.onnx.data"
+_MANIFEST = "manifest.json"
+
+
+def _cpu_identity() -> str:
+    """The CPU as the kernel library sees it: model name and feature flags."""
+    if platform.system() == "Linux":
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                lines = [ln for ln in fh if ln.startswith(("model name", "flags", "Features", "CPU part"))]
+            return "".join(sorted(set(lines)))
+        except OSError:
+            pass
+    return f"{platform.machine()} {platform.processor()} {platform.platform()}"
+
+
+def cache_key(proto: bytes, kernels: str, threads: int) -> str:
+    """What the saved session depends on: graph, kernel mode, threads, library version, CPU."""
+    import onnxruntime
+
+    h = hashlib.blake2b(digest_size=10)
+    for part in (onnxruntime.__version__, kernels, str(threads), _cpu_identity()):
+        h.update(part.encode() + b"\0")
+    h.update(proto)
+    return h.hexdigest()
+
+
+def _load_saved(folder: Path, threads: int) -> Any | None:
+    """The saved session in `folder`, or None when there is none or it is not whole."""
+    try:
+        manifest = json.loads((folder / _MANIFEST).read_text())
+        if (folder / _DATA).stat().st_size != manifest["data_bytes"]:
+            raise ValueError("data file size differs from the manifest")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    import onnxruntime as ort
+
+    so = session_options(None, threads)
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # saved optimized
+    return make_session(str(folder / _MODEL), None, so=so)
+
+
+def _prune(entry: Path, keep: Path) -> None:
+    """Remove all but the `_KEEP` newest saved sessions of `entry` (`keep` always stays)."""
+    saved = sorted((p for p in entry.glob("ort-*") if p != keep),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in saved[_KEEP - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int) -> tuple[Any, str]:
+    """A session for `proto` and how it was made: "mapped" (saved blobs), "saved" (made now
+    and saved for the next load) or "built" (no cache entry, or it cannot be written)."""
+    if entry is None:
+        return make_session(proto, None, threads), "built"
+    folder = entry / f"ort-{cache_key(proto, kernels, threads)}"
+    if folder.is_dir():
+        try:
+            session = _load_saved(folder, threads)
+            if session is not None:
+                return session, "mapped"
+        except Exception as exc:  # a damaged or foreign save: make it again
+            log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+    tmp = entry / f".ort-tmp-{uuid.uuid4().hex}"
+    try:
+        tmp.mkdir()
+        so = session_options(entry, threads)
+        so.optimized_model_filepath = str(tmp / _MODEL)
+        so.add_session_config_entry("session.optimized_model_external_initializers_file_name", _DATA)
+        so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        so.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
+        built = make_session(proto, entry, threads, so=so)
+        (tmp / _MANIFEST).write_text(json.dumps({"data_bytes": (tmp / _DATA).stat().st_size}))
+        os.replace(tmp, folder)
+        _prune(entry, keep=folder)
+    except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
+        log.info("cannot save the ONNX Runtime session in %s (%s)", entry, exc)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return make_session(proto, entry, threads), "built"
+    del built  # reopen from disk: the weights then live in mapped pages, not on the heap
+    session = _load_saved(folder, threads)
+    if session is None:
+        return make_session(proto, entry, threads), "built"
+    return session, "saved"
