@@ -28,7 +28,7 @@ _KINDS = {
     "Sigmoid": "SwiGLU", "Split": "SwiGLU",
     "Abs": "exact split", "ReduceMax": "exact split", "Max": "exact split", "Div": "exact split",
     "Round": "exact split", "Sub": "exact split", "Concat": "exact split",
-    "Greater": "exact split", "Cast": "exact split", "Shape": "exact split",
+    "If": "exact split (If, decode: pass-through)",
 }
 
 

@@ -113,6 +113,7 @@ class CompactLlamaModel(LlamaBase):
         import onnxruntime as ort
 
         options = ort.RunOptions()
+        options.log_severity_level = 4  # a terminated run is our Stop, not an error to log
         done = threading.Event()
 
         def watch() -> None:

@@ -81,6 +81,7 @@ class _Graph:
             raise ValueError(f"unknown kernel mode {kernels!r} (choose one of {', '.join(KERNEL_MODES)})")
         self._kernels = kernels
         self._flag = False  # the "exact" input exists (exact-prompt mode)
+        self._fold_shapes: dict[int, str] = {}  # width -> (halves, -1, width) shape tensor
         self._n = 0
         self._consts: dict[tuple, str] = {}
         self._splits: dict[tuple[str, int], str] = {}
@@ -146,6 +147,15 @@ class _Graph:
         outs = [self._one(x, m) for m in mats]
         return outs[0] if len(outs) == 1 else self.node("Concat", outs, axis=1)[0]
 
+    def _exact_input(self) -> str:
+        """The graph input "exact" (bool scalar: the tokens are prompt tokens), made once."""
+        from onnx import TensorProto
+
+        if not self._flag:
+            self.input("exact", TensorProto.BOOL, [])
+            self._flag = True
+        return "exact"
+
     def _when_exact(self, build: Callable[[], str], passthrough: str) -> str:
         """`build()`'s nodes where the pass is exact, else `passthrough`. In exact-prompt mode
         that is an If on the graph input "exact" (bool): a decode step then skips the split's
@@ -154,9 +164,7 @@ class _Graph:
             return build()
         from onnx import TensorProto, helper
 
-        if not self._flag:
-            self.input("exact", TensorProto.BOOL, [])
-            self._flag = True
+        self._exact_input()
         saved, self.nodes = self.nodes, []
         out = build()
         then_nodes, self.nodes = self.nodes, saved
@@ -192,12 +200,21 @@ class _Graph:
         return self._splits[key]
 
     def _fold(self, y: str, n: int) -> str:
-        """(2T, n) -> the two halves' sum (T, n), where the pass is exact."""
-        def build() -> str:
-            pair = self.node("Reshape", [y, self.small(np.array([2, -1, n], np.int64))])[0]
-            return self.node("ReduceSum", [pair, self.small(np.array([0], np.int64))], keepdims=0)[0]
-
-        return self._when_exact(build, y)
+        """(halves*T, n) -> the halves' sum (T, n): two halves where the pass is exact, one
+        (a plain copy) for a decode step in exact-prompt mode. No If: a Reshape by a shape
+        made once per width, and a ReduceSum."""
+        i64 = np.int64
+        if n not in self._fold_shapes:
+            if self._kernels == "exact":
+                halves = self.small(np.array([2], i64))
+            else:
+                flag = self.node("Cast", [self._exact_input()], to=7)[0]  # int64 0 / 1
+                halves = self.node("Add", [self.node("Unsqueeze", [flag, self.small(np.array([0], i64))])[0],
+                                           self.small(np.array([1], i64))])[0]  # (1,): 2 or 1
+            self._fold_shapes[n] = self.node("Concat", [halves, self.small(np.array([-1, n], i64))],
+                                             axis=0)[0]
+        pair = self.node("Reshape", [y, self._fold_shapes[n]])[0]
+        return self.node("ReduceSum", [pair, self.small(np.array([0], i64))], keepdims=0)[0]
 
     def _one(self, x: str, m: Matrix) -> str:
         if isinstance(m, DenseMatrix):
