@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gguf
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from turbospark_app.engine.tokenizer import EngineTokenizer
@@ -123,6 +123,8 @@ def test_eot_metadata_and_bytes_of_every_byte_token(tmp_path):
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_synthetic_round_trip(tmp_path_factory, text):
+    # Special tokens (control text) are parsed, and decode to nothing: plain text only here.
+    assume(not any(s in text for s in SPECIALS))
     tok = _cached_synthetic(tmp_path_factory)
     ids = tok.encode(text)
     assert tok.decode(ids) == text
