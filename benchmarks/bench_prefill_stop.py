@@ -46,6 +46,7 @@ def stop_latency(producer: LlamaProducer, tok, ids: list[int], chunk: int, delay
         flag.set()
 
     timer = threading.Timer(delay, press)
+    producer.reset()  # no prefix left from the last trial: every trial prefills from 0
     cfg = GenerationConfig(max_new_tokens=1)
     vocab = producer.model.vocab_size
     timer.start()
