@@ -17,7 +17,9 @@ rows go through the kernel (the same weights read once): the product of the firs
 and the remainder's int8 error is ~1/250 of the plain kernel's (see `_split_exact`). That
 doubles a chunk's kernel work, and a one-token step leaves the kernel's fast one-row path, so
 the default (`KERNEL_MODES`) splits prompt tokens only: the prompt, which every later token
-attends to and whose last position picks the first reply token, is exact.
+attends to and whose last position picks the first reply token, is exact. Each stretch between
+two attentions is then an If with an exact and a plain branch (`_Graph.segment`); both read the
+same weight initializers, which ONNX Runtime prepacks once for the session.
 
 Weights are never copied into the graph proto when they live in the cache: initializers are
 ONNX "external data" pointing into the cache entry's .npy files at their data offset.
@@ -81,7 +83,8 @@ class _Graph:
             raise ValueError(f"unknown kernel mode {kernels!r} (choose one of {', '.join(KERNEL_MODES)})")
         self._kernels = kernels
         self._flag = False  # the "exact" input exists (exact-prompt mode)
-        self._fold_shapes: dict[int, str] = {}  # width -> (halves, -1, width) shape tensor
+        self._exact_now = kernels == "exact"  # whether the nodes being built split exactly
+        self._weights: dict[tuple[int, str], str] = {}  # one initializer per weight array
         self._n = 0
         self._consts: dict[tuple, str] = {}
         self._splits: dict[tuple[str, int], str] = {}
@@ -139,7 +142,7 @@ class _Graph:
     # -- building blocks --------------------------------------------------------------------
 
     def rms(self, x: str, weight: np.ndarray, eps: float) -> str:
-        return self.node("SimplifiedLayerNormalization", [x, self.const("norm", weight)],
+        return self.node("SimplifiedLayerNormalization", [x, self.weight(weight, "norm", lambda: weight)],
                          axis=-1, epsilon=float(eps), stash_type=1)[0]
 
     def linear(self, x: str, mats: list[Matrix]) -> str:
@@ -156,24 +159,34 @@ class _Graph:
             self._flag = True
         return "exact"
 
-    def _when_exact(self, build: Callable[[], str], passthrough: str) -> str:
-        """`build()`'s nodes where the pass is exact, else `passthrough`. In exact-prompt mode
-        that is an If on the graph input "exact" (bool): a decode step then skips the split's
-        ~25 small ops per matmul for one If (~1.5 us); the weights stay outside the If."""
-        if self._kernels == "exact":
+    def weight(self, owner: object, role: str, make: Callable[[], np.ndarray]) -> str:
+        """The initializer of one weight, made once: both branches of an If read the same one,
+        and ONNX Runtime prepacks it once for the session."""
+        key = (id(owner), role)
+        if key not in self._weights:
+            self._weights[key] = self.const(role, make())
+        return self._weights[key]
+
+    def segment(self, build: Callable[[], list[str]]) -> list[str]:
+        """The nodes `build()` adds, returning their outputs. In exact-prompt mode built twice,
+        exact and plain int8, as the two branches of an If on the graph input "exact": a decode
+        step then runs the plain branch, with no trace of the split."""
+        if self._kernels != "exact-prompt":
             return build()
         from onnx import TensorProto, helper
 
-        self._exact_input()
-        saved, self.nodes = self.nodes, []
-        out = build()
-        then_nodes, self.nodes = self.nodes, saved
-        other = self.name("pass")
-        branch = [helper.make_graph(nodes, self.name("branch"), [],
-                                    [helper.make_tensor_value_info(name, TensorProto.FLOAT, None)])
-                  for nodes, name in ((then_nodes, out),
-                                      ([helper.make_node("Identity", [passthrough], [other])], other))]
-        return self.node("If", ["exact"], then_branch=branch[0], else_branch=branch[1])[0]
+        branches = []
+        for exact in (True, False):
+            saved, self.nodes, self._splits = self.nodes, [], {}
+            self._exact_now = exact
+            outs = build()
+            branches.append(helper.make_graph(
+                self.nodes, self.name("branch"), [],
+                [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]))
+            self.nodes = saved
+        self._splits = {}
+        return self.node("If", [self._exact_input()], n_out=len(outs),
+                         then_branch=branches[0], else_branch=branches[1])
 
     def _split_exact(self, x: str, k: int, bs: int) -> str:
         """[x rounded to the kernel's int8 grid (per block of bs); x minus that]: (2T, k).
@@ -184,46 +197,31 @@ class _Graph:
         key = (x, bs)
         if key not in self._splits:
             i64 = np.int64
-
-            def build() -> str:
-                blocks = self.node("Reshape", [x, self.small(np.array([-1, k // bs, bs], i64))])[0]
-                amax = self.node("ReduceMax", [self.node("Abs", [blocks])[0], self.small(np.array([2], i64))],
-                                 keepdims=1)[0]  # (T, nb, 1)
-                scale = self.node("Max", [self.node("Mul", [amax, self.small(np.array(1 / 127, np.float32))])[0],
-                                          self.small(np.array(1e-30, np.float32))])[0]
-                grid = self.node("Mul", [self.node("Round", [self.node("Div", [blocks, scale])[0]])[0], scale])[0]
-                rest = self.node("Sub", [blocks, grid])[0]
-                both = self.node("Concat", [grid, rest], axis=0)[0]  # (2T, nb, bs)
-                return self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
-
-            self._splits[key] = self._when_exact(build, x)
+            blocks = self.node("Reshape", [x, self.small(np.array([-1, k // bs, bs], i64))])[0]
+            amax = self.node("ReduceMax", [self.node("Abs", [blocks])[0], self.small(np.array([2], i64))],
+                             keepdims=1)[0]  # (T, nb, 1)
+            scale = self.node("Max", [self.node("Mul", [amax, self.small(np.array(1 / 127, np.float32))])[0],
+                                      self.small(np.array(1e-30, np.float32))])[0]
+            grid = self.node("Mul", [self.node("Round", [self.node("Div", [blocks, scale])[0]])[0], scale])[0]
+            rest = self.node("Sub", [blocks, grid])[0]
+            both = self.node("Concat", [grid, rest], axis=0)[0]  # (2T, nb, bs)
+            self._splits[key] = self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
         return self._splits[key]
 
     def _fold(self, y: str, n: int) -> str:
-        """(halves*T, n) -> the halves' sum (T, n): two halves where the pass is exact, one
-        (a plain copy) for a decode step in exact-prompt mode. No If: a Reshape by a shape
-        made once per width, and a ReduceSum."""
-        i64 = np.int64
-        if n not in self._fold_shapes:
-            if self._kernels == "exact":
-                halves = self.small(np.array([2], i64))
-            else:
-                flag = self.node("Cast", [self._exact_input()], to=7)[0]  # int64 0 / 1
-                halves = self.node("Add", [self.node("Unsqueeze", [flag, self.small(np.array([0], i64))])[0],
-                                           self.small(np.array([1], i64))])[0]  # (1,): 2 or 1
-            self._fold_shapes[n] = self.node("Concat", [halves, self.small(np.array([-1, n], i64))],
-                                             axis=0)[0]
-        pair = self.node("Reshape", [y, self._fold_shapes[n]])[0]
-        return self.node("ReduceSum", [pair, self.small(np.array([0], i64))], keepdims=0)[0]
+        """(2T, n) -> the two halves' sum (T, n)."""
+        pair = self.node("Reshape", [y, self.small(np.array([2, -1, n], np.int64))])[0]
+        return self.node("ReduceSum", [pair, self.small(np.array([0], np.int64))], keepdims=0)[0]
 
     def _one(self, x: str, m: Matrix) -> str:
         if isinstance(m, DenseMatrix):
-            return self.node("Gemm", [x, self.const("w", m.weight)], transB=1)[0]
+            return self.node("Gemm", [x, self.weight(m, "w", lambda: m.weight)], transB=1)[0]
         n, k = m.shape
-        xa = x if self._kernels == "int8" else self._split_exact(x, k, m.block_size)
+        xa = self._split_exact(x, k, m.block_size) if self._exact_now else x
         y = self.node(
             "MatMulNBits",
-            [xa, self.const("q", m.packed), self.const("s", m.scales), self.const("z", m.zero_points())],
+            [xa, self.weight(m, "q", lambda: m.packed), self.weight(m, "s", lambda: m.scales),
+             self.weight(m, "z", m.zero_points)],
             domain="com.microsoft", K=k, N=n, bits=m.bits, block_size=m.block_size,
             accuracy_level=ACCURACY_LEVEL,
         )[0]
@@ -235,7 +233,7 @@ class _Graph:
         blocks = self.node("Reshape", [x, self.small(np.array([-1, nb, m.block_size], np.int64))])[0]
         sums = self.node("ReduceSum", [blocks, self.small(np.array([2], np.int64))], keepdims=0)[0]  # (T, nb)
         # y + sums @ mins.T in one Gemm (C = y): (T, n)
-        return self.node("Gemm", [sums, self.const("mins", m.mins), y], transB=1)[0]
+        return self.node("Gemm", [sums, self.weight(m, "mins", lambda: m.mins), y], transB=1)[0]
 
 
 def _model(g: _Graph) -> bytes:
@@ -274,12 +272,34 @@ def build_model_proto(
     total = g.input("total", i32, [])
     cos, sin = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos", "sin"))
     kv_shape = [1, c.n_kv_heads, "C", c.head_dim]
+    i64 = np.int64
+
+    def qkv_of(h: str, layer: LayerMatrices) -> str:
+        qkv = g.linear(g.rms(h, layer.attn_norm, c.norm_eps), layer.qkv)  # (T, nqkv)
+        if layer.bqkv is not None:
+            qkv = g.node("Add", [qkv, g.weight(layer.bqkv, "bias", lambda: layer.bqkv)])[0]
+        return qkv
+
+    def rest_of_layer(h: str, a: str, layer: LayerMatrices) -> str:
+        """o-proj + residual, RMSNorm, gate|up, SwiGLU, down + residual: (T, dim)."""
+        x1 = g.node("Add", [h, g.linear(a, layer.o)])[0]
+        gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
+        gate, up = g.node("Split", [gu], n_out=2, axis=1, num_outputs=2)
+        act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
+        return g.node("Add", [x1, g.linear(act, layer.down)])[0]
+
+    def head_of(h: str) -> str:
+        last = g.node("Slice", [h, g.small(np.array([-1], i64)), g.small(np.array([2**62], i64)),
+                                g.small(np.array([0], i64))])[0]  # (1, dim)
+        return g.linear(g.rms(last, output_norm, c.norm_eps), head)  # (1, vocab)
+
+    # Segments between attentions (each an If in exact-prompt mode): layer 0's q|k|v; then per
+    # layer the rest of it with the next layer's q|k|v (the last: with the head).
+    (qkv,) = g.segment(lambda: [qkv_of(x, layers[0])])
+    logits = ""
     for i, layer in enumerate(layers):
         past_k, past_v = g.input(f"k{i}", f32, kv_shape), g.input(f"v{i}", f32, kv_shape)
-        qkv = g.linear(g.rms(x, layer.attn_norm, c.norm_eps), layer.qkv)  # (T, nqkv)
-        if layer.bqkv is not None:
-            qkv = g.node("Add", [qkv, g.const("bias", layer.bqkv)])[0]
-        qkv3 = g.node("Unsqueeze", [qkv, g.small(np.array([0], np.int64))])[0]  # (1, T, nqkv)
+        qkv3 = g.node("Unsqueeze", [qkv, g.small(np.array([0], i64))])[0]  # (1, T, nqkv)
         # present = the graph outputs themselves (no Identity): bound to the past's buffers,
         # GroupQueryAttention then writes the new positions in place.
         (attn,) = g.node(
@@ -289,15 +309,18 @@ def build_model_proto(
             scale=float(1.0 / np.sqrt(c.head_dim)))[:1]
         g.output(None, f"k{i}_out", f32, kv_shape)
         g.output(None, f"v{i}_out", f32, kv_shape)
-        a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], np.int64))])[0]  # (T, q_dim)
-        x1 = g.node("Add", [x, g.linear(a, layer.o)])[0]
-        gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
-        gate, up = g.node("Split", [gu], n_out=2, axis=1, num_outputs=2)
-        act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
-        x = g.node("Add", [x1, g.linear(act, layer.down)])[0]
-    last = g.node("Slice", [x, g.small(np.array([-1], np.int64)), g.small(np.array([2**62], np.int64)),
-                            g.small(np.array([0], np.int64))])[0]  # (1, dim)
-    g.output(g.linear(g.rms(last, output_norm, c.norm_eps), head), "logits", f32, [1, c.vocab_size])
+        a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], i64))])[0]  # (T, q_dim)
+        if i + 1 < len(layers):
+            nxt = layers[i + 1]
+
+            def step(h: str = x, a: str = a, layer: LayerMatrices = layer, nxt: LayerMatrices = nxt) -> list[str]:
+                h2 = rest_of_layer(h, a, layer)
+                return [h2, qkv_of(h2, nxt)]
+
+            x, qkv = g.segment(step)
+        else:
+            (logits,) = g.segment(lambda h=x, a=a, layer=layer: [head_of(rest_of_layer(h, a, layer))])
+    g.output(logits, "logits", f32, [1, c.vocab_size])
     return _model(g)
 
 
