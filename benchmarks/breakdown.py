@@ -5,7 +5,8 @@ whole forward pass inside ONNX Runtime) and the Python around it (embedding look
 the logits copy). `op_breakdown` runs the same steps (or a prefill chunk) on a profiled twin
 of the model's session and sums ONNX Runtime's per-node kernel times by kind: the 4/8-bit
 matmuls, the minimum corrections, the exact split, attention (with RoPE and the KV write),
-norms, SwiGLU; what the profile does not cover is the executor's per-node overhead.
+norms, SwiGLU (If nodes are skipped: the nodes of the branch they ran are counted); what the
+profile does not cover is the executor's per-node overhead.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ _KINDS = {
     "Sigmoid": "SwiGLU", "Split": "SwiGLU",
     "Abs": "exact split", "ReduceMax": "exact split", "Max": "exact split", "Div": "exact split",
     "Round": "exact split", "Sub": "exact split", "Concat": "exact split",
-    "If": "exact split's If (decode: pass-through)",
 }
 
 
@@ -104,7 +104,7 @@ def op_breakdown(model: Any, prompt: list[int], rows: int, runs: int = 20) -> di
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
             op = e["args"]["op_name"]
-            if op == "If" and rows > 1:  # its branch's nodes are counted one by one
+            if op == "If":  # its branch's nodes are counted one by one
                 continue
             out[_KINDS.get(op, "other (add, mul, reshape, slice)")] += e["dur"] / 1e3
     # The prompt pass is a different size: drop it by measuring totals per pass over `runs`.
