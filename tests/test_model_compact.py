@@ -226,3 +226,23 @@ def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path
     # Another kernel mode is another saved session, beside the first.
     LlamaModel.from_gguf(path, cache, weights="compact", kernels="int8")
     assert len(list(entry.glob("ort-*"))) == 2
+
+
+def test_a_session_that_cannot_be_saved_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from turbospark_app.model import ort_cache
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, seed=4)
+    load_compact(path, tmp_path / "cache")  # the weight cache itself is written
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ort_cache.os, "replace", refuse)
+    model = LlamaModel.from_gguf(path, tmp_path / "cache", weights="compact")
+    assert model.session_origin == "built"
+    assert not list(model.weights.cache_path.glob("ort-*")) and not list(model.weights.cache_path.glob(".ort-tmp-*"))
+    monkeypatch.undo()
+    mapped = LlamaModel.from_gguf(path, tmp_path / "cache", weights="compact")
+    LlamaModel.from_gguf(path, tmp_path / "cache", weights="compact")
+    np.testing.assert_array_equal(model.forward(TOKENS, model.new_cache()), mapped.forward(TOKENS, mapped.new_cache()))

@@ -95,6 +95,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
             log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
         shutil.rmtree(folder, ignore_errors=True)
     tmp = entry / f".ort-tmp-{uuid.uuid4().hex}"
+    built = None
     try:
         tmp.mkdir()
         so = session_options(entry, threads)
@@ -109,9 +110,14 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
         log.info("cannot save the ONNX Runtime session in %s (%s)", entry, exc)
         shutil.rmtree(tmp, ignore_errors=True)
-        return make_session(proto, entry, threads), "built"
-    del built  # reopen from disk: the weights then live in mapped pages, not on the heap
-    session = _load_saved(folder, threads)
+        return (built if built is not None else make_session(proto, entry, threads)), "built"
+    try:  # reopen from disk: the weights then live in mapped pages, not on the heap
+        session = _load_saved(folder, threads)
+    except Exception as exc:
+        log.warning("the ONNX Runtime session saved in %s did not load (%s)", folder, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+        session = None
     if session is None:
-        return make_session(proto, entry, threads), "built"
+        return built, "built"
+    del built
     return session, "saved"
