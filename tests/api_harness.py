@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import threading
 import time
@@ -49,21 +48,13 @@ def api(default_model_path):
     The model runs exact kernels for every token: the tests compare greedy replies across
     prompt-reuse paths (Regenerate, Continue), which the default kernels keep identical only
     up to int8 rounding in decode steps (as llama.cpp's batch sizes do; see ort_graph)."""
-    saved = os.environ.get("TURBOSPARK_KERNELS")
-    os.environ["TURBOSPARK_KERNELS"] = "exact"
-    try:
-        engine = EngineThread(backend_factory(str(default_model_path), 4, None), lambda e: None,
-                              max_active=2)
-        engine.start()
-        deadline = time.monotonic() + 120
-        while engine.state != "ready":
-            assert engine.state != "failed" and time.monotonic() < deadline, "model did not load"
-            time.sleep(0.05)
-    finally:
-        if saved is None:
-            os.environ.pop("TURBOSPARK_KERNELS", None)
-        else:
-            os.environ["TURBOSPARK_KERNELS"] = saved
+    engine = EngineThread(backend_factory(str(default_model_path), 4, None, kernels="exact"),
+                          lambda e: None, max_active=2)
+    engine.start()
+    deadline = time.monotonic() + 120
+    while engine.state != "ready":
+        assert engine.state != "failed" and time.monotonic() < deadline, "model did not load"
+        time.sleep(0.05)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="api-test-loop", daemon=True)
     thread.start()

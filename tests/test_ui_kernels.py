@@ -40,13 +40,13 @@ def test_flag_beats_environment_beats_setting_beats_exact_prompt() -> None:
 
 
 def test_the_choice_names_the_engines_own_modes_and_variable(monkeypatch) -> None:
-    from turbospark_app.model import kernels_choice, llama_compact, ort_graph
+    from turbospark_app.model import kernels_choice, llama_compact
 
-    # (kernels_choice stays numpy-free for the parser and the dialog; the engine has its own copy)
+    # The engine reads the choice module's variable and default (one definition of each).
     monkeypatch.delenv("TURBOSPARK_KERNELS", raising=False)
-    assert kernels_choice.KERNEL_MODES == ort_graph.KERNEL_MODES
-    assert kernels_choice.KERNELS_ENV == llama_compact.KERNELS_ENV
     assert kernels_choice.DEFAULT_KERNELS == llama_compact.kernel_mode(None)
+    monkeypatch.setenv(kernels_choice.KERNELS_ENV, "int8")
+    assert llama_compact.kernel_mode(None) == "int8"
 
 
 def test_the_setting_is_stored_and_junk_reads_as_exact_prompt(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ exact-prompt (default): prompt tokens through the exact split (float32-exact), d
 int8 activations like llama.cpp; exact: every token exact (reproducible across prompt reuse,
 slowest); int8: llama.cpp's numerics everywhere (fastest, differs from the float32 reference by
 int8 rounding). The float32 weights have no kernel mode. The modes are `ort_graph.KERNEL_MODES`
-(a test checks they agree); this module stays numpy-free for the parser and the dialog.
+(the engine imports them from here); this module stays numpy-free for the parser and the dialog.
 """
 
 from __future__ import annotations

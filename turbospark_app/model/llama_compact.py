@@ -26,7 +26,8 @@ from .gguf_file import LlamaConfig
 from .kv_cache import KVCache
 from .llama_base import ForwardCancelled, LlamaBase
 from .ort_cache import cached_session
-from .ort_graph import KERNEL_MODES, build_model_proto, default_threads, supports
+from .kernels_choice import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
+from .ort_graph import build_model_proto, default_threads, supports
 
 _F32 = np.float32
 _CANCEL_POLL_S = 0.002  # how often a running chunk asks `cancel`
@@ -164,13 +165,10 @@ class CompactLlamaModel(LlamaBase):
         return held[1], held[2]
 
 
-KERNELS_ENV = "TURBOSPARK_KERNELS"
-
-
 def kernel_mode(explicit: str | None = None) -> str:
-    """`explicit`, else $TURBOSPARK_KERNELS, else "exact-prompt" (`ort_graph.KERNEL_MODES`)."""
+    """`explicit`, else $TURBOSPARK_KERNELS, else "exact-prompt" (`kernels_choice.KERNEL_MODES`)."""
     where = "kernel mode" if explicit else KERNELS_ENV
-    mode = (explicit or os.environ.get(KERNELS_ENV, "")).strip().lower() or KERNEL_MODES[0]
+    mode = (explicit or os.environ.get(KERNELS_ENV, "")).strip().lower() or DEFAULT_KERNELS
     if mode not in KERNEL_MODES:
         raise ValueError(f"unknown {where} {mode!r} (choose one of {', '.join(KERNEL_MODES)})")
     return mode

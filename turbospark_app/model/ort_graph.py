@@ -36,6 +36,7 @@ from typing import Callable
 import numpy as np
 
 from .gguf_file import LlamaConfig
+from .kernels_choice import KERNEL_MODES
 from .quant_blocks import DenseMatrix, Matrix
 
 # MatMulNBits accuracy_level 4: int8 activations, the only fast CPU path for 4/8-bit blocks
@@ -67,9 +68,8 @@ class LayerMatrices:
     bqkv: np.ndarray | None  # (nqkv,) float32, qwen2 only
 
 
-KERNEL_MODES = ("exact-prompt", "exact", "int8")
-"""exact-prompt (default): prompt tokens split exactly, decode steps plain int8; exact: every
-pass split; int8: plain int8 activations everywhere (llama.cpp's numerics)."""
+# KERNEL_MODES (kernels_choice.py): exact-prompt (default): prompt tokens split exactly, decode
+# steps plain int8; exact: every pass split; int8: plain int8 activations (llama.cpp's numerics).
 
 
 class _Graph:
