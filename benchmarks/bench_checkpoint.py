@@ -24,8 +24,8 @@ from pathlib import Path
 
 import psutil
 
-from turbospark_app.checkpoint import CheckpointPolicy, ReplyRecorder
-from turbospark_app.store import STORE_FILENAME, Store
+from turbospark_app.conversations.checkpoint import CheckpointPolicy, ReplyRecorder
+from turbospark_app.conversations.store import STORE_FILENAME, Store
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 

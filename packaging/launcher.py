@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from turbospark_app.cli import main
+from turbospark_app.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -30,8 +30,8 @@ BUNDLE_ID = "app.turbospark.TurboSpark"
 MIN_MACOS_VERSION = "12.0"
 COPYRIGHT = "Copyright © TurboSpark contributors. Apache-2.0."
 
-BUNDLED_MODELS_DIR = "models"  # must match turbospark_app.bundle.BUNDLED_MODELS_DIR
-BUNDLED_RESOURCES_DIR = "resources"  # must match turbospark_app.bundle.BUNDLED_RESOURCES_DIR
+BUNDLED_MODELS_DIR = "models"  # must match turbospark_app.host.bundle.BUNDLED_MODELS_DIR
+BUNDLED_RESOURCES_DIR = "resources"  # must match turbospark_app.host.bundle.BUNDLED_RESOURCES_DIR
 BUNDLE_MODEL_ENV = "TURBOSPARK_BUNDLE_MODEL"
 """Build with this GGUF as the embedded default model instead of the fetched one (it is still
 embedded under the default model's file name)."""

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from turbospark_app.server import ApiServer, ServerConfig
-from turbospark_app.server.cli import backend_factory
+from turbospark_app.cli.serve_command import backend_factory
 from turbospark_app.service.engine_thread import EngineThread
 
 

@@ -17,7 +17,7 @@ from PySide6.QtCore import QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 from ui_fakes import FakeBackend, fake_factory  # noqa: E402
 
-from turbospark_app.store import STORE_FILENAME  # noqa: E402
+from turbospark_app.conversations.store import STORE_FILENAME  # noqa: E402
 from turbospark_app.ui.app import build_window  # noqa: E402
 
 LONG = " ".join(f"word{i}" for i in range(2000))

@@ -32,7 +32,7 @@ def main() -> int:
     from gguf_mutate import header_sites, mutated
     from tiny_gguf import write_tiny_gguf
     from turbospark_app.chat.backend import load_backend
-    from turbospark_app.cli import main as cli
+    from turbospark_app.cli.main import main as cli
     from turbospark_app.model.chat_template import TemplateError
     from turbospark_app.model.gguf_header import ModelFileError
     from turbospark_app.model.tokenizer import TokenizerError

@@ -23,7 +23,7 @@ resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 from pathlib import Path
 path, cache = sys.argv[1], Path(sys.argv[2])
 out = {}
-from turbospark_app.cli import main
+from turbospark_app.cli.main import main
 t = time.perf_counter()
 err = io.StringIO()
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):

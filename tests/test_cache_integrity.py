@@ -97,7 +97,7 @@ def test_a_sound_warm_load_checks_out_in_the_background(model: Path, tmp_path: P
 
 def test_the_cli_says_so_and_answers_from_the_rebuilt_weights(model: Path, tmp_path: Path,
                                                                isolated_dirs, capsys) -> None:
-    from turbospark_app.cli import main
+    from turbospark_app.cli.main import main
 
     argv = ["chat", "--model", str(model), "--prompt", "hi the", "--max-new", "12",
             "--repeat-penalty", "50", "--quiet-summary"]  # (a varied reply from the tiny model)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from ui_fakes import FakeBackend, wait_idle
 
-from turbospark_app.checkpoint import CheckpointPolicy, ReplyRecorder, ReplySnapshot
-from turbospark_app.store import INTERRUPTED, STORE_FILENAME, Store
+from turbospark_app.conversations.checkpoint import CheckpointPolicy, ReplyRecorder, ReplySnapshot
+from turbospark_app.conversations.store import INTERRUPTED, STORE_FILENAME, Store
 
 
 class Clock:
@@ -57,7 +57,7 @@ def test_the_writer_saves_snapshots_and_never_overwrites_a_finished_reply(tmp_pa
 
 
 def test_writes_happen_on_the_writer_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from turbospark_app import checkpoint
+    from turbospark_app.conversations import checkpoint
 
     threads: list[str] = []
     original = checkpoint.write_snapshot

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from turbospark_app.cli import build_parser
-from turbospark_app.cli_chat import kv_budget_bytes, settings_from_args
+from turbospark_app.cli.main import build_parser
+from turbospark_app.chat.backend import kv_budget_bytes
+from turbospark_app.cli.chat_command import settings_from_args
 
 
 def test_chat_flags_become_turn_settings() -> None:
@@ -22,10 +23,10 @@ def test_chat_flags_become_turn_settings() -> None:
 
 
 def test_kv_budget_flag_in_bytes_for_app_and_chat() -> None:
-    assert kv_budget_bytes(build_parser().parse_args([])) is None
-    assert kv_budget_bytes(build_parser().parse_args(["--kv-budget-mb", "1.5"])) == 1_572_864
+    assert kv_budget_bytes(build_parser().parse_args([]).kv_budget_mb) is None
+    assert kv_budget_bytes(build_parser().parse_args(["--kv-budget-mb", "1.5"]).kv_budget_mb) == 1_572_864
     chat = build_parser().parse_args(["chat", "--kv-budget-mb", "64"])
-    assert kv_budget_bytes(chat) == 64 * 1024 * 1024
+    assert kv_budget_bytes(chat.kv_budget_mb) == 64 * 1024 * 1024
     with pytest.raises(SystemExit):  # checked when parsed (see the table below)
         build_parser().parse_args(["--kv-budget-mb", "0"])
 

@@ -10,11 +10,11 @@ import pytest
 
 from turbospark_app.chat.api import TurnSettings, reply_token_ids
 from turbospark_app.chat.backend import LlamaChatBackend, load_backend
-from turbospark_app.conversation import ConversationTree, TurnPlan, combine_stats, prompt_messages
+from turbospark_app.conversations.actions import ConversationTree, TurnPlan, combine_stats, prompt_messages
 from turbospark_app.engine import GenerationConfig, TokenProgress
 from turbospark_app.engine.raw_completion import drive_raw_completion
 from turbospark_app.model.producer import LlamaProducer
-from turbospark_app.store import STORE_FILENAME, Store
+from turbospark_app.conversations.store import STORE_FILENAME, Store
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 

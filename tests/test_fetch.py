@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from turbospark_app import paths
+from turbospark_app.host import folders as paths
 from turbospark_app.model import fetch
-from turbospark_app.model.model_cli import run_model_command
+from turbospark_app.cli.model_command import run_model_command
 
 PAYLOAD = os.urandom(3 * (1 << 20) + 12345)  # several 1 MiB chunks
 PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()

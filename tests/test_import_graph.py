@@ -1,4 +1,5 @@
-"""Imports never run in a circle (the guide's rule), counting imports inside functions too."""
+"""Imports never run in a circle (the guide's rule), counting imports inside functions too, and
+never run up the layers: each package imports only what its `__init__` docstring allows, below it."""
 
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_function_level_imports() -> None:
     graph = import_graph()
-    assert "turbospark_app.model.model_cli" in graph["turbospark_app.cli"]  # inside main()
-    assert "turbospark_app.model.default_model" in graph["turbospark_app.bundle"]
+    assert "turbospark_app.cli.model_command" in graph["turbospark_app.cli.main"]  # inside main()
+    assert "turbospark_app.model.fetch" in graph["turbospark_app.cli.self_test"]  # inside a function
 
 
 def test_no_import_cycle_anywhere() -> None:
@@ -101,9 +102,87 @@ def test_no_import_cycle_anywhere() -> None:
 
 
 def test_importing_bundle_loads_only_leaf_modules() -> None:
-    code = ("import sys, turbospark_app.bundle; "
+    code = ("import sys, turbospark_app.host.bundle; "
             "print(sorted(m for m in sys.modules if m.startswith('turbospark_app.')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["['turbospark_app.bundle',", "'turbospark_app.model',",
-                                   "'turbospark_app.model.default_model']"]
+    assert proc.stdout.split() == ["['turbospark_app.host',", "'turbospark_app.host.bundle']"]
+
+
+# --- layering ---------------------------------------------------------------------------------------
+
+# Bottom to top (the issue's order, with host and readings placed): a package may import only
+# packages of lower tiers, or a peer of its own tier its docstring names (conversations -> chat).
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"host"}),
+    frozenset({"engine"}),
+    frozenset({"model", "readings"}),
+    frozenset({"chat", "conversations"}),
+    frozenset({"service"}),
+    frozenset({"remote", "server"}),
+    frozenset({"ui"}),
+    frozenset({"cli"}),
+)
+TIER = {package: tier for tier, packages in enumerate(LAYERS) for package in packages}
+TOP_MODULES = {"turbospark_app", "turbospark_app.__main__"}  # the version, and `python -m`
+
+
+def _package_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and module not in TOP_MODULES else None
+
+
+def declared_imports(package: str) -> set[str]:
+    """The packages named after "May import:" in the package's `__init__` docstring."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text("utf-8"))) or ""
+    head, found, rest = doc.partition("May import:")
+    assert found, f"{package}/__init__.py: the docstring must say what the layer may import"
+    clause = rest.split("(")[0].split(".")[0]
+    return {word for word in clause.replace(":", ",").replace("\n", " ").split(",")
+            for word in [word.strip().split()[-1] if word.strip() else ""] if word in TIER}
+
+
+def package_imports() -> dict[str, dict[str, list[str]]]:
+    """Package -> imported package -> the module edges behind it (for the failure message)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for module, targets in import_graph().items():
+        source = _package_of(module)
+        for target in targets:
+            dest = _package_of(target)
+            if source and dest and dest != source:
+                out.setdefault(source, {}).setdefault(dest, []).append(f"{module} -> {target}")
+    return out
+
+
+def test_every_package_has_a_tier_and_no_module_is_loose() -> None:
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert packages == set(TIER)
+    loose = {p.name for p in PACKAGE.glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py"}
+
+
+def test_docstrings_allow_only_lower_layers() -> None:
+    for package, tier in TIER.items():
+        for allowed in declared_imports(package):
+            assert TIER[allowed] < tier or (TIER[allowed] == tier and (package, allowed) == (
+                "conversations", "chat")), f"{package} declares it may import {allowed}, a higher layer"
+
+
+def test_no_package_imports_above_what_it_declares() -> None:
+    wrong = [edge for source, dests in package_imports().items() for dest, edges in dests.items()
+             if dest not in declared_imports(source) for edge in edges]
+    assert wrong == [], "imports that run up the layers (or are not declared):\n" + "\n".join(wrong)
+
+
+def test_the_layering_check_catches_an_upward_import(tmp_path, monkeypatch) -> None:
+    # The same check over a copy of the package with one upward import added must fail.
+    import shutil
+
+    copy = tmp_path / "turbospark_app"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    bad = copy / "engine" / "config.py"
+    bad.write_text(bad.read_text("utf-8") + "\nfrom ..ui import app  # upward\n", "utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
+    wrong = [edge for source, dests in package_imports().items() for dest, edges in dests.items()
+             if dest not in declared_imports(source) for edge in edges]
+    assert wrong == ["turbospark_app.engine.config -> turbospark_app.ui.app"]

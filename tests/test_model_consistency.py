@@ -83,7 +83,7 @@ def test_no_chatml_offer_without_chatml_tokens(tmp_path, isolated_dirs) -> None:
 
 
 def test_the_cli_offers_chatml_and_uses_it_when_asked(tmp_path, isolated_dirs, capsys) -> None:
-    from turbospark_app.cli import main
+    from turbospark_app.cli.main import main
 
     path = _write(tmp_path, template=NESTED)
     assert main(["chat", "--model", str(path), "--prompt", "hi", "--max-new", "2"]) == 2

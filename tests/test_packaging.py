@@ -190,7 +190,7 @@ def test_flags_no_console_no_upx(cfg: ModuleType) -> None:
 
 
 def test_bundle_and_spec_agree_on_folder_names(cfg: ModuleType) -> None:
-    from turbospark_app import bundle
+    from turbospark_app.host import bundle
     from turbospark_app.model.fetch import DEFAULT_MODEL_FILENAME
 
     assert cfg.BUNDLED_MODELS_DIR == bundle.BUNDLED_MODELS_DIR
@@ -234,7 +234,7 @@ def _exec_spec(tmp_path: Path, platform: str, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv(cfg.BUNDLE_MODEL_ENV, str(model))
     monkeypatch.setenv("TURBOSPARK_ICNS", str(icns))
     monkeypatch.setattr(sys, "platform", platform)
-    monkeypatch.setattr(cfg, "hidden_imports", lambda: ["turbospark_app.self_test"])
+    monkeypatch.setattr(cfg, "hidden_imports", lambda: ["turbospark_app.cli.self_test"])
     _Recorder.calls = {}
     namespace = {name: _Recorder(name) for name in ("Analysis", "PYZ", "EXE", "COLLECT", "BUNDLE")}
     namespace.update(SPECPATH=str(PACKAGING), workpath=str(tmp_path / "work"), __file__=str(SPEC))
@@ -249,7 +249,7 @@ def test_spec_passes_the_config_to_pyinstaller_on_macos(
     calls, ns = _exec_spec(tmp_path, "darwin", monkeypatch, cfg)
     (_, analysis), = calls["Analysis"]
     assert analysis["excludes"] == cfg.excludes()
-    assert analysis["hiddenimports"] == ["turbospark_app.self_test"]
+    assert analysis["hiddenimports"] == ["turbospark_app.cli.self_test"]
     (_, exe), = calls["EXE"]
     assert exe["console"] is False and exe["upx"] is False and exe["name"] == "TurboSpark"
     assert exe["icon"] == str(ns["_icns"])
@@ -526,7 +526,7 @@ def _expect_failure(exe: Path, root: Path, pattern: str) -> None:
 def test_frozen_self_test_fails_on_a_broken_bundle(frozen_app: dict[str, Any], tmp_path: Path) -> None:
     """Remove a data file, a Qt plugin and a module from the bundle: each must fail the self-test."""
     exe, internal = frozen_app["exe"], _internal(frozen_app["dist"])
-    from turbospark_app.self_test import NATIVE_QT_PLATFORM
+    from turbospark_app.cli.self_test import NATIVE_QT_PLATFORM
 
     from turbospark_app.model.fetch import DEFAULT_MODEL_FILENAME
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import stat
 
 from turbospark_app.remote.endpoints import Endpoint, EndpointBook, KeyStore
-from turbospark_app.store import Store
+from turbospark_app.conversations.store import Store
 
 
 class MemoryKeyring:

@@ -1,4 +1,4 @@
-"""`turbospark_app.bundle` (where a frozen app keeps its files) and `turbospark --self-test`."""
+"""`turbospark_app.host.bundle` (where a frozen app keeps its files) and `turbospark --self-test`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Iterator
 
 import pytest
 
-from turbospark_app import bundle, self_test
+from turbospark_app.cli import self_test
+from turbospark_app.host import bundle
 from turbospark_app.model.fetch import DEFAULT_MODEL_FILENAME, MODEL_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ def test_not_frozen_in_a_normal_install() -> None:
     assert bundle.is_frozen() is False
     assert bundle.bundle_root() is None
     assert bundle.macos_resources_dir() is None
-    assert bundle.bundled_model_path() is None
+    assert bundle.bundled_model_path(DEFAULT_MODEL_FILENAME) is None
 
 
 def test_resource_path_unfrozen_is_the_source_tree() -> None:
@@ -52,11 +53,11 @@ def test_one_folder_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     _freeze(monkeypatch, internal, tmp_path / "TurboSpark" / "TurboSpark")
     assert bundle.is_frozen() and bundle.bundle_root() == internal
     assert bundle.macos_resources_dir() is None
-    assert bundle.bundled_model_path() is None  # a bundle without the model
+    assert bundle.bundled_model_path(DEFAULT_MODEL_FILENAME) is None  # a bundle without the model
     model = internal / "models" / DEFAULT_MODEL_FILENAME
     model.parent.mkdir()
     model.write_bytes(b"GGUF")
-    assert bundle.bundled_model_path() == model
+    assert bundle.bundled_model_path(DEFAULT_MODEL_FILENAME) == model
     assert bundle.bundled_model_path("other.gguf") is None
     (internal / "models" / "other.gguf").write_bytes(b"GGUF")
     assert bundle.bundled_model_path("other.gguf") == internal / "models" / "other.gguf"
@@ -75,7 +76,7 @@ def test_macos_app_layout_prefers_contents_resources(tmp_path: Path, monkeypatch
     (resources / "resources" / "icon.png").write_bytes(b"png")
     _freeze(monkeypatch, frameworks, contents / "MacOS" / "TurboSpark")
     assert bundle.macos_resources_dir() == resources
-    assert bundle.bundled_model_path() == model
+    assert bundle.bundled_model_path(DEFAULT_MODEL_FILENAME) == model
     assert bundle.resource_path("icon.png") == resources / "resources" / "icon.png"
     # A name that exists nowhere resolves under _MEIPASS (the caller reports it missing).
     assert bundle.resource_path("nope.png") == frameworks / "resources" / "nope.png"

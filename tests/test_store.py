@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from turbospark_app.store import (
+from turbospark_app.conversations.store import (
     DEFAULT_TITLE,
     STORE_FILENAME,
     Store,

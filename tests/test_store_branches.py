@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from turbospark_app.conversation import ConversationTree, can_continue, combine_stats, partial_stats
-from turbospark_app.store import INTERRUPTED, STORE_FILENAME, Store
+from turbospark_app.conversations.actions import ConversationTree, can_continue, combine_stats, partial_stats
+from turbospark_app.conversations.store import INTERRUPTED, STORE_FILENAME, Store
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_schema_1_is_migrated_in_order(tmp_path: Path) -> None:
 
 
 def test_continue_is_offered_for_replies_that_ended_early() -> None:
-    from turbospark_app.store import StoredMessage
+    from turbospark_app.conversations.store import StoredMessage
 
     def reply(reason: str | None, text: str = "partial") -> StoredMessage:
         return StoredMessage(1, "c", "assistant", text, None, None, reason, 0.0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turbospark_app.engine.errors import ContextOverflow
-from turbospark_app.store import StoredMessage
+from turbospark_app.conversations.store import StoredMessage
 from turbospark_app.ui.context import (
     ContextMeter,
     OverflowChoice,

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import QSettings, Qt
 
 from tiny_gguf import write_tiny_gguf
-from turbospark_app import paths
+from turbospark_app.host import folders as paths
 from turbospark_app.model import fetch
 from turbospark_app.ui.first_run import (
     FirstRunDialog,

@@ -201,7 +201,7 @@ def test_the_environment_variable_and_flag_win_in_the_window(ui, tiny_chat: Path
 
 
 def test_chat_loads_with_the_flags_kernels(tiny_chat: Path, monkeypatch, capsys) -> None:
-    from turbospark_app.cli import main
+    from turbospark_app.cli.main import main
 
     loaded = spy_loads(monkeypatch)
     monkeypatch.setenv("TURBOSPARK_KERNELS", "exact")  # the flag wins over it
@@ -218,8 +218,8 @@ def test_chat_loads_with_the_flags_kernels(tiny_chat: Path, monkeypatch, capsys)
 @pytest.mark.parametrize("command", [["chat", "--prompt", "hi"], ["serve", "--port", "0"], ["--self-test"]])
 def test_a_bad_environment_value_is_refused_before_loading(monkeypatch, capsys, command: list[str],
                                                            var: str, value: str, message: str) -> None:
-    import turbospark_app.self_test as self_test
-    from turbospark_app.cli import main
+    import turbospark_app.cli.self_test as self_test
+    from turbospark_app.cli.main import main
 
     monkeypatch.setattr(self_test, "run_self_test", lambda *a: pytest.fail("loaded despite the bad value"))
     monkeypatch.setenv(var, value)
@@ -229,7 +229,7 @@ def test_a_bad_environment_value_is_refused_before_loading(monkeypatch, capsys, 
 
 
 def test_serve_says_the_modes_it_runs() -> None:
-    from turbospark_app.server.cli import _report
+    from turbospark_app.cli.serve_command import _report
     from turbospark_app.service.events import BackendReady
 
     out = io.StringIO()

@@ -244,7 +244,7 @@ def test_closing_the_window_mid_remote_reply_saves_it_as_stopped(loop, ui, qtbot
     send(qtbot, pane, "Go on")
     qtbot.waitUntil(lambda: pane._tokens >= 3, timeout=5000)
     ui.close(w)
-    from turbospark_app.store import Store
+    from turbospark_app.conversations.store import Store
 
     store = Store(ui.store_path)
     saved = store.messages(cid)

@@ -161,7 +161,7 @@ def test_the_environment_variable_wins_in_the_window(ui, qtbot, tiny_chat: Path,
 
 
 def test_chat_loads_in_the_flags_mode(tiny_chat: Path, monkeypatch, capsys) -> None:
-    from turbospark_app.cli import main
+    from turbospark_app.cli.main import main
 
     loaded = spy_loads(monkeypatch)
     monkeypatch.setenv("TURBOSPARK_WEIGHTS", "compact")  # the flag wins over it

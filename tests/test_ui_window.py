@@ -189,7 +189,7 @@ def test_closing_the_window_mid_reply_saves_it_as_stopped(ui, qtbot) -> None:
     qtbot.waitUntil(lambda: len(pane.transcript.streamed_text()) > 30, timeout=5000)
     ui.close(w)
     assert not w.bridge.engine.is_alive()
-    from turbospark_app.store import Store
+    from turbospark_app.conversations.store import Store
 
     store = Store(ui.store_path)
     try:

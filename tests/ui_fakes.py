@@ -396,7 +396,7 @@ class UiHarness:
 
     @property
     def store_path(self) -> Any:
-        from turbospark_app.store import STORE_FILENAME
+        from turbospark_app.conversations.store import STORE_FILENAME
 
         return self.data_dir / STORE_FILENAME
 

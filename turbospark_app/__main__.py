@@ -1,5 +1,5 @@
 """`python -m turbospark_app`: the desktop app (same as the `turbospark` command)."""
 
-from .cli import main
+from .cli.main import main
 
 raise SystemExit(main())

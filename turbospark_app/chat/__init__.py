@@ -1,1 +1,3 @@
-"""Conversation layer: prompts from messages (keeping generated token ids), the chat backend."""
+"""Chat turns: prompts from messages (keeping generated token ids), the chat backend.
+May import: engine, model, readings.
+"""

@@ -222,6 +222,15 @@ class LlamaChatBackend:
         return info
 
 
+def kv_budget_bytes(mb: float | None) -> int | None:
+    """A KV budget in MB (the --kv-budget-mb flag) in bytes; None = unbounded."""
+    if mb is None:
+        return None
+    if mb <= 0:
+        raise SystemExit("turbospark: --kv-budget-mb must be > 0")
+    return int(mb * 1024 * 1024)
+
+
 def _cancelled_before_start(turn: PreparedTurn) -> RawDecodeResult:
     """Cancelled while waiting for a slot: the model was never touched."""
     return RawDecodeResult(

@@ -1,4 +1,5 @@
 """The TurboSpark engine: a Python port of turbospark-runtime's raw-completion loop.
+May import: nothing of the app (it sees a model only through the LogitProducer protocol).
 
 Layers: a step loop (`stream_raw_completion*`, a generator of progress events) under the
 blocking calls that mirror the reference (`run_raw_completion*`).

@@ -1,4 +1,5 @@
-"""The real model: the default GGUF (fetch), its tokenizer and chat template, the numpy Llama.
+"""The real model: the default GGUF (fetch), its tokenizer and chat template, the two engines.
+May import: engine, host.
 
 Importing this package is cheap on purpose (the first-run dialog and `turbospark model` import
 it before anything heavy): the names below are loaded from their submodules on first use.

@@ -9,7 +9,7 @@ model's name. A `.verified` sidecar records the size and mtime of a verified fil
 not re-hash 98 MB.
 
 This module imports nothing heavy at import time (no numpy, no gguf): the first-run dialog and the
-`turbospark model` command (`model_cli`) load it before anything else. The default model's name and
+`turbospark model` command (`cli.model_command`) load it before anything else. The default model's name and
 hash live in `default_model`, a leaf that `bundle` reads too, so no import runs in a circle.
 """
 
@@ -31,8 +31,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import paths
-from ..bundle import bundled_model_path
+from ..host import folders as paths
+from ..host.bundle import bundled_model_path
 from .default_model import (
     DEFAULT_MODEL_FILENAME,
     DEFAULT_MODEL_SHA256,
@@ -93,7 +93,7 @@ def resolve_model_path(cli_value: str | None) -> Path:
     for value in (cli_value, os.environ.get(MODEL_ENV)):
         if value and value.strip():
             return Path(value.strip()).expanduser()
-    return bundled_model_path() or default_model_path()
+    return bundled_model_path(DEFAULT_MODEL_FILENAME) or default_model_path()
 
 
 def _sidecar(path: Path) -> Path:

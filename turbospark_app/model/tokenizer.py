@@ -351,7 +351,7 @@ class GGUFTokenizer:
         path = Path(path)
         cache_file = None
         if use_cache:
-            from ..paths import cache_subdir
+            from ..host.folders import cache_subdir
 
             stem = "".join(c if c.isalnum() or c in "._-" else "_" for c in path.stem)[:80]
             cache_file = cache_subdir("tokenizers") / f"{stem}-{_gguf_identity(path)}.json"

@@ -178,7 +178,7 @@ def _weights_from_arrays(arrays: dict[str, np.ndarray], origin: str, cache_path:
 
 def default_cache_dir() -> Path:
     """The app's per-user cache folder: $TURBOSPARK_CACHE_DIR if set, else platformdirs'."""
-    from turbospark_app.paths import cache_dir
+    from turbospark_app.host.folders import cache_dir
 
     return cache_dir()
 

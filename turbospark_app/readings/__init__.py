@@ -1,5 +1,6 @@
 """Honest platform readings: thermal level and memory pressure (real, simulated for QA, or
 "unavailable" - never a pretended NOMINAL), and the `system_info_json()` snapshot.
+May import: engine.
 
 Typical wiring (at startup, so a bad TURBOSPARK_SIMULATE_* value stops the app with a clear
 message instead of failing mid-reply):

@@ -120,7 +120,7 @@ def default_folder() -> Path:
     override = os.environ.get("TURBOSPARK_DATA_DIR", "").strip()
     if override:
         return Path(override).expanduser()
-    from ..paths import config_dir
+    from ..host.folders import config_dir
 
     return config_dir()
 

@@ -17,23 +17,27 @@ import qasync
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from ..bundle import is_frozen
 from ..chat.api import ChatBackend
-from ..cli_chat import kv_budget_bytes
+from ..conversations.store import (
+    Store,
+    StoreError,
+    default_store_path,
+    open_store_or_recover,
+)
+from ..host.bundle import is_frozen
 from ..model.load_choice import LoadChoiceError
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
-from ..store import Store, StoreError, default_store_path, open_store_or_recover
 from .bridge import EngineBridge
 from .first_run import model_at_startup
 from .icon import app_icon
+from .kernels_setting import KERNELS_SETTING
 from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_session_slots
-from .kernels_setting import KERNELS_SETTING
-from .weights_setting import current_weights
 from .theme import follow_system_scheme
+from .weights_setting import current_weights
 
 DEFAULT_SESSION_SLOTS = 4
 
@@ -182,7 +186,11 @@ def run_app(args: argparse.Namespace) -> int:
     # No model named, none remembered, the default one absent: the first-run dialog first.
     model_path = str(model_at_startup(getattr(args, "model", None), settings))
     monitors = (power.thermal, power.memory)
-    kv_budget = kv_budget_bytes(args)
+    from ..chat.backend import (
+        kv_budget_bytes,  # (heavy: imported when the window starts)
+    )
+
+    kv_budget = kv_budget_bytes(getattr(args, "kv_budget_mb", None))
 
     window_ref: list[MainWindow] = []
 

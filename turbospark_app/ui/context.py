@@ -23,9 +23,16 @@ import re
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QMessageBox, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QWidget,
+)
 
-from ..store import StoredMessage
+from ..conversations.store import StoredMessage
 
 # engine.errors.ContextOverflow's message: "context overflow: {p} prompt tokens + {n} new tokens > {c} context tokens"
 _OVERFLOW_RE = re.compile(r"(\d+) prompt tokens \+ (\d+) new tokens > (\d+) context tokens")

@@ -18,7 +18,13 @@ from typing import Any, Callable
 from PySide6.QtCore import QStandardPaths
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
-from ..export import ExportError, conversation_json, conversation_markdown, to_json_text, write_text
+from ..conversations.export import (
+    ExportError,
+    conversation_json,
+    conversation_markdown,
+    to_json_text,
+    write_text,
+)
 
 PaneGetter = Callable[[], Any]
 

@@ -30,12 +30,19 @@ from PySide6.QtWidgets import (
     QWidgetAction,
 )
 
-from ..conversation import ConversationTree
+from ..conversations.actions import ConversationTree
+from ..conversations.store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from ..service import Failed
-from ..store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from .bridge import EngineBridge
 from .chat_input import ChatInput
-from .context import ContextMeter, OverflowChoice, overflow_numbers, turns, turns_to_drop, usage_from_messages
+from .context import (
+    ContextMeter,
+    OverflowChoice,
+    overflow_numbers,
+    turns,
+    turns_to_drop,
+    usage_from_messages,
+)
 from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_turns import PaneTurns, model_identity

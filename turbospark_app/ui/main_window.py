@@ -19,7 +19,7 @@ from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 
-from ..store import Store
+from ..conversations.store import Store
 from .about import AboutDialog
 from .api_server import install_api_server
 from .bridge import EngineBridge
@@ -33,7 +33,13 @@ from .pane_area import PaneArea
 from .qa_panel import QAPanel
 from .remote_source import PaneEngine, RemoteHub
 from .settings import read_json, write_json
-from .settings_dialog import SettingsDialog, load_defaults, load_session_slots, save_defaults, save_session_slots
+from .settings_dialog import (
+    SettingsDialog,
+    load_defaults,
+    load_session_slots,
+    save_defaults,
+    save_session_slots,
+)
 from .sidebar import Sidebar, dot_icon
 from .source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label

@@ -14,9 +14,9 @@ from typing import Any, Sequence
 from PySide6.QtGui import QGuiApplication, QTextCursor
 from PySide6.QtWidgets import QMessageBox
 
-from ..conversation import ConversationTree, can_continue
+from ..conversations.actions import ConversationTree, can_continue
+from ..conversations.store import INTERRUPTED, StoredMessage
 from ..service import TurnStats
-from ..store import INTERRUPTED, StoredMessage
 from .formatting import stats_line
 from .transcript import Entry, Transcript
 

@@ -20,11 +20,26 @@ from typing import Any
 from PySide6.QtGui import QTextCursor
 
 from ..chat.api import reply_token_ids
-from ..checkpoint import ReplyRecorder
-from ..conversation import ConversationTree, TurnPlan, combine_stats, prompt_messages
+from ..conversations.actions import (
+    ConversationTree,
+    TurnPlan,
+    combine_stats,
+    prompt_messages,
+)
+from ..conversations.checkpoint import ReplyRecorder
+from ..conversations.store import INTERRUPTED, Store, StoredMessage
 from ..engine.progress import StopReason
-from ..service import Failed, Finished, Prefilling, Queued, Retrying, Started, Tail, Token, TurnRequest
-from ..store import INTERRUPTED, Store, StoredMessage
+from ..service import (
+    Failed,
+    Finished,
+    Prefilling,
+    Queued,
+    Retrying,
+    Started,
+    Tail,
+    Token,
+    TurnRequest,
+)
 from .formatting import rate_label, seconds_label, stats_line
 from .transcript import Transcript
 from .turn_settings import to_turn_settings

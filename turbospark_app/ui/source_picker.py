@@ -7,13 +7,12 @@ import asyncio
 import sqlite3
 
 import shiboken6
-
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QWidget
 
+from ..conversations.store import Store
 from ..remote.client import model_entries
 from ..remote.errors import RemoteError
-from ..store import Store
 from .remote_source import PaneEngine
 
 LOCAL = "This computer"

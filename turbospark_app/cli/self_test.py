@@ -218,15 +218,15 @@ def check_qt(*, frozen: bool) -> QtReport:
 def resolve_self_test_model(cli_value: str | None) -> tuple[Path, str]:
     """The GGUF to test and where its choice came from ("--model", "TURBOSPARK_MODEL", "bundled",
     "default"). A frozen app without `--model`/TURBOSPARK_MODEL must use its bundled model."""
-    from .bundle import bundled_model_path, is_frozen
-    from .model.fetch import MODEL_ENV, resolve_model_path
+    from ..host.bundle import bundled_model_path, is_frozen
+    from ..model.fetch import DEFAULT_MODEL_FILENAME, MODEL_ENV, resolve_model_path
 
     if cli_value and cli_value.strip():
         return resolve_model_path(cli_value), "--model"
     if os.environ.get(MODEL_ENV, "").strip():
         return resolve_model_path(None), MODEL_ENV
     if is_frozen():
-        bundled = bundled_model_path()
+        bundled = bundled_model_path(DEFAULT_MODEL_FILENAME)
         if bundled is None:
             raise SelfTestError("this frozen app has no bundled model (models/ is missing from it)")
         return bundled, "bundled"
@@ -240,9 +240,9 @@ def check_model(cli_value: str | None, weights: str | None = None, kernels: str 
     if not path.is_file():
         raise SelfTestError(f"no model at {path} (from {source}); run `turbospark model fetch`")
 
-    from .chat.api import ChatMessage, TurnSettings
-    from .chat.backend import load_backend
-    from .engine import (
+    from ..chat.api import ChatMessage, TurnSettings
+    from ..chat.backend import load_backend
+    from ..engine import (
         GenerationConfig,
         RawDecodeProgress,
         StopReason,
@@ -296,7 +296,7 @@ def check_model(cli_value: str | None, weights: str | None = None, kernels: str 
 def run_self_test(model: str | None = None, weights: str | None = None,
                   kernels: str | None = None) -> SelfTestReport:
     """Both halves of the self-test; raises (SelfTestError or the underlying error) on failure."""
-    from .bundle import is_frozen
+    from ..host.bundle import is_frozen
 
     start = time.perf_counter()
     frozen = is_frozen()
@@ -309,7 +309,7 @@ def run_self_test(model: str | None = None, weights: str | None = None,
 
 def summary_fields(report: SelfTestReport) -> dict[str, Any]:
     """The summary as ordered key/value pairs (what `format_summary` prints)."""
-    from . import __version__
+    from .. import __version__
 
     m, q = report.model, report.qt
     return {
@@ -344,9 +344,9 @@ def format_summary(report: SelfTestReport) -> str:
 
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
-    from .model.kernels_choice import choose_kernels
-    from .model.load_choice import LoadChoiceError
-    from .model.weights_choice import choose_weights
+    from ..model.kernels_choice import choose_kernels
+    from ..model.load_choice import LoadChoiceError
+    from ..model.weights_choice import choose_weights
 
     try:
         # --weights / --kernels > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the defaults

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .fetch import (
+from ..model.fetch import (
     FetchError,
     default_model_path,
     ensure_default_model,
@@ -22,8 +22,8 @@ def model_info(path: Path) -> dict[str, Any]:
 
     The header goes through the same bounded walk and checks as `chat` and Open Model, so a
     file they would refuse is a ModelFileError naming what is wrong."""
-    from .gguf_file import quantization_name, validate_header
-    from .gguf_header import read_header
+    from ..model.gguf_file import quantization_name, validate_header
+    from ..model.gguf_header import read_header
 
     header = read_header(path)
     validate_header(header)
@@ -111,7 +111,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: no model file at {path}", file=sys.stderr)
             return 1
-        from .gguf_header import ModelFileError
+        from ..model.gguf_header import ModelFileError
 
         try:
             info = model_info(path)

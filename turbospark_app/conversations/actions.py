@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from .branches import active_path, children_of, variant_of
-from .chat.api import ChatMessage
+from ..chat.api import ChatMessage
 from .reply_stats import INTERRUPTED, combine_stats, partial_stats, previous_runs
 from .store import Store, StoredMessage
+from .tree import active_path, children_of, variant_of
 
 __all__ = ["CONTINUABLE", "ConversationTree", "TurnPlan", "can_continue", "combine_stats", "partial_stats",
            "previous_runs", "prompt_messages"]

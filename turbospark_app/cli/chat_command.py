@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from .chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
-from .cli_types import float_in, int_at_least, non_empty, read_lines
-from .engine import (
+from ..chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
+from ..engine import (
     EngineError,
     GenerationConfig,
     RateConfig,
@@ -28,7 +27,8 @@ from .engine import (
     TailProgress,
     TokenProgress,
 )
-from .engine.raw_completion import drive_raw_completion
+from ..engine.raw_completion import drive_raw_completion
+from .arg_types import float_in, int_at_least, non_empty, read_lines
 
 
 def add_chat_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,19 +55,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
-    from .remote.cli import add_remote_arguments
+    from .remote_chat import add_remote_arguments
 
     add_remote_arguments(p)
-
-
-def kv_budget_bytes(args: argparse.Namespace) -> int | None:
-    """The --kv-budget-mb flag in bytes (None = unbounded)."""
-    mb = getattr(args, "kv_budget_mb", None)
-    if mb is None:
-        return None
-    if mb <= 0:
-        raise SystemExit("turbospark: --kv-budget-mb must be > 0")
-    return int(mb * 1024 * 1024)
 
 
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:
@@ -177,14 +167,14 @@ def _cache_was_corrupt(conv: Conversation, problems: list[str]) -> bool:
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
-    from .chat.backend import DEFAULT_SESSION_SLOTS, load_backend
-    from .model.fetch import resolve_model_path
-    from .model.kernels_choice import choose_kernels
-    from .model.load_choice import LoadChoiceError, engine_label
-    from .model.weights_choice import choose_weights
+    from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
+    from ..model.fetch import resolve_model_path
+    from ..model.kernels_choice import choose_kernels
+    from ..model.load_choice import LoadChoiceError, engine_label
+    from ..model.weights_choice import choose_weights
 
     if getattr(args, "endpoint", None):
-        from .remote.cli import remote_chat_command
+        from .remote_chat import remote_chat_command
 
         return remote_chat_command(args, settings_from_args(args), _user_turns(args))
     cache_problems: list[str] = []  # appended by the background weight-cache check
@@ -193,7 +183,7 @@ def chat_command(args: argparse.Namespace) -> int:
         return load_backend(
             path,
             session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
-            max_kv_bytes=kv_budget_bytes(args),
+            max_kv_bytes=kv_budget_bytes(getattr(args, "kv_budget_mb", None)),
             chat_template=args.chat_template,
             on_cache_problem=cache_problems.append,
             weights=weights,

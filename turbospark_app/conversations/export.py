@@ -10,8 +10,8 @@ import json
 import time
 from typing import Any
 
-from .branches import children_of, variant_of
 from .store import INTERRUPTED, Store, StoredMessage
+from .tree import children_of, variant_of
 
 EXPORT_FORMAT = "turbospark-conversation"
 EXPORT_VERSION = 1

@@ -1,6 +1,6 @@
 """Saved conversations: SQLite in the per-user data folder (WAL, one transaction per write).
 
-Messages form a tree (see `branches`): each has a parent, and the active child of each group
+Messages form a tree (see `tree`): each has a parent, and the active child of each group
 of siblings is the branch on screen; the other siblings are kept alternatives (Regenerate)
 and branches (Edit and resend). A reply row is created, empty and "interrupted", when its turn
 is submitted (with the user message, in one transaction); while it streams, a
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .branches import active_path
 from .reply_stats import INTERRUPTED
-from .store_tree import activate, delete_exchange, delete_one
+from .tree import active_path
+from .tree_edits import activate, delete_exchange, delete_one
 
 if TYPE_CHECKING:
     from .checkpoint import ReplyCheckpointer
@@ -93,7 +93,7 @@ class Conversation:
 @dataclass(frozen=True)
 class StoredMessage:
     """One saved message. `token_ids` are an assistant reply's generated ids (KV reuse);
-    `parent_id` / `active` place it in the conversation's tree (see `branches`)."""
+    `parent_id` / `active` place it in the conversation's tree (see `tree`)."""
 
     id: int
     conversation_id: str
@@ -109,7 +109,7 @@ class StoredMessage:
 
 def default_store_path() -> Path:
     """`<per-user data folder>/conversations.sqlite3` (TURBOSPARK_DATA_DIR overrides the folder)."""
-    from .paths import data_dir
+    from ..host.folders import data_dir
 
     return data_dir() / STORE_FILENAME
 

@@ -13,9 +13,9 @@ import argparse
 import sys
 from typing import Sequence
 
-from .cli_types import float_in, int_at_least
-from .model.kernels_choice import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
-from .model.weights_choice import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
+from ..model.kernels_choice import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
+from ..model.weights_choice import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
+from .arg_types import float_in, int_at_least
 
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -73,13 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
     _add_shared_flags(chat, top=False)
-    from .cli_chat import add_chat_arguments
+    from .chat_command import add_chat_arguments
 
     add_chat_arguments(chat)
 
     serve = sub.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
     _add_shared_flags(serve, top=False)
-    from .server.cli import add_serve_arguments
+    from .serve_command import add_serve_arguments
 
     add_serve_arguments(serve)
     return parser
@@ -88,28 +88,28 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "model":
-        from .model.model_cli import run_model_command
+        from .model_command import run_model_command
 
         return run_model_command(args)
     if args.command == "chat":
-        from .cli_chat import chat_command
+        from .chat_command import chat_command
 
         return chat_command(args)
     if args.command == "serve":
-        from .server.cli import serve_command
+        from .serve_command import serve_command
 
         return serve_command(args)
     if args.self_test:
         from .self_test import self_test
 
         return self_test(args)
-    from .platform_check import check_window_platform
+    from ..host.xcb_check import check_window_platform
 
     hint = check_window_platform()
     if hint is not None:  # Qt would abort with "Could not load the Qt platform plugin xcb"
         print(hint, file=sys.stderr)
         return 1
-    from .ui.app import run_app
+    from ..ui.app import run_app
 
     return run_app(args)
 

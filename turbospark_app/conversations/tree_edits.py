@@ -1,4 +1,4 @@
-"""The store's tree edits, inside a caller's transaction (SQL over `messages`; see `branches`).
+"""The store's tree edits, inside a caller's transaction (SQL over `messages`; see `tree`).
 
     activate          put a message on screen instead of its siblings
     delete_one        delete a message; its children take its place
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, Callable, Sequence
 
-from .branches import children_of, subtree_ids
+from .tree import children_of, subtree_ids
 
 RowsOf = Callable[[str], Sequence[Any]]  # conversation id -> its messages (StoredMessage-likes)
 

@@ -13,8 +13,8 @@ import signal
 import sys
 from typing import Any, Callable
 
-from ..cli_types import float_in, int_at_least, int_in
-from .config import DEFAULT_PORT, ServerConfig
+from ..server.config import DEFAULT_PORT, ServerConfig
+from .arg_types import float_in, int_at_least, int_in
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,7 +80,7 @@ def _report(event: Any) -> None:
 
 async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] | None = None) -> None:
     """Serve until SIGINT / SIGTERM."""
-    from .app import ApiServer
+    from ..server.app import ApiServer
 
     server = ApiServer(engine, config)
     await server.start()
@@ -102,7 +102,7 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
-    from ..cli_chat import kv_budget_bytes
+    from ..chat.backend import kv_budget_bytes
     from ..model.kernels_choice import choose_kernels
     from ..model.weights_choice import choose_weights
     from ..service.engine_thread import EngineThread
@@ -115,7 +115,7 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     slots = getattr(args, "session_slots", None) or 4
-    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(args), weights,
+    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
                                           kernels),
                           _report, max_active=slots)
     engine.start()

@@ -11,8 +11,8 @@ The packaging spec (`packaging/turbospark.spec`) puts the default model at
 first launch works offline. In an ordinary (unfrozen) install every function here says "not
 bundled" and `resource_path` resolves against the repository's `resources/` folder.
 
-Importing this module is cheap and safe from anywhere: it imports the standard library and the
-leaf `model.default_model` (names only), so `model.fetch` imports it to prefer the bundled model.
+Importing this module is cheap and safe from anywhere: it imports the standard library only, so
+`model.fetch` (a layer above) imports it to prefer the bundled model, naming the file it wants.
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .model.default_model import DEFAULT_MODEL_FILENAME
-
 BUNDLED_MODELS_DIR = "models"
 """The folder, relative to the bundle's data root, that holds the embedded GGUF."""
 
 BUNDLED_RESOURCES_DIR = "resources"
 """The folder, relative to the bundle's data root, that holds `resources/` (icon.png, ...)."""
 
-_SOURCE_ROOT = Path(__file__).resolve().parent.parent
+_SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def is_frozen() -> bool:
@@ -71,16 +69,14 @@ def _data_roots() -> list[Path]:
     return unique
 
 
-def bundled_model_path(filename: str | None = None) -> Path | None:
+def bundled_model_path(filename: str) -> Path | None:
     """The GGUF embedded in the frozen app (`<data root>/models/<filename>`), or None.
 
-    `filename` defaults to the default model's file name. None when not frozen or when the
-    bundle has no such file (a build without the model).
+    None when not frozen or when the bundle has no such file (a build without the model).
     """
     roots = _data_roots()
     if not roots:
         return None
-    filename = filename or DEFAULT_MODEL_FILENAME
     for root in roots:
         candidate = root / BUNDLED_MODELS_DIR / filename
         if candidate.is_file():

@@ -13,10 +13,10 @@ import sys
 from typing import Any, Iterable, TextIO
 
 from ..chat.api import ChatMessage, TurnSettings
-from ..cli_types import float_in, read_lines
+from ..remote.client import Target, Timeouts
+from ..remote.runner import RemoteRunner
 from ..service.events import Failed, Finished, Token, TurnRequest, TurnStats
-from .client import Target, Timeouts
-from .runner import RemoteRunner
+from .arg_types import float_in, read_lines
 
 API_KEY_ENV = "TURBOSPARK_API_KEY"
 
@@ -33,7 +33,7 @@ def add_remote_arguments(p: argparse.ArgumentParser) -> None:
 
 def remote_target(args: argparse.Namespace) -> Target:
     """The Target from the flags; a saved endpoint's name brings its URL, key and model."""
-    from .endpoints import EndpointBook
+    from ..remote.endpoints import EndpointBook
 
     key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV, "")
     book = EndpointBook()

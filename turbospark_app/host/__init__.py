@@ -1,0 +1,7 @@
+"""What this machine and this install give the app: per-user folders, the frozen bundle's
+layout, the window platform's libraries. May import: nothing of the app (the bottom layer).
+
+    folders     per-user data / cache / config folders (platformdirs, TURBOSPARK_*_DIR)
+    bundle      where a frozen app (PyInstaller, macOS .app) keeps its model and resources
+    xcb_check   the X11 libraries Qt's xcb plugin needs on Linux, checked before Qt starts
+"""
