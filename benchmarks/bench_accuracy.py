@@ -22,8 +22,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from turbospark_app.model.llama import LlamaModel  # noqa: E402
-from turbospark_app.model.tokenizer import GGUFTokenizer  # noqa: E402
+from turbospark_app.model.reference.forward import LlamaModel  # noqa: E402
+from turbospark_app.model.text.tokenizer import GGUFTokenizer  # noqa: E402
 
 TEXT = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "

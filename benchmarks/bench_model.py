@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from turbospark_app.model.llama import LlamaModel  # noqa: E402
+from turbospark_app.model.reference.forward import LlamaModel  # noqa: E402
 from turbospark_app.model.producer import LlamaProducer  # noqa: E402
 
 
@@ -60,7 +60,7 @@ _COLD_CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 t = time.perf_counter()
-from turbospark_app.model.llama import LlamaModel
+from turbospark_app.model.reference.forward import LlamaModel
 m = LlamaModel.from_gguf({path!r}, cache_dir={cache!r}, weights={weights!r})
 cold = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

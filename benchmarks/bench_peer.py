@@ -43,8 +43,8 @@ def rss():
             key, value = line.split(':')
             out[key] = int(value.split()[0]) * 1024
     return out
-from turbospark_app.model.llama import LlamaModel
-from turbospark_app.model import ort_graph
+from turbospark_app.model.reference.forward import LlamaModel
+from turbospark_app.model.compact import graph as ort_graph
 import onnx, onnxruntime
 base = rss()
 m = LlamaModel.from_gguf({path!r}, {cache!r}, weights='compact')
@@ -87,7 +87,7 @@ def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, ex
             kernels: list[str]) -> None:
     ours_py = sys.executable
     subprocess.run([ours_py, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r});"
-                    "from turbospark_app.model.llama import LlamaModel;"
+                    "from turbospark_app.model.reference.forward import LlamaModel;"
                     f"LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact')"],
                    check=True)  # build the weight cache outside the measured processes
     engines = [f"TurboSpark {k}" for k in kernels] + ["llama.cpp"]

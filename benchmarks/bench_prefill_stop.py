@@ -32,9 +32,9 @@ from turbospark_app.engine import (  # noqa: E402
     run_raw_completion_chunked,
     run_raw_completion_chunked_cancellable,
 )
-from turbospark_app.model.llama import LlamaModel  # noqa: E402
+from turbospark_app.model.reference.forward import LlamaModel  # noqa: E402
 from turbospark_app.model.producer import LlamaProducer  # noqa: E402
-from turbospark_app.model.tokenizer import GGUFTokenizer  # noqa: E402
+from turbospark_app.model.text.tokenizer import GGUFTokenizer  # noqa: E402
 
 
 def stop_latency(producer: LlamaProducer, tok, ids: list[int], chunk: int, delay: float) -> float:

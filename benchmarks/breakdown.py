@@ -75,7 +75,7 @@ def decode_breakdown(model: Any, prompt: list[int], steps: int) -> dict[str, flo
 def op_breakdown(model: Any, prompt: list[int], rows: int, runs: int = 20) -> dict[str, float]:
     """ms per forward pass of each operator kind, from ONNX Runtime's profiler: `runs` decode
     steps after `prompt` (rows=1), or `runs` chunks of `rows` tokens, each from `prompt`'s KV."""
-    from turbospark_app.model.ort_graph import build_model_proto, make_session, session_options
+    from turbospark_app.model.compact.graph import build_model_proto, make_session, session_options
 
     w, c = model.weights, model.config
     proto = build_model_proto(c, w.layers, w.head, w.output_norm, w.external_ref, model.kernels)

@@ -35,7 +35,7 @@ def _ids(n: int, vocab: int, seed: int) -> list[int]:
 def run_turbospark(args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     os.environ["TURBOSPARK_THREADS"] = str(args.threads)
-    from turbospark_app.model.llama import LlamaModel
+    from turbospark_app.model.reference.forward import LlamaModel
 
     LlamaModel.from_gguf(args.gguf, args.cache, weights=args.weights)  # cold (or already warm)
     t = time.perf_counter()

@@ -33,9 +33,9 @@ def main() -> int:
     from tiny_gguf import write_tiny_gguf
     from turbospark_app.chat.backend import load_backend
     from turbospark_app.cli.main import main as cli
-    from turbospark_app.model.chat_template import TemplateError
-    from turbospark_app.model.gguf_header import ModelFileError
-    from turbospark_app.model.tokenizer import TokenizerError
+    from turbospark_app.model.text.chat_template import TemplateError
+    from turbospark_app.model.gguf.header import ModelFileError
+    from turbospark_app.model.text.tokenizer import TokenizerError
 
     good = work / "good.gguf"
     write_tiny_gguf(good, n_layers=1, dim=64, n_heads=2, n_kv=1, ffn=128, tokenizer={},

@@ -11,7 +11,7 @@ import pytest
 from tiny_gguf import write_tiny_gguf
 from turbospark_app.chat.backend import load_backend
 from turbospark_app.model import cache_integrity
-from turbospark_app.model.weights import load_weights
+from turbospark_app.model.reference.weights import load_weights
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from typing import Any
 
 from turbospark_app.chat.api import ChatMessage
 from turbospark_app.chat.prompt import build_prompt_ids
-from turbospark_app.model.chat_template import ChatTemplate
+from turbospark_app.model.text.chat_template import ChatTemplate
 
 
 class CharTokenizer:

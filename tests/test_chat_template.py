@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from turbospark_app.engine.errors import EngineError
-from turbospark_app.model.chat_template import CHATML_TEMPLATE, ChatTemplate, TemplateError
+from turbospark_app.model.text.chat_template import CHATML_TEMPLATE, ChatTemplate, TemplateError
 
 # tokenizer.chat_template of SmolLM2-135M-Instruct.Q4_1.gguf, verbatim.
 SMOLLM2_TEMPLATE = (
@@ -55,7 +55,7 @@ def test_the_gguf_template_is_smollm2s(default_model_path):
 
 @pytest.mark.real_model
 def test_rendered_prompt_tokenizes_with_single_special_ids(default_model_path):
-    from turbospark_app.model.tokenizer import GGUFTokenizer
+    from turbospark_app.model.text.tokenizer import GGUFTokenizer
 
     tok = GGUFTokenizer.from_gguf(default_model_path, use_cache=False)
     ids = tok.encode_prompt(ChatTemplate.from_tokenizer(tok).render(USER_HI))

@@ -10,15 +10,22 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-
 from tiny_gguf import write_tiny_gguf
-from turbospark_app.engine import GenerationConfig, StopReason, run_raw_completion_chunked_cancellable
-from turbospark_app.model import ort_graph
-from turbospark_app.model import weights as weights_mod
-from turbospark_app.model.compact_weights import embed_rows, load_compact
-from turbospark_app.model.llama import ForwardCancelled, LlamaModel, weights_mode
-from turbospark_app.model.llama_compact import CompactLlamaModel
+
+from turbospark_app.engine import (
+    GenerationConfig,
+    StopReason,
+    run_raw_completion_chunked_cancellable,
+)
+from turbospark_app.model.compact.forward import CompactLlamaModel
+from turbospark_app.model.compact.weights import embed_rows, load_compact
 from turbospark_app.model.producer import LlamaProducer
+from turbospark_app.model.reference import weights as weights_mod
+from turbospark_app.model.reference.forward import (
+    ForwardCancelled,
+    LlamaModel,
+    weights_mode,
+)
 
 TOKENS = [5, 17, 299, 0, 42, 42, 7, 150, 3, 88, 201, 64]
 VARIANTS = {
@@ -229,7 +236,7 @@ def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path
 
 
 def test_a_session_that_cannot_be_saved_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from turbospark_app.model import ort_cache
+    from turbospark_app.model.compact import session_cache as ort_cache
 
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, seed=4)

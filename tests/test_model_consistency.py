@@ -9,11 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tiny_gguf import write_tiny_gguf
+
 from turbospark_app.chat.backend import load_backend
 from turbospark_app.engine import EngineError
-from turbospark_app.model.chat_template import TemplateBudgetExceeded, TemplateError
+from turbospark_app.model.text.chat_template import (
+    TemplateBudgetExceeded,
+    TemplateError,
+)
 
 NESTED = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
 
@@ -27,7 +30,9 @@ def _write(tmp_path: Path, **tokenizer) -> Path:
 def _refusal(path: Path, tmp_path: Path) -> EngineError:
     with pytest.raises(EngineError) as info:
         load_backend(path, cache_dir=tmp_path / "cache", session_slots=1)
-    from turbospark_app.ui.model_dialogs import check_model_file  # the window's Open Model check
+    from turbospark_app.ui.model_dialogs import (
+        check_model_file,  # the window's Open Model check
+    )
 
     with pytest.raises(type(info.value)) as again:
         check_model_file(path)

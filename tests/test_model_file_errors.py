@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tiny_gguf import LAYER_TYPES, write_tiny_gguf
+
 from turbospark_app.engine import EngineError
-from turbospark_app.model.gguf_file import ModelFileError, open_gguf
-from turbospark_app.model.llama import LlamaModel
+from turbospark_app.model.gguf.file import ModelFileError, open_gguf
+from turbospark_app.model.reference.forward import LlamaModel
 
 
 @pytest.fixture(scope="module")

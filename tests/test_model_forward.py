@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from model_reference import ref_forward
 from tiny_gguf import write_tiny_gguf
+
 from turbospark_app.model.kv_cache import KVCache, KVCacheFull
-from turbospark_app.model.llama import LlamaModel
+from turbospark_app.model.reference.forward import LlamaModel
 
 TOKENS = [5, 17, 299, 0, 42, 42, 7, 150, 3, 88, 201, 64]
 
@@ -181,7 +181,7 @@ def test_config_from_metadata(tmp_path: Path) -> None:
 @pytest.mark.parametrize("block", [1, 5, 128])
 def test_chunked_attention_in_query_blocks(tiny, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks longer than the attention's query block (and starting mid-cache) stay exact."""
-    import turbospark_app.model.llama_base as llama_mod
+    import turbospark_app.model.base as llama_mod
 
     model, _, _ = tiny
     tokens = [(i * 37) % 300 for i in range(150)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tiny_gguf import write_tiny_gguf
+
 from turbospark_app.engine import ChunkedPrefillRunner, LogitProducer
-from turbospark_app.model.llama import LlamaModel
 from turbospark_app.model.producer import LlamaProducer, PositionMismatch
+from turbospark_app.model.reference.forward import LlamaModel
 
 PROMPT = [3, 14, 15, 92, 65, 35, 89, 79]
 

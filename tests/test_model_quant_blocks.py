@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
 
-from turbospark_app.model.quant_blocks import (
+from turbospark_app.model.gguf.quant_blocks import (
+    _DECODERS,
     BLOCK_TYPES,
     BlockMatrix,
     DenseMatrix,
-    _DECODERS,
     pack,
     permute_rows,
     stack_rows,

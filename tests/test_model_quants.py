@@ -7,11 +7,11 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-
 from model_reference import ref_dequantize
 from tiny_gguf import encode_tensor
-from turbospark_app.model.gguf_file import _supported_types
-from turbospark_app.model.weights import dequantize_tensor
+
+from turbospark_app.model.gguf.file import _supported_types
+from turbospark_app.model.reference.weights import dequantize_tensor
 
 CLAIMED = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 

@@ -36,10 +36,10 @@ def _real_model_path() -> Path:
 @pytest.mark.real_model
 @pytest.mark.parametrize("weights", ["compact", "f32"])
 def test_greedy_reply_mentions_paris(weights: str) -> None:
-    from turbospark_app.model.llama import LlamaModel
     from turbospark_app.model.producer import LlamaProducer
+    from turbospark_app.model.reference.forward import LlamaModel
 
-    tokenizer_mod = pytest.importorskip("turbospark_app.model.tokenizer")
+    tokenizer_mod = pytest.importorskip("turbospark_app.model.text.tokenizer")
     path = _real_model_path()
     model = LlamaModel.from_gguf(path, weights=weights)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
     tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)

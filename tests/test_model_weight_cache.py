@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from tiny_gguf import write_tiny_gguf
-from turbospark_app.model import weights as weights_mod
-from turbospark_app.model.weights import load_weights
+
+from turbospark_app.model.reference import weights as weights_mod
+from turbospark_app.model.reference.weights import load_weights
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_env_var_sets_the_default_cache_dir(
 
 def test_corrupt_gguf_with_warm_cache_still_fails(gguf_path: Path, tmp_path: Path) -> None:
     """The cache never masks a damaged model: a changed file changes the key."""
-    from turbospark_app.model.gguf_file import ModelFileError
+    from turbospark_app.model.gguf.file import ModelFileError
 
     cache = tmp_path / "cache"
     load_weights(gguf_path, cache)

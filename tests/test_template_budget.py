@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turbospark_app.model.chat_template import (
+from turbospark_app.model.text.chat_template import (
     RenderBudget,
     ChatTemplate,
     TemplateBudgetExceeded,

@@ -11,9 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from turbospark_app.engine.tokenizer import EngineTokenizer
-from turbospark_app.model import gguf_header
-from turbospark_app.model.gguf_header import ModelFileError
-from turbospark_app.model.tokenizer import GGUFTokenizer, TokenizerError
+from turbospark_app.model.gguf import header as gguf_header
+from turbospark_app.model.gguf.header import ModelFileError
+from turbospark_app.model.text.tokenizer import GGUFTokenizer, TokenizerError
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
 

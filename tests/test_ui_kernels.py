@@ -14,8 +14,8 @@ import pytest
 from PySide6.QtCore import QSettings
 
 from real_window import engine_model, pick_settings, real_window, spy_loads, tiny_chat, wait_for_model  # noqa: F401 (fixture)
-from turbospark_app.model.kernels_choice import KernelsChoice, KernelsChoiceError, choose_kernels
-from turbospark_app.model.weights_choice import WeightsChoice
+from turbospark_app.model.choice.kernels import KernelsChoice, KernelsChoiceError, choose_kernels
+from turbospark_app.model.choice.weights import WeightsChoice
 from turbospark_app.ui.kernels_setting import F32_NOTE, KERNEL_TRADEOFFS, KERNELS_SETTING
 from turbospark_app.ui.settings_dialog import SettingsDialog
 
@@ -40,7 +40,8 @@ def test_flag_beats_environment_beats_setting_beats_exact_prompt() -> None:
 
 
 def test_the_choice_names_the_engines_own_modes_and_variable(monkeypatch) -> None:
-    from turbospark_app.model import kernels_choice, llama_compact
+    from turbospark_app.model.choice import kernels as kernels_choice
+    from turbospark_app.model.compact import forward as llama_compact
 
     # The engine reads the choice module's variable and default (one definition of each).
     monkeypatch.delenv("TURBOSPARK_KERNELS", raising=False)

@@ -12,7 +12,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
 from real_window import engine_model, pick_settings, real_window, spy_loads, tiny_chat, wait_for_model  # noqa: F401 (fixture)
-from turbospark_app.model.weights_choice import WeightsChoice, WeightsChoiceError, choose_weights
+from turbospark_app.model.choice.weights import WeightsChoice, WeightsChoiceError, choose_weights
 from turbospark_app.ui.settings_dialog import SettingsDialog
 from turbospark_app.ui.weights_setting import current_weights, load_weights_setting, save_weights_setting
 
@@ -92,8 +92,8 @@ def test_an_override_disables_the_control_and_names_itself(qtbot, tmp_path: Path
 
 
 def test_choosing_f32_reloads_the_engines_model_and_is_remembered(ui, qtbot, tiny_chat: Path) -> None:
-    from turbospark_app.model.llama import LlamaModel
-    from turbospark_app.model.llama_compact import CompactLlamaModel
+    from turbospark_app.model.reference.forward import LlamaModel
+    from turbospark_app.model.compact.forward import CompactLlamaModel
     from turbospark_app.ui.model_dialogs import info_rows
 
     w = real_window(ui, tiny_chat)
@@ -120,7 +120,7 @@ def test_choosing_f32_reloads_the_engines_model_and_is_remembered(ui, qtbot, tin
 
 
 def test_a_failed_load_in_the_new_mode_puts_the_previous_model_back(ui, qtbot, tiny_chat: Path) -> None:
-    from turbospark_app.model.llama_compact import CompactLlamaModel
+    from turbospark_app.model.compact.forward import CompactLlamaModel
 
     def refuse_f32(factory: Any) -> Any:
         def model_factory(path: str, chat_template: str | None = None, weights: str | None = None) -> Any:
@@ -145,7 +145,7 @@ def test_a_failed_load_in_the_new_mode_puts_the_previous_model_back(ui, qtbot, t
 
 
 def test_the_environment_variable_wins_in_the_window(ui, qtbot, tiny_chat: Path, monkeypatch) -> None:
-    from turbospark_app.model.llama import LlamaModel
+    from turbospark_app.model.reference.forward import LlamaModel
 
     save_weights_setting(ui.settings(), "compact")
     monkeypatch.setenv("TURBOSPARK_WEIGHTS", "f32")

@@ -27,11 +27,11 @@ from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
 from ..model.cache_integrity import CacheCheck, take_warm_entries, verify_in_background
-from ..model.chat_template import ChatTemplate
-from ..model.consistency import checked_template
-from ..model.llama import LlamaModel
+from ..model.text.chat_template import ChatTemplate
+from ..model.text.consistency import checked_template
+from ..model.reference.forward import LlamaModel
 from ..model.producer import LlamaProducer
-from ..model.tokenizer import GGUFTokenizer
+from ..model.text.tokenizer import GGUFTokenizer
 from ..readings import MemoryMonitor, ThermalMonitor, monitors_from_environment
 from ..readings.system_info import system_info
 from .api import ChatMessage, PreparedTurn, TurnSettings, TurnStream

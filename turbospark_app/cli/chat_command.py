@@ -169,9 +169,9 @@ def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
     from ..model.fetch import resolve_model_path
-    from ..model.kernels_choice import choose_kernels
-    from ..model.load_choice import LoadChoiceError, engine_label
-    from ..model.weights_choice import choose_weights
+    from ..model.choice.kernels import choose_kernels
+    from ..model.choice.common import LoadChoiceError, engine_label
+    from ..model.choice.weights import choose_weights
 
     if getattr(args, "endpoint", None):
         from .remote_chat import remote_chat_command

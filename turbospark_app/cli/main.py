@@ -13,8 +13,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from ..model.kernels_choice import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
-from ..model.weights_choice import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
+from ..model.choice.kernels import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
+from ..model.choice.weights import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
 from .arg_types import float_in, int_at_least
 
 

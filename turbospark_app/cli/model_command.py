@@ -22,8 +22,8 @@ def model_info(path: Path) -> dict[str, Any]:
 
     The header goes through the same bounded walk and checks as `chat` and Open Model, so a
     file they would refuse is a ModelFileError naming what is wrong."""
-    from ..model.gguf_file import quantization_name, validate_header
-    from ..model.gguf_header import read_header
+    from ..model.gguf.file import quantization_name, validate_header
+    from ..model.gguf.header import read_header
 
     header = read_header(path)
     validate_header(header)
@@ -111,7 +111,7 @@ def run_model_command(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: no model file at {path}", file=sys.stderr)
             return 1
-        from ..model.gguf_header import ModelFileError
+        from ..model.gguf.header import ModelFileError
 
         try:
             info = model_info(path)

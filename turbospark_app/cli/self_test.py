@@ -344,9 +344,9 @@ def format_summary(report: SelfTestReport) -> str:
 
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
-    from ..model.kernels_choice import choose_kernels
-    from ..model.load_choice import LoadChoiceError
-    from ..model.weights_choice import choose_weights
+    from ..model.choice.kernels import choose_kernels
+    from ..model.choice.common import LoadChoiceError
+    from ..model.choice.weights import choose_weights
 
     try:
         # --weights / --kernels > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the defaults

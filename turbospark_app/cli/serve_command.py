@@ -67,7 +67,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
 
 def _report(event: Any) -> None:
     """Backend load events to stderr (engine thread). Requests are never logged."""
-    from ..model.load_choice import engine_label
+    from ..model.choice.common import engine_label
     from ..service.events import BackendFailed, BackendReady
 
     if isinstance(event, BackendReady):
@@ -103,8 +103,8 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..chat.backend import kv_budget_bytes
-    from ..model.kernels_choice import choose_kernels
-    from ..model.weights_choice import choose_weights
+    from ..model.choice.kernels import choose_kernels
+    from ..model.choice.weights import choose_weights
     from ..service.engine_thread import EngineThread
 
     try:

@@ -1,5 +1,15 @@
-"""The real model: the default GGUF (fetch), its tokenizer and chat template, the two engines.
+"""The real model: GGUF reading, the families, the two engines, tokenizer and chat template.
 May import: engine, host.
+
+    gguf/        reading a GGUF: the bounded header reader, the checked file and its config, quant blocks
+    families/    one module per architecture: its hyper-parameters and where it differs
+    reference/   the float32 numpy engine (dequantized weights, cached as .npy)
+    compact/     the ONNX Runtime engine over the GGUF's own 4/8-bit blocks (one graph per pass)
+    text/        tokenizer, chat template, and their consistency with the weights
+    choice/      which weights / kernels a load uses, and who chose them
+    base.py      what both engines share (RoPE, the KV contract, Stop between layers)
+    kv_cache.py  the caller-owned KV cache; producer.py: the engine's LogitProducer over a model
+    fetch.py     the embedded default model; cache_integrity.py: weight-cache checksums
 
 Importing this package is cheap on purpose (the first-run dialog and `turbospark model` import
 it before anything heavy): the names below are loaded from their submodules on first use.
@@ -17,15 +27,15 @@ _LAZY = {
     "default_model_path": "fetch",
     "ensure_default_model": "fetch",
     "resolve_model_path": "fetch",
-    "GGUFTokenizer": "tokenizer",
-    "TokenizerError": "tokenizer",
-    "ChatTemplate": "chat_template",
-    "TemplateError": "chat_template",
-    "LlamaConfig": "gguf_file",
-    "ModelFileError": "gguf_file",
-    "open_gguf": "gguf_file",
+    "GGUFTokenizer": "text.tokenizer",
+    "TokenizerError": "text.tokenizer",
+    "ChatTemplate": "text.chat_template",
+    "TemplateError": "text.chat_template",
+    "LlamaConfig": "gguf.file",
+    "ModelFileError": "gguf.file",
+    "open_gguf": "gguf.file",
     "KVCache": "kv_cache",
-    "LlamaModel": "llama",
+    "LlamaModel": "reference.forward",
     "LlamaProducer": "producer",
 }
 

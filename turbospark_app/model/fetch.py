@@ -15,7 +15,6 @@ hash live in `default_model`, a leaf that `bundle` reads too, so no import runs 
 
 from __future__ import annotations
 
-import argparse
 import collections
 import hashlib
 import json

@@ -20,7 +20,7 @@ from turbospark_app.engine.errors import EngineError
 from turbospark_app.engine.kv_prefix import common_prefix_len
 
 from .kv_cache import KVCache
-from .llama import ForwardCancelled, LlamaModel
+from .reference.forward import ForwardCancelled, LlamaModel
 
 
 class PositionMismatch(EngineError):

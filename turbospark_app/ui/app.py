@@ -25,7 +25,7 @@ from ..conversations.store import (
     open_store_or_recover,
 )
 from ..host.bundle import is_frozen
-from ..model.load_choice import LoadChoiceError
+from ..model.choice.common import LoadChoiceError
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
 from .bridge import EngineBridge

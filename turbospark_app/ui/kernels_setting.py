@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QWidget
 
-from ..model.kernels_choice import KERNELS, KernelsChoice
+from ..model.choice.kernels import KERNELS, KernelsChoice
 from .load_setting import ChoiceField, LoadSetting
 
 KERNELS_KEY = "engine/kernels"

@@ -15,7 +15,7 @@ from typing import Mapping
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QComboBox, QLabel, QWidget
 
-from ..model.load_choice import ChoiceSpec, LoadChoice
+from ..model.choice.common import ChoiceSpec, LoadChoice
 from .settings import read_json, write_json
 
 

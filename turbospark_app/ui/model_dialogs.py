@@ -55,9 +55,9 @@ SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
     """Everything `load_backend` checks except the weights; returns facts for the confirmation.
     Raises ModelFileError / TokenizerError / TemplateError (all EngineError). Any thread."""
-    from ..model.consistency import checked_template
-    from ..model.gguf_file import open_gguf
-    from ..model.tokenizer import GGUFTokenizer
+    from ..model.text.consistency import checked_template
+    from ..model.gguf.file import open_gguf
+    from ..model.text.tokenizer import GGUFTokenizer
 
     gf = open_gguf(path)
     try:
@@ -73,9 +73,9 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
 
 def explain_model_error(exc: BaseException) -> tuple[str, str]:
     """(headline, explanation with what to do) for a file that cannot be used."""
-    from ..model.chat_template import TemplateError
-    from ..model.gguf_file import SUPPORTED_ARCHITECTURES, ModelFileError
-    from ..model.tokenizer import TokenizerError
+    from ..model.text.chat_template import TemplateError
+    from ..model.gguf.file import SUPPORTED_ARCHITECTURES, ModelFileError
+    from ..model.text.tokenizer import TokenizerError
 
     if isinstance(exc, ModelFileError):
         reason = exc.reason

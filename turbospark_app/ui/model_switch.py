@@ -21,8 +21,8 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QSettings
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ..model.kernels_choice import KernelsChoice
-from ..model.weights_choice import WeightsChoice
+from ..model.choice.kernels import KernelsChoice
+from ..model.choice.weights import WeightsChoice
 from ..service.engine_thread import BackendFactory
 from .bridge import EngineBridge
 from .first_run import remember_model

@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.kernels_choice import KernelsChoice
-from ..model.weights_choice import WeightsChoice
+from ..model.choice.kernels import KernelsChoice
+from ..model.choice.weights import WeightsChoice
 from .generation_settings import (
     DEFAULTS,
     SESSION_SLOTS_RANGE,

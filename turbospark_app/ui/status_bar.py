@@ -31,7 +31,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
-from ..model.load_choice import engine_label
+from ..model.choice.common import engine_label
 from ..service import BackendFailed, BackendLoading, BackendReady, Finished, Token
 from .bridge import EngineBridge
 from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome

@@ -11,7 +11,7 @@ from __future__ import annotations
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QWidget
 
-from ..model.weights_choice import WEIGHTS, WeightsChoice
+from ..model.choice.weights import WEIGHTS, WeightsChoice
 from .load_setting import ChoiceField, LoadSetting
 
 WEIGHTS_KEY = "engine/weights"

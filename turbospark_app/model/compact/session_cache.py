@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .ort_graph import make_session, session_options
+from .graph import make_session, session_options
 
 log = logging.getLogger(__name__)
 

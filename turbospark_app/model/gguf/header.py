@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.errors import EngineError
+from ...engine.errors import EngineError
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)

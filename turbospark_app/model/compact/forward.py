@@ -21,13 +21,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .compact_weights import CompactWeights, embed_rows, load_compact
-from .gguf_file import LlamaConfig
-from .kv_cache import KVCache
-from .llama_base import ForwardCancelled, LlamaBase
-from .ort_cache import cached_session
-from .kernels_choice import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
-from .ort_graph import build_model_proto, default_threads, supports
+from ..base import ForwardCancelled, LlamaBase
+from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
+from ..gguf.file import LlamaConfig
+from ..kv_cache import KVCache
+from .graph import build_model_proto, default_threads, supports
+from .session_cache import cached_session
+from .weights import CompactWeights, embed_rows, load_compact
 
 _F32 = np.float32
 _CANCEL_POLL_S = 0.002  # how often a running chunk asks `cancel`

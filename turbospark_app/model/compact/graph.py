@@ -35,9 +35,9 @@ from typing import Callable
 
 import numpy as np
 
-from .gguf_file import LlamaConfig
-from .kernels_choice import KERNEL_MODES
-from .quant_blocks import DenseMatrix, Matrix
+from ..choice.kernels import KERNEL_MODES
+from ..gguf.file import LlamaConfig
+from ..gguf.quant_blocks import DenseMatrix, Matrix
 
 # MatMulNBits accuracy_level 4: int8 activations, the only fast CPU path for 4/8-bit blocks
 # (levels 0-3 measured ~15x slower per decode step: no prepacked float kernel on x86).

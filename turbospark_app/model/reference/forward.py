@@ -21,15 +21,15 @@ from typing import Callable
 
 import numpy as np
 
-from .gguf_file import LlamaConfig
-from .kv_cache import KVCache
-from .llama_base import (  # noqa: F401  (re-exported: the model's public names live here)
+from ..base import (  # noqa: F401  (re-exported: the model's public names live here)
     WEIGHT_MODES,
     WEIGHTS_ENV,
     ForwardCancelled,
     LlamaBase,
     weights_mode,
 )
+from ..gguf.file import LlamaConfig
+from ..kv_cache import KVCache
 from .weights import LlamaWeights, load_weights
 
 _F32 = np.float32
@@ -73,7 +73,7 @@ class LlamaModel(LlamaBase):
         $TURBOSPARK_KERNELS, else "exact-prompt"); ignored by the float32 model.
         """
         if weights_mode(weights) == "compact":
-            from .llama_compact import CompactLlamaModel, CompactUnsupported
+            from ..compact.forward import CompactLlamaModel, CompactUnsupported
 
             try:
                 return CompactLlamaModel.load(path, cache_dir, kernels)

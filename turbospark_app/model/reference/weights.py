@@ -40,8 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .cache_integrity import note_warm_load, write_checksums
-from .gguf_file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
+from ..cache_integrity import note_warm_load, write_checksums
+from ..gguf.file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
 
 log = logging.getLogger(__name__)
 

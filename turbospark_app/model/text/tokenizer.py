@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import EngineError
+from ...engine.errors import EngineError
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # gguf.TokenType
 
@@ -351,7 +351,7 @@ class GGUFTokenizer:
         path = Path(path)
         cache_file = None
         if use_cache:
-            from ..host.folders import cache_subdir
+            from ...host.folders import cache_subdir
 
             stem = "".join(c if c.isalnum() or c in "._-" else "_" for c in path.stem)[:80]
             cache_file = cache_subdir("tokenizers") / f"{stem}-{_gguf_identity(path)}.json"
@@ -363,7 +363,7 @@ class GGUFTokenizer:
             except Exception:  # a corrupt or outdated entry is rebuilt below
                 cache_file.unlink(missing_ok=True)
         if reader is None:
-            from .gguf_header import read_header
+            from ..gguf.header import read_header
 
             reader = read_header(path)
         tokenizer = cls.from_reader(reader)

@@ -14,9 +14,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .gguf_file import LlamaConfig
+from .choice.weights import DEFAULT_WEIGHTS, WEIGHT_MODES, WEIGHTS_ENV  # noqa: F401 (re-exported)
+from .gguf.file import LlamaConfig
 from .kv_cache import KVCache
-from .weights_choice import DEFAULT_WEIGHTS, WEIGHT_MODES, WEIGHTS_ENV  # noqa: F401 (re-exported)
 
 _F32 = np.float32
 _ROPE_TABLE_STEP = 1024  # positions of cos/sin added per growth of the RoPE table

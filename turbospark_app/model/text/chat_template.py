@@ -39,7 +39,7 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from ..engine.errors import EngineError
+from ...engine.errors import EngineError
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"

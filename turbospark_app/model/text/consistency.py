@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..gguf.file import LlamaConfig
+from ..gguf.header import ModelFileError
 from .chat_template import ChatTemplate, TemplateError
-from .gguf_file import LlamaConfig
-from .gguf_header import ModelFileError
 
 CHATML = "chatml"
 CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")

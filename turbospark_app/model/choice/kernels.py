@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .load_choice import ChoiceSpec, LoadChoice, LoadChoiceError
+from .common import ChoiceSpec, LoadChoice, LoadChoiceError
 
 KERNELS_ENV = "TURBOSPARK_KERNELS"
 KERNELS_FLAG = "--kernels"

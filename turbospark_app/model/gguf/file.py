@@ -7,9 +7,8 @@ not a GGUF (bad magic), truncated, a count or size the file cannot hold, unsuppo
 unsupported tensor type, missing tensor, missing metadata, or a tensor whose shape contradicts
 the metadata.
 
-Supported architectures: `llama` (SmolLM2, TinyLlama, Llama-2/3 style; RoPE over interleaved
-pairs because llama.cpp's converter permutes Q/K) and `qwen2` (q/k/v biases, NeoX-style RoPE
-over split halves).
+The architectures it accepts, and what each reads, are the families (`model.families`): one
+module per architecture.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .gguf_header import (  # noqa: F401 (ModelFileError, check_magic: re-exported)
+from ..families import SUPPORTED_ARCHITECTURES, family_of  # noqa: F401 (re-exported)
+from .header import (  # noqa: F401 (ModelFileError, check_magic: re-exported)
     GGUFHeader,
     ModelFileError,
     TensorInfo,
@@ -29,8 +29,6 @@ from .gguf_header import (  # noqa: F401 (ModelFileError, check_magic: re-export
     read_header,
     tensor_views,
 )
-
-SUPPORTED_ARCHITECTURES: tuple[str, ...] = ("llama", "qwen2")
 
 
 def _supported_types() -> frozenset[Any]:
@@ -45,7 +43,7 @@ def _supported_types() -> frozenset[Any]:
 class LlamaConfig:
     """The model's hyper-parameters, read from the GGUF metadata (and tensor shapes)."""
 
-    architecture: str  # "llama" | "qwen2"
+    architecture: str  # general.architecture, a key of families.FAMILIES
     n_layers: int
     dim: int  # embedding width
     n_heads: int
@@ -133,7 +131,8 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
     arch = header.value("general.architecture")
     if arch is None:
         raise ModelFileError(path, "missing metadata 'general.architecture'")
-    if arch not in SUPPORTED_ARCHITECTURES:
+    family = family_of(str(arch))
+    if family is None:
         raise ModelFileError(
             path,
             f"unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHITECTURES)})",
@@ -177,7 +176,7 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
                         ("attention.key_length", head_dim)):
         if value <= 0:
             raise ModelFileError(path, f"bad metadata '{arch}.{name}' = {value} (must be > 0)")
-    per_layer = len(_LAYER_TENSORS)
+    per_layer = family.tensors_per_layer
     if n_layers * per_layer > len(header.tensors):  # before anything loops over the layers
         raise ModelFileError(path, f"bad metadata '{arch}.block_count' = {n_layers:,}: the file has "
                              f"{len(header.tensors):,} tensors, and each layer needs {per_layer}")
@@ -204,10 +203,10 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         context_length=context_length,
         rope_base=rope_base,
         rope_dims=rope_dims,
-        rope_style="neox" if arch == "qwen2" else "interleaved",
+        rope_style=family.rope_style,
         rope_linear_scale=linear_scale,
         norm_eps=norm_eps,
-        qkv_bias=arch == "qwen2",
+        qkv_bias=family.qkv_bias,
         tied_embeddings="output.weight" not in tensors,
         file_type=None if file_type is None else int(file_type),
         quantization=quantization_name(file_type, header.tensors),
@@ -231,10 +230,6 @@ def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
     return max(counts, key=counts.__getitem__) if counts else "unknown"
 
 
-_LAYER_TENSORS = ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate",
-                  "ffn_up", "ffn_down")
-
-
 def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor the model reads, with its numpy shape (rows, cols) = (out, in)."""
     c = config
@@ -244,21 +239,10 @@ def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     }
     if not c.tied_embeddings:
         shapes["output.weight"] = (c.vocab_size, c.dim)
+    family = family_of(c.architecture)
+    assert family is not None, c.architecture  # read_config accepted it
     for i in range(c.n_layers):
-        p = f"blk.{i}."
-        shapes[p + "attn_norm.weight"] = (c.dim,)
-        shapes[p + "attn_q.weight"] = (c.q_dim, c.dim)
-        shapes[p + "attn_k.weight"] = (c.kv_dim, c.dim)
-        shapes[p + "attn_v.weight"] = (c.kv_dim, c.dim)
-        shapes[p + "attn_output.weight"] = (c.dim, c.q_dim)
-        shapes[p + "ffn_norm.weight"] = (c.dim,)
-        shapes[p + "ffn_gate.weight"] = (c.ffn_dim, c.dim)
-        shapes[p + "ffn_up.weight"] = (c.ffn_dim, c.dim)
-        shapes[p + "ffn_down.weight"] = (c.dim, c.ffn_dim)
-        if c.qkv_bias:
-            shapes[p + "attn_q.bias"] = (c.q_dim,)
-            shapes[p + "attn_k.bias"] = (c.kv_dim,)
-            shapes[p + "attn_v.bias"] = (c.kv_dim,)
+        shapes.update(family.layer_shapes(c, i))
     return shapes
 
 

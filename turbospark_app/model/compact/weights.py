@@ -17,10 +17,24 @@ from typing import Any
 
 import numpy as np
 
-from .gguf_file import GGUFFile, LlamaConfig
-from .ort_graph import LayerMatrices
-from .quant_blocks import BlockMatrix, DenseMatrix, Matrix, matrix_from_tensor, permute_rows, stack_rows, unpack
-from .weights import Alloc, CacheHit, _neox_to_interleaved, cached_arrays, dequantize_tensor
+from ..gguf.file import GGUFFile, LlamaConfig
+from ..gguf.quant_blocks import (
+    BlockMatrix,
+    DenseMatrix,
+    Matrix,
+    matrix_from_tensor,
+    permute_rows,
+    stack_rows,
+    unpack,
+)
+from ..reference.weights import (
+    Alloc,
+    CacheHit,
+    _neox_to_interleaved,
+    cached_arrays,
+    dequantize_tensor,
+)
+from .graph import LayerMatrices
 
 
 @dataclass

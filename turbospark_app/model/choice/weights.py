@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .load_choice import ChoiceSpec, LoadChoice, LoadChoiceError
+from .common import ChoiceSpec, LoadChoice, LoadChoiceError
 
 WEIGHTS_ENV = "TURBOSPARK_WEIGHTS"
 WEIGHTS_FLAG = "--weights"
