@@ -138,7 +138,7 @@ def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | 
         if factors is not None:
             freq /= factors[i]
         theta = pos / cfg.get("linear_scale", 1.0) * freq
-        a, b = (i, i + half) if cfg["arch"] == "qwen2" else (2 * i, 2 * i + 1)
+        a, b = (i, i + half) if cfg["arch"] in ("qwen2", "qwen3") else (2 * i, 2 * i + 1)
         c, s = math.cos(theta), math.sin(theta)
         out[a] = vec[a] * c - vec[b] * s
         out[b] = vec[a] * s + vec[b] * c
@@ -151,8 +151,12 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
     group = n_heads // n_kv
     factors = w.get("rope_freqs.weight")
     t_len = len(tokens)
-    x = np.array([w["token_embd.weight"][t] for t in tokens])  # (T, dim)
+    scales = cfg.get("scales", {})  # granite's four (llama.cpp granite.cpp)
+    res = scales.get("residual_scale", 1.0)
+    kq_scale = scales.get("attention.scale") or 1.0 / math.sqrt(hd)
+    x = np.array([w["token_embd.weight"][t] for t in tokens]) * scales.get("embedding_scale", 1.0)
     for layer in range(cfg["n_layers"]):
+        nope = cfg["arch"] == "smollm3" and (layer + 1) % 4 == 0  # SmolLM3: no RoPE
         p = f"blk.{layer}."
         h = np.array([_rms(x[t], w[p + "attn_norm.weight"], eps) for t in range(t_len)])
         q = h @ w[p + "attn_q.weight"].T
@@ -163,7 +167,13 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
         q = q.reshape(t_len, n_heads, hd)
         k = k.reshape(t_len, n_kv, hd)
         v = v.reshape(t_len, n_kv, hd)
-        for t in range(t_len):
+        if p + "attn_q_norm.weight" in w:  # qwen3: per-head RMSNorm before RoPE
+            for t in range(t_len):
+                for hh in range(n_heads):
+                    q[t, hh] = _rms(q[t, hh], w[p + "attn_q_norm.weight"], eps)
+                for hh in range(n_kv):
+                    k[t, hh] = _rms(k[t, hh], w[p + "attn_k_norm.weight"], eps)
+        for t in range(t_len if not nope else 0):
             for hh in range(n_heads):
                 q[t, hh] = _rope(q[t, hh], t, cfg, factors)
             for hh in range(n_kv):
@@ -172,14 +182,15 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
         for hh in range(n_heads):
             kvh = hh // group
             for t in range(t_len):
-                scores = np.array([q[t, hh] @ k[s, kvh] / math.sqrt(hd) for s in range(t + 1)])
+                scores = np.array([q[t, hh] @ k[s, kvh] * kq_scale for s in range(t + 1)])
                 probs = np.exp(scores - scores.max())
                 probs /= probs.sum()
                 attn[t, hh] = sum(probs[s] * v[s, kvh] for s in range(t + 1))
-        x = x + attn.reshape(t_len, n_heads * hd) @ w[p + "attn_output.weight"].T
+        x = x + res * (attn.reshape(t_len, n_heads * hd) @ w[p + "attn_output.weight"].T)
         h = np.array([_rms(x[t], w[p + "ffn_norm.weight"], eps) for t in range(t_len)])
         gate = h @ w[p + "ffn_gate.weight"].T
         up = h @ w[p + "ffn_up.weight"].T
-        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T
+        x = x + res * ((gate / (1.0 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T)
     out_w = w.get("output.weight", w["token_embd.weight"])
-    return np.array([_rms(x[t], w["output_norm.weight"], eps) @ out_w.T for t in range(t_len)])
+    logits = np.array([_rms(x[t], w["output_norm.weight"], eps) @ out_w.T for t in range(t_len)])
+    return logits / scales.get("logit_scale", 1.0)

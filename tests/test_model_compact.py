@@ -33,6 +33,10 @@ VARIANTS = {
     "llama-untied-partial-rope": {"tied": False, "rope_dims": 32, "rope_freqs": True,
                                   "linear_scale": 2.0, "n_kv": 1},
     "qwen2": {"arch": "qwen2", "n_kv": 4},
+    "qwen3": {"arch": "qwen3", "head_dim": 96},  # q/k norms; head_dim != dim / heads
+    "granite": {"arch": "granite", "scales": {"logit_scale": 3.0, "residual_scale": 0.22,
+                                              "embedding_scale": 12.0, "attention.scale": 0.0078125}},
+    "smollm3": {"arch": "smollm3", "n_layers": 4},  # layer 3 has no RoPE
 }
 BLOCK_LAYERS = [  # only types with a block form
     {"attn_q": "Q4_0", "attn_k": "Q4_0", "attn_v": "Q4_0", "attn_output": "Q4_1",

@@ -62,3 +62,37 @@ def test_the_scan_sees_an_arch_comparison() -> None:
     tree = ast.parse('style = "neox" if config.architecture == "qwen2" else "interleaved"')
     compare = next(n for n in ast.walk(tree) if isinstance(n, ast.Compare))
     assert _names_arch(compare.left) and compare.comparators[0].value in FAMILIES
+
+
+# --- bad files of the new families: a clear error naming the key or tensor ---------------------
+
+
+def test_bad_family_files_name_what_is_wrong(tmp_path: Path) -> None:
+    import sys
+
+    import pytest
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_gguf import write_tiny_gguf
+
+    from turbospark_app.model.gguf.file import ModelFileError, open_gguf
+
+    cases = [
+        ({"arch": "qwen3", "skip_tensor": "blk.1.attn_k_norm.weight"}, "missing tensor 'blk.1.attn_k_norm.weight'"),
+        ({"arch": "granite", "scales": {"residual_scale": 0.2}}, "missing metadata 'granite.logit_scale'"),
+        ({"arch": "granite", "scales": {"logit_scale": 0.0}}, "granite.logit_scale = 0.0"),
+    ]
+    for n, (options, message) in enumerate(cases):
+        path = tmp_path / f"bad{n}.gguf"
+        write_tiny_gguf(path, n_layers=2, **options)
+        with pytest.raises(ModelFileError, match=message.replace(".", r"\.")):
+            open_gguf(path).close()
+    good = tmp_path / "good.gguf"
+    write_tiny_gguf(good, arch="granite", scales={"logit_scale": 8.0, "attention.scale": 0.015625})
+    gf = open_gguf(good)
+    try:
+        c = gf.config
+        assert (c.logit_scale, c.residual_scale, c.embedding_scale) == (8.0, 1.0, 1.0)
+        assert c.softmax_scale == 0.015625
+    finally:
+        gf.close()

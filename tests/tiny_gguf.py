@@ -1,4 +1,4 @@
-"""Write tiny random Llama/Qwen2 GGUF files for the model tests (not imported by the app).
+"""Write tiny random Llama/Qwen2/Qwen3 GGUF files for the model tests (not imported by the app).
 
 `write_tiny_gguf(path, **options)` writes a 2-layer model whose tensors use many GGML types
 (quantized with `gguf.quants.quantize` where it can, raw random blocks for the K-quants) and
@@ -14,7 +14,6 @@ from typing import Any
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
-
 from model_reference import REFERENCE_TYPES, ref_dequantize
 
 # Tensor types per layer: every type TurboSpark claims appears at least once.
@@ -79,13 +78,16 @@ def write_tiny_gguf(
     skip_metadata: str | None = None,
     embd_type: str = "Q8_0",
     tokenizer: dict[str, Any] | None = None,
+    head_dim: int | None = None,
+    scales: dict[str, float] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Write the GGUF; return (reference float64 weights by tensor name, cfg).
 
     `tokenizer`: add a byte-level BPE vocabulary (`add_tiny_tokenizer` keywords; {} for the
     defaults: `vocab` tokens, ChatML special tokens, a ChatML template)."""
     rng = np.random.default_rng(seed)
-    head_dim = dim // n_heads
+    explicit_head_dim = head_dim is not None  # written as key_length (qwen3: != dim / heads)
+    head_dim = head_dim or dim // n_heads
     rope_dims = rope_dims or head_dim
     layer_types = layer_types or LAYER_TYPES
     w = gguf.GGUFWriter(str(path), arch)
@@ -100,9 +102,14 @@ def write_tiny_gguf(
         "rope_freq_base": lambda: w.add_rope_freq_base(rope_base),
         "rope_dimension_count": lambda: w.add_rope_dimension_count(rope_dims),
     }
+    if explicit_head_dim:
+        meta["key_length"] = lambda: w.add_key_length(head_dim)
+        meta["value_length"] = lambda: w.add_value_length(head_dim)
     for key, add in meta.items():
         if key != skip_metadata:
             add()
+    for key, value in (scales or {}).items():  # granite: logit_scale, residual_scale, ...
+        w.add_float32(f"{arch}.{key}", value)
     if linear_scale is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(linear_scale)
@@ -141,6 +148,9 @@ def write_tiny_gguf(
         add(p + "ffn_norm.weight", norm_vec(), "F32")
         for kind, shape in shapes.items():
             add(f"{p}{kind}.weight", rng.standard_normal(shape) * 0.06, types[kind])
+        if arch == "qwen3":  # per-head q/k norms
+            add(p + "attn_q_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")
+            add(p + "attn_k_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")
         if arch == "qwen2":
             for kind, n in (("attn_q", q_dim), ("attn_k", kv_dim), ("attn_v", kv_dim)):
                 add(f"{p}{kind}.bias", rng.standard_normal(n) * 0.1, "F32")
@@ -150,7 +160,8 @@ def write_tiny_gguf(
     w.close()
     cfg = {"arch": arch, "n_layers": n_layers, "n_heads": n_heads, "n_kv": n_kv,
            "head_dim": head_dim, "eps": eps, "rope_base": rope_base, "rope_dims": rope_dims,
-           "linear_scale": linear_scale or 1.0, "vocab": vocab, "context": context}
+           "linear_scale": linear_scale or 1.0, "vocab": vocab, "context": context,
+           "scales": dict(scales or {})}
     return weights, cfg
 
 

@@ -65,7 +65,9 @@ class LayerMatrices:
     down: list[Matrix]
     attn_norm: np.ndarray  # (dim,) float32
     ffn_norm: np.ndarray  # (dim,) float32
-    bqkv: np.ndarray | None  # (nqkv,) float32, qwen2 only
+    bqkv: np.ndarray | None  # (nqkv,) float32, families with q/k/v biases
+    q_norm: np.ndarray | None = None  # (head_dim,) float32, families with per-head q/k norms
+    k_norm: np.ndarray | None = None
 
 
 # KERNEL_MODES (kernels_choice.py): exact-prompt (default): prompt tokens split exactly, decode
@@ -278,20 +280,38 @@ def build_model_proto(
         qkv = g.linear(g.rms(h, layer.attn_norm, c.norm_eps), layer.qkv)  # (T, nqkv)
         if layer.bqkv is not None:
             qkv = g.node("Add", [qkv, g.weight(layer.bqkv, "bias", lambda: layer.bqkv)])[0]
+        if layer.q_norm is not None and layer.k_norm is not None:
+            qkv = norm_heads(qkv, layer.q_norm, layer.k_norm)
         return qkv
+
+    def norm_heads(qkv: str, q_norm: np.ndarray, k_norm: np.ndarray) -> str:
+        """Per-head RMSNorm of q and k (before the attention's RoPE): (T, nqkv)."""
+        q, k, v = g.node("Split", [qkv, g.small(np.array([c.q_dim, c.kv_dim, c.kv_dim], i64))],
+                         n_out=3, axis=1)
+        normed = []
+        for part, n, w in ((q, c.n_heads, q_norm), (k, c.n_kv_heads, k_norm)):
+            heads = g.node("Reshape", [part, g.small(np.array([-1, n, c.head_dim], i64))])[0]
+            h = g.rms(heads, w, c.norm_eps)  # (T, n, hd)
+            normed.append(g.node("Reshape", [h, g.small(np.array([-1, n * c.head_dim], i64))])[0])
+        return g.node("Concat", [*normed, v], axis=1)[0]
+
+    def scaled(y: str, factor: float) -> str:
+        return y if factor == 1.0 else g.node("Mul", [y, g.small(np.array(factor, np.float32))])[0]
 
     def rest_of_layer(h: str, a: str, layer: LayerMatrices) -> str:
         """o-proj + residual, RMSNorm, gate|up, SwiGLU, down + residual: (T, dim)."""
-        x1 = g.node("Add", [h, g.linear(a, layer.o)])[0]
+        x1 = g.node("Add", [h, scaled(g.linear(a, layer.o), c.residual_scale)])[0]
         gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
         gate, up = g.node("Split", [gu], n_out=2, axis=1, num_outputs=2)
         act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
-        return g.node("Add", [x1, g.linear(act, layer.down)])[0]
+        return g.node("Add", [x1, scaled(g.linear(act, layer.down), c.residual_scale)])[0]
 
     def head_of(h: str) -> str:
         last = g.node("Slice", [h, g.small(np.array([-1], i64)), g.small(np.array([2**62], i64)),
                                 g.small(np.array([0], i64))])[0]  # (1, dim)
-        return g.linear(g.rms(last, output_norm, c.norm_eps), head)  # (1, vocab)
+        return scaled(g.linear(g.rms(last, output_norm, c.norm_eps), head), 1.0 / c.logit_scale)  # (1, vocab)
+
+    x = scaled(x, c.embedding_scale)
 
     # Segments between attentions (each an If in exact-prompt mode): layer 0's q|k|v; then per
     # layer the rest of it with the next layer's q|k|v (the last: with the head).
@@ -302,11 +322,13 @@ def build_model_proto(
         qkv3 = g.node("Unsqueeze", [qkv, g.small(np.array([0], i64))])[0]  # (1, T, nqkv)
         # present = the graph outputs themselves (no Identity): bound to the past's buffers,
         # GroupQueryAttention then writes the new positions in place.
+        rope = c.rope_on(i)  # SmolLM3's NoPE layers: no rotary, keys cached unrotated
         (attn,) = g.node(
-            "GroupQueryAttention", [qkv3, "", "", past_k, past_v, seqlens, total, cos, sin],
+            "GroupQueryAttention",
+            [qkv3, "", "", past_k, past_v, seqlens, total, cos if rope else "", sin if rope else ""],
             domain="com.microsoft", names=[g.name("attn"), f"k{i}_out", f"v{i}_out"],
-            num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=1, rotary_interleaved=1,
-            scale=float(1.0 / np.sqrt(c.head_dim)))[:1]
+            num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=int(rope), rotary_interleaved=1,
+            scale=float(c.softmax_scale))[:1]
         g.output(None, f"k{i}_out", f32, kv_shape)
         g.output(None, f"v{i}_out", f32, kv_shape)
         a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], i64))])[0]  # (T, q_dim)

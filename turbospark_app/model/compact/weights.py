@@ -133,6 +133,9 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
         groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [mat(p + "ffn_down.weight")])
         put(f"L{i}.attn_norm", vec(p + "attn_norm.weight"))
         put(f"L{i}.ffn_norm", vec(p + "ffn_norm.weight"))
+        if c.qk_norm:  # per-head weights, permuted like the q/k rows
+            put(f"L{i}.q_norm", vec(p + "attn_q_norm.weight", 1))
+            put(f"L{i}.k_norm", vec(p + "attn_k_norm.weight", 1))
         if c.qkv_bias:
             bias = [vec(p + "attn_q.bias", c.n_heads), vec(p + "attn_k.bias", c.n_kv_heads),
                     vec(p + "attn_v.bias")]
@@ -155,6 +158,8 @@ def load_compact(
             attn_norm=arrays[f"L{i}.attn_norm"],
             ffn_norm=arrays[f"L{i}.ffn_norm"],
             bqkv=arrays.get(f"L{i}.bqkv"),
+            q_norm=arrays.get(f"L{i}.q_norm"),
+            k_norm=arrays.get(f"L{i}.k_norm"),
         )
         for i in range(config.n_layers)
     ]

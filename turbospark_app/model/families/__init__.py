@@ -4,6 +4,9 @@ where its forward pass differs from plain Llama), read by `gguf.file` and the tw
     family     the `Family` description every module fills in, and the tensors every family reads
     llama      Llama 2/3, SmolLM2, TinyLlama, Mistral (converted as llama): the plain case
     qwen2      Qwen2 / Qwen2.5: q/k/v biases, NeoX RoPE
+    qwen3      Qwen3: per-head q/k RMSNorm before NeoX RoPE, head_dim from key_length
+    granite    Granite 3.x: embedding, residual, attention and logit scales from the file
+    smollm3    SmolLM3: every 4th layer without RoPE
 
 A new family is a new module here plus its line in `FAMILIES`; the engines ask the family, never
 the architecture's name.
@@ -12,10 +15,13 @@ the architecture's name.
 from __future__ import annotations
 
 from .family import Family
+from .granite import FAMILY as GRANITE
 from .llama import FAMILY as LLAMA
 from .qwen2 import FAMILY as QWEN2
+from .qwen3 import FAMILY as QWEN3
+from .smollm3 import FAMILY as SMOLLM3
 
-FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2)}
+FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2, QWEN3, GRANITE, SMOLLM3)}
 SUPPORTED_ARCHITECTURES: tuple[str, ...] = tuple(FAMILIES)
 
 

@@ -7,7 +7,7 @@ of comparing architecture names, so a family's whole difference lives in its own
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from ..gguf.file import LlamaConfig
@@ -33,10 +33,25 @@ def llama_layer_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
     }
 
 
+def qk_norm_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
+    """Per-head q/k RMSNorm weights of layer `i` (one head_dim vector each, shared by the heads)."""
+    p = f"blk.{i}."
+    return {p + "attn_q_norm.weight": (c.head_dim,), p + "attn_k_norm.weight": (c.head_dim,)}
+
+
 def qkv_bias_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
     """The q/k/v biases of layer `i` (Qwen2)."""
     p = f"blk.{i}."
     return {p + "attn_q.bias": (c.q_dim,), p + "attn_k.bias": (c.kv_dim,), p + "attn_v.bias": (c.kv_dim,)}
+
+
+Lookup = Callable[[str, Any], Any]
+"""lookup(key, default) -> the value of `<arch>.<key>`; default None = required (ModelFileError)."""
+
+
+def no_extra(lookup: Lookup) -> dict[str, Any]:
+    """A family that reads nothing beyond the common keys."""
+    return {}
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,11 @@ class Family:
     label: str  # the models people know it by, for messages
     rope_style: str  # "interleaved" (llama.cpp NORM: the converter permuted q/k) or "neox"
     qkv_bias: bool  # reads blk.N.attn_{q,k,v}.bias
+    qk_norm: bool = False  # per-head RMSNorm of q and k after the projection, before RoPE
     layer_shapes: Callable[["LlamaConfig", int], dict[str, tuple[int, ...]]] = llama_layer_shapes
+    # The family's own keys -> LlamaConfig fields (embedding/residual/attention/logit scales, ...).
+    read_extra: Callable[[Lookup], dict[str, Any]] = no_extra
+    no_rope_step: int = 0  # n > 0: layers il with (il + 1) % n == 0 skip RoPE (llama.cpp hard-codes it)
 
     @property
     def tensors_per_layer(self) -> int:

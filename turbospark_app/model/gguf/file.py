@@ -63,6 +63,21 @@ class LlamaConfig:
     quantization: str  # e.g. "Q4_1", "F16"
     n_params: int
     name: str = ""
+    qk_norm: bool = False  # per-head q/k RMSNorm before RoPE (families.Family.qk_norm)
+    embedding_scale: float = 1.0  # x = token_embd[ids] * this
+    residual_scale: float = 1.0  # x = x + this * branch
+    attention_scale: float = 0.0  # the softmax scale; 0 = 1/sqrt(head_dim)
+    logit_scale: float = 1.0  # logits = head(x) / this
+    no_rope_step: int = 0  # n > 0: layers with (il + 1) % n == 0 skip RoPE
+
+    @property
+    def softmax_scale(self) -> float:
+        """What q.k is multiplied by before the softmax."""
+        return self.attention_scale or 1.0 / float(np.sqrt(self.head_dim))
+
+    def rope_on(self, layer: int) -> bool:
+        """Whether layer `layer` rotates q and k (SmolLM3's NoPE layers do not)."""
+        return not (self.no_rope_step and (layer + 1) % self.no_rope_step == 0)
 
     @property
     def group_size(self) -> int:
@@ -185,6 +200,13 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
     if rope_dims % 2 or not 0 < rope_dims <= head_dim:
         raise ModelFileError(path, f"bad RoPE dimension count {rope_dims} for head dim {head_dim}")
 
+    def lookup(key: str, default: Any) -> Any:
+        return required(key) if default is None else optional(key, default)
+
+    try:
+        extra = family.read_extra(lookup)
+    except (TypeError, ValueError) as e:
+        raise ModelFileError(path, f"bad {arch} metadata: {e}") from None
     tensors = {t.name: t for t in header.tensors}
     embd = tensors.get("token_embd.weight")
     if embd is None:
@@ -207,6 +229,9 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         rope_linear_scale=linear_scale,
         norm_eps=norm_eps,
         qkv_bias=family.qkv_bias,
+        qk_norm=family.qk_norm,
+        no_rope_step=family.no_rope_step,
+        **extra,
         tied_embeddings="output.weight" not in tensors,
         file_type=None if file_type is None else int(file_type),
         quantization=quantization_name(file_type, header.tensors),

@@ -54,6 +54,8 @@ class LlamaModel(LlamaBase):
         self._wgu_t = [w.T for w in weights.wgu]  # (dim, 2 ffn)
         self._wd_t = [w.T for w in weights.wd]  # (ffn, dim)
         self._bqkv = None if weights.bqkv is None else list(weights.bqkv)  # (nqkv,) each
+        self._qk_norm = None if weights.q_norm is None or weights.k_norm is None else (
+            list(weights.q_norm), list(weights.k_norm))  # (head_dim,) each, q's scale folded in
         self._embd = weights.token_embd  # (vocab, dim)
         self._head_t = weights.output.T  # (dim, vocab)
         self._out_norm = weights.output_norm  # (dim,)
@@ -90,6 +92,8 @@ class LlamaModel(LlamaBase):
         xn *= r
         out = logits_out if logits_out is not None else np.empty(c.vocab_size, _F32)
         np.matmul(xn, self._head_t, out=out)  # (vocab,)
+        if c.logit_scale != 1.0:
+            out *= 1.0 / c.logit_scale
         return out
 
     def _decode(self, token: int, cache: KVCache) -> np.ndarray:
@@ -106,14 +110,23 @@ class LlamaModel(LlamaBase):
         wqkv_t, wo_t, wgu_t, wd_t, bqkv = self._wqkv_t, self._wo_t, self._wgu_t, self._wd_t, self._bqkv
         dot, matmul, multiply, exp, sqrt = np.dot, np.matmul, np.multiply, np.exp, math.sqrt
         attend = self._attend_one
+        rs = c.residual_scale
+        no_rot = np.ones_like(rot)  # NoPE layers (SmolLM3)
         np.copyto(x, self._embd[token])
+        if c.embedding_scale != 1.0:
+            x *= c.embedding_scale
         for i in range(c.n_layers):
             # attention
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
             matmul(xn, wqkv_t[i], out=qkv)  # (nqkv,)
             if bqkv is not None:
                 qkv += bqkv[i]
-            matmul(attend(b, k_layers[i], v_layers[i], pos, rot), wo_t[i], out=tmp)  # (dim,)
+            if self._qk_norm is not None:
+                self._norm_heads(qkv, i)
+            matmul(attend(b, k_layers[i], v_layers[i], pos, rot if c.rope_on(i) else no_rot), wo_t[i],
+                   out=tmp)  # (dim,)
+            if rs != 1.0:
+                tmp *= rs
             x += tmp
             # feed-forward
             multiply(x, 1.0 / sqrt(float(dot(x, x)) * inv_dim + eps), out=xn)
@@ -124,6 +137,8 @@ class LlamaModel(LlamaBase):
             np.divide(gate, act, out=act)  # silu(gate)
             act *= up
             matmul(act, wd_t[i], out=tmp)  # (dim,)
+            if rs != 1.0:
+                tmp *= rs
             x += tmp
         cache.advance(1)
         return x
@@ -139,23 +154,43 @@ class LlamaModel(LlamaBase):
         rot = self._rope_table(p + t_len)[p : p + t_len, None, :]  # (T, 1, rope_dims/2)
         f = c.ffn_dim
         x = self._embd[ids]  # (T, dim) copy
+        if c.embedding_scale != 1.0:
+            x *= c.embedding_scale
+        rs = c.residual_scale
+        no_rot = np.ones_like(rot)  # NoPE layers (SmolLM3)
         for i in range(c.n_layers):
             if cancel is not None and cancel():
                 raise ForwardCancelled()
             qkv = self._rms(x) @ self._wqkv_t[i]  # (T, nqkv)
             if self._bqkv is not None:
                 qkv += self._bqkv[i]
-            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p, rot)
-            x += a @ self._wo_t[i]
+            if self._qk_norm is not None:
+                self._norm_heads(qkv, i)
+            a = self._attend_chunk(qkv, cache.k_layers[i], cache.v_layers[i], p,
+                                   rot if c.rope_on(i) else no_rot)
+            x += (a @ self._wo_t[i]) * rs if rs != 1.0 else a @ self._wo_t[i]
             gu = self._rms(x) @ self._wgu_t[i]  # (T, 2 ffn)
             gate = gu[:, :f]
             h = np.exp(-gate)
             h += 1.0
             np.divide(gate, h, out=h)
             h *= gu[:, f:]
-            x += h @ self._wd_t[i]
+            x += (h @ self._wd_t[i]) * rs if rs != 1.0 else h @ self._wd_t[i]
         cache.advance(t_len)
         return x[-1]
+
+    def _norm_heads(self, qkv: np.ndarray, i: int) -> None:
+        """Per-head RMSNorm of the q and k parts of (..., nqkv) q|k|v in place, before RoPE."""
+        c = self.config
+        assert self._qk_norm is not None
+        lead = qkv.shape[:-1]
+        parts = ((slice(0, c.q_dim), c.n_heads, self._qk_norm[0][i]),
+                 (slice(c.q_dim, c.q_dim + c.kv_dim), c.n_kv_heads, self._qk_norm[1][i]))
+        for cols, n_heads, weight in parts:
+            h = qkv[..., cols].reshape(*lead, n_heads, c.head_dim)  # (..., heads, hd)
+            ms = np.einsum("...d,...d->...", h, h) * (1.0 / c.head_dim)  # (..., heads)
+            h = h * (1.0 / np.sqrt(ms + c.norm_eps))[..., None]
+            qkv[..., cols] = (h * weight).reshape(*lead, n_heads * c.head_dim)
 
     def _rms(self, x: np.ndarray) -> np.ndarray:
         """Row-wise RMS normalisation (the weight is folded into the next matmul): (T, dim)."""

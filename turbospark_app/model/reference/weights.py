@@ -10,6 +10,9 @@ contiguously and the tied output head can share `token_embd`):
                                             q pre-scaled by 1/sqrt(head_dim); q/k rows of NeoX
                                             models permuted so RoPE is always over adjacent pairs
     bqkv        (L, q_dim + 2*kv_dim)       qwen2 only (same scaling/permutation), else None
+    q_norm, k_norm (L, head_dim)            per-head q/k RMSNorm weights (families with qk_norm),
+                                            permuted like the rows; q's 1/sqrt(head_dim) is folded
+                                            into q_norm instead of the q rows (the norm would undo it)
     wo          (L, dim, q_dim)
     wgu         (L, 2*ffn, dim)             rows [gate | up]; ffn_norm folded into the columns
     wd          (L, dim, ffn)
@@ -48,7 +51,7 @@ log = logging.getLogger(__name__)
 LAYOUT_VERSION = 2
 HEADER_HASH_BYTES = 1 << 20
 _ARRAY_NAMES = ("token_embd", "output", "output_norm", "wqkv", "bqkv", "wo", "wgu", "wd",
-                "rope_freq_factors")
+                "rope_freq_factors", "q_norm", "k_norm")
 
 
 @dataclass
@@ -64,6 +67,8 @@ class LlamaWeights:
     wd: np.ndarray
     bqkv: np.ndarray | None = None
     rope_freq_factors: np.ndarray | None = None
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
     origin: str = "memory"  # "cache" (warm), "built" (cold, then cached) or "memory" (not cached)
     cache_path: Path | None = field(default=None, compare=False)
 
@@ -129,7 +134,10 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
     wd = out["wd"] = alloc("wd", (c.n_layers, c.dim, c.ffn_dim))
     bqkv = out["bqkv"] = alloc("bqkv", (c.n_layers, nqkv)) if c.qkv_bias else None
     perm = _neox_to_interleaved(c.head_dim, c.rope_dims) if c.rope_style == "neox" else None
-    q_scale = np.float32(1.0 / np.sqrt(c.head_dim))
+    q_scale = np.float32(c.softmax_scale)
+    q_norm = out["q_norm"] = alloc("q_norm", (c.n_layers, c.head_dim)) if c.qk_norm else None
+    k_norm = out["k_norm"] = alloc("k_norm", (c.n_layers, c.head_dim)) if c.qk_norm else None
+    row_scale = np.float32(1.0) if c.qk_norm else q_scale  # with a q norm the scale goes on it
     qs, ks, vs = slice(0, c.q_dim), slice(c.q_dim, c.q_dim + c.kv_dim), slice(c.q_dim + c.kv_dim, nqkv)
 
     def rope_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -140,13 +148,16 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
     for i in range(c.n_layers):
         p = f"blk.{i}."
         attn_norm = deq(p + "attn_norm.weight")  # (dim,)
-        wqkv[i, qs] = rope_rows(deq(p + "attn_q.weight"), c.n_heads) * attn_norm * q_scale
+        wqkv[i, qs] = rope_rows(deq(p + "attn_q.weight"), c.n_heads) * attn_norm * row_scale
         wqkv[i, ks] = rope_rows(deq(p + "attn_k.weight"), c.n_kv_heads) * attn_norm
         wqkv[i, vs] = deq(p + "attn_v.weight") * attn_norm
         if bqkv is not None:
-            bqkv[i, qs] = rope_rows(deq(p + "attn_q.bias"), c.n_heads) * q_scale
+            bqkv[i, qs] = rope_rows(deq(p + "attn_q.bias"), c.n_heads) * row_scale
             bqkv[i, ks] = rope_rows(deq(p + "attn_k.bias"), c.n_kv_heads)
             bqkv[i, vs] = deq(p + "attn_v.bias")
+        if q_norm is not None and k_norm is not None:
+            q_norm[i] = rope_rows(deq(p + "attn_q_norm.weight"), 1) * q_scale
+            k_norm[i] = rope_rows(deq(p + "attn_k_norm.weight"), 1)
         wo[i] = deq(p + "attn_output.weight")
         ffn_norm = deq(p + "ffn_norm.weight")
         wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
@@ -167,6 +178,8 @@ def _weights_from_arrays(arrays: dict[str, np.ndarray], origin: str, cache_path:
         wd=arrays["wd"],
         bqkv=arrays.get("bqkv"),
         rope_freq_factors=arrays.get("rope_freq_factors"),
+        q_norm=arrays.get("q_norm"),
+        k_norm=arrays.get("k_norm"),
         origin=origin,
         cache_path=cache_path,
     )
