@@ -128,46 +128,86 @@ def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x) + eps) * w
 
 
-def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | None) -> np.ndarray:
+def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | None,
+          base: float | None = None, linear_scale: float | None = None) -> np.ndarray:
     """Rotate one head vector at absolute position `pos`, pair by pair."""
     out = vec.copy()
     n_rot = cfg["rope_dims"]
     half = n_rot // 2
+    base = cfg["rope_base"] if base is None else base
+    linear_scale = cfg.get("linear_scale", 1.0) if linear_scale is None else linear_scale
     for i in range(half):
-        freq = cfg["rope_base"] ** (-2.0 * i / n_rot)
+        freq = base ** (-2.0 * i / n_rot)
         if factors is not None:
             freq /= factors[i]
-        theta = pos / cfg.get("linear_scale", 1.0) * freq
-        a, b = (i, i + half) if cfg["arch"] in ("qwen2", "qwen3") else (2 * i, 2 * i + 1)
+        theta = pos / linear_scale * freq
+        a, b = (i, i + half) if cfg["arch"] in NEOX else (2 * i, 2 * i + 1)
         c, s = math.cos(theta), math.sin(theta)
         out[a] = vec[a] * c - vec[b] * s
         out[b] = vec[a] * s + vec[b] * c
     return out
 
 
+NEOX = ("qwen2", "qwen3", "gemma2", "gemma3", "olmo2")
+GEMMA = ("gemma2", "gemma3")
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def _local_layers(cfg: dict[str, Any]) -> tuple[set[int], int]:
+    """(sliding-window layers, window) as llama.cpp reads them for the test's families."""
+    meta, arch, n = cfg.get("meta", {}), cfg["arch"], cfg["n_layers"]
+    window = meta.get("attention.sliding_window", 4096 if arch == "gemma2" else 0)
+    if not window:
+        return set(), 0
+    pattern = meta.get("attention.sliding_window_pattern", {"gemma2": 2, "gemma3": 6}.get(arch, 4))
+    if isinstance(pattern, list):
+        return {i for i, local in enumerate(pattern) if local}, window
+    return {il for il in range(n) if il % pattern < pattern - 1}, window
+
+
 def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]) -> np.ndarray:
     """float64 logits (T, vocab) of every position of `tokens` fed from position 0."""
     n_heads, n_kv, hd, eps = cfg["n_heads"], cfg["n_kv"], cfg["head_dim"], cfg["eps"]
+    arch, meta = cfg["arch"], cfg.get("meta", {})
     group = n_heads // n_kv
     factors = w.get("rope_freqs.weight")
     t_len = len(tokens)
-    scales = cfg.get("scales", {})  # granite's four (llama.cpp granite.cpp)
-    res = scales.get("residual_scale", 1.0)
-    kq_scale = scales.get("attention.scale") or 1.0 / math.sqrt(hd)
-    x = np.array([w["token_embd.weight"][t] for t in tokens]) * scales.get("embedding_scale", 1.0)
+    local_layers, window = _local_layers(cfg)
+    # granite's four scales; Gemma's sqrt(dim) embedding scale and soft-caps
+    res = meta.get("residual_scale", 1.0)
+    kq_scale = meta.get("attention.scale") or 1.0 / math.sqrt(hd)
+    embd_scale = math.sqrt(cfg["dim"]) if arch in GEMMA else meta.get("embedding_scale", 1.0)
+    attn_cap = meta.get("attn_logit_softcapping", 50.0) if arch == "gemma2" else 0.0
+    final_cap = meta.get("final_logit_softcapping", 30.0 if arch == "gemma2" else 0.0)
+    x = np.array([w["token_embd.weight"][t] for t in tokens]) * embd_scale  # (T, dim)
     for layer in range(cfg["n_layers"]):
-        nope = cfg["arch"] == "smollm3" and (layer + 1) % 4 == 0  # SmolLM3: no RoPE
         p = f"blk.{layer}."
-        h = np.array([_rms(x[t], w[p + "attn_norm.weight"], eps) for t in range(t_len)])
+        nope = arch == "smollm3" and (layer + 1) % 4 == 0  # SmolLM3: no RoPE
+        local = layer in local_layers
+        if local:  # the local layers' RoPE: their own base, never scaled
+            default_base = 10000.0 if arch == "gemma3" else cfg["rope_base"]
+            base, lin = (cfg["rope_base"] if arch == "olmo2" else meta.get("rope.freq_base_swa", default_base)), 1.0
+        else:
+            base, lin = None, None
+        if arch == "olmo2":
+            h = x
+        else:
+            h = np.array([_rms(x[t], w[p + "attn_norm.weight"], eps) for t in range(t_len)])
         q = h @ w[p + "attn_q.weight"].T
         k = h @ w[p + "attn_k.weight"].T
         v = h @ w[p + "attn_v.weight"].T
-        if cfg["arch"] == "qwen2":
+        if arch == "qwen2":
             q, k, v = q + w[p + "attn_q.bias"], k + w[p + "attn_k.bias"], v + w[p + "attn_v.bias"]
+        if arch == "olmo2":  # q/k norms over the whole projection
+            q = np.array([_rms(q[t], w[p + "attn_q_norm.weight"], eps) for t in range(t_len)])
+            k = np.array([_rms(k[t], w[p + "attn_k_norm.weight"], eps) for t in range(t_len)])
         q = q.reshape(t_len, n_heads, hd)
         k = k.reshape(t_len, n_kv, hd)
         v = v.reshape(t_len, n_kv, hd)
-        if p + "attn_q_norm.weight" in w:  # qwen3: per-head RMSNorm before RoPE
+        if arch in ("qwen3", "gemma3"):  # per-head RMSNorm before RoPE
             for t in range(t_len):
                 for hh in range(n_heads):
                     q[t, hh] = _rms(q[t, hh], w[p + "attn_q_norm.weight"], eps)
@@ -175,22 +215,39 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
                     k[t, hh] = _rms(k[t, hh], w[p + "attn_k_norm.weight"], eps)
         for t in range(t_len if not nope else 0):
             for hh in range(n_heads):
-                q[t, hh] = _rope(q[t, hh], t, cfg, factors)
+                q[t, hh] = _rope(q[t, hh], t, cfg, factors, base, lin)
             for hh in range(n_kv):
-                k[t, hh] = _rope(k[t, hh], t, cfg, factors)
+                k[t, hh] = _rope(k[t, hh], t, cfg, factors, base, lin)
         attn = np.zeros((t_len, n_heads, hd))
         for hh in range(n_heads):
             kvh = hh // group
             for t in range(t_len):
-                scores = np.array([q[t, hh] @ k[s, kvh] * kq_scale for s in range(t + 1)])
+                first = max(0, t - window + 1) if local else 0
+                keys = range(first, t + 1)
+                scores = np.array([q[t, hh] @ k[s, kvh] * kq_scale for s in keys])
+                if attn_cap:
+                    scores = attn_cap * np.tanh(scores / attn_cap)
                 probs = np.exp(scores - scores.max())
                 probs /= probs.sum()
-                attn[t, hh] = sum(probs[s] * v[s, kvh] for s in range(t + 1))
-        x = x + res * (attn.reshape(t_len, n_heads * hd) @ w[p + "attn_output.weight"].T)
-        h = np.array([_rms(x[t], w[p + "ffn_norm.weight"], eps) for t in range(t_len)])
+                attn[t, hh] = sum(pr * v[s, kvh] for pr, s in zip(probs, keys))
+        o = attn.reshape(t_len, n_heads * hd) @ w[p + "attn_output.weight"].T
+        if p + "post_attention_norm.weight" in w:
+            o = np.array([_rms(o[t], w[p + "post_attention_norm.weight"], eps) for t in range(t_len)])
+        x = x + res * o
+        if arch == "olmo2":
+            h = x
+        else:
+            h = np.array([_rms(x[t], w[p + "ffn_norm.weight"], eps) for t in range(t_len)])
         gate = h @ w[p + "ffn_gate.weight"].T
         up = h @ w[p + "ffn_up.weight"].T
-        x = x + res * ((gate / (1.0 + np.exp(-gate)) * up) @ w[p + "ffn_down.weight"].T)
-    out_w = w.get("output.weight", w["token_embd.weight"])
+        act = _gelu_tanh(gate) if arch in GEMMA else gate / (1.0 + np.exp(-gate))
+        f = (act * up) @ w[p + "ffn_down.weight"].T
+        if p + "post_ffw_norm.weight" in w:
+            f = np.array([_rms(f[t], w[p + "post_ffw_norm.weight"], eps) for t in range(t_len)])
+        x = x + res * f
+    out_w = w["token_embd.weight"] if arch == "gemma2" else w.get("output.weight", w["token_embd.weight"])
     logits = np.array([_rms(x[t], w["output_norm.weight"], eps) @ out_w.T for t in range(t_len)])
-    return logits / scales.get("logit_scale", 1.0)
+    logits = logits / meta.get("logit_scale", 1.0)
+    if final_cap:
+        logits = final_cap * np.tanh(logits / final_cap)
+    return logits

@@ -10,7 +10,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import FAMILY_VARIANTS, write_tiny_gguf
 
 from turbospark_app.engine import (
     GenerationConfig,
@@ -33,11 +33,11 @@ VARIANTS = {
     "llama-untied-partial-rope": {"tied": False, "rope_dims": 32, "rope_freqs": True,
                                   "linear_scale": 2.0, "n_kv": 1},
     "qwen2": {"arch": "qwen2", "n_kv": 4},
-    "qwen3": {"arch": "qwen3", "head_dim": 96},  # q/k norms; head_dim != dim / heads
-    "granite": {"arch": "granite", "scales": {"logit_scale": 3.0, "residual_scale": 0.22,
-                                              "embedding_scale": 12.0, "attention.scale": 0.0078125}},
-    "smollm3": {"arch": "smollm3", "n_layers": 4},  # layer 3 has no RoPE
+    **FAMILY_VARIANTS,
 }
+# int8 activations lose ~1% of the logits' range; OLMo 2 reads its matmul inputs unnormalized (no
+# pre-norms) and renormalizes each branch's output, which brings that to ~5% on this random model.
+INT8_BOUND = {"olmo2": 0.08}
 BLOCK_LAYERS = [  # only types with a block form
     {"attn_q": "Q4_0", "attn_k": "Q4_0", "attn_v": "Q4_0", "attn_output": "Q4_1",
      "ffn_gate": "Q4_K", "ffn_up": "Q4_K", "ffn_down": "Q8_0"},
@@ -51,7 +51,7 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     write_tiny_gguf(path, seed=len(request.param), **VARIANTS[request.param])
     f32 = LlamaModel.from_gguf(path, folder / "cache", weights="f32")
     compact = LlamaModel.from_gguf(path, folder / "cache", weights="compact")
-    return path, folder, f32, compact
+    return path, folder, f32, compact, INT8_BOUND.get(request.param, 0.03)
 
 
 def _positions(model: LlamaModel, tokens: list[int]) -> np.ndarray:
@@ -60,15 +60,15 @@ def _positions(model: LlamaModel, tokens: list[int]) -> np.ndarray:
 
 
 def test_compact_is_the_default_and_close_to_float32(pair) -> None:
-    _, _, f32, compact = pair
+    _, _, f32, compact, bound = pair
     assert isinstance(compact, CompactLlamaModel) and isinstance(f32, LlamaModel)
     ref, got = _positions(f32, TOKENS), _positions(compact, TOKENS)
     # int8 activations per block of 32: ~1% of the logits' range, same argmax nearly always
     scale = np.abs(ref).max(axis=1, keepdims=True)
-    assert (np.abs(got - ref) / scale).max() < 0.03
+    assert (np.abs(got - ref) / scale).max() < bound
     assert np.mean(ref.argmax(1) == got.argmax(1)) >= 0.9
     one_chunk = compact.forward(TOKENS, compact.new_cache())
-    assert (np.abs(one_chunk - ref[-1]) / scale[-1]).max() < 0.03
+    assert (np.abs(one_chunk - ref[-1]) / scale[-1]).max() < bound
 
 
 @pytest.mark.parametrize("kernels", ["exact", "exact-prompt"])
@@ -76,7 +76,7 @@ def test_exact_split_reproduces_float32(pair, kernels: str) -> None:
     """The exact split: every block type, the re-centred minimums, the NeoX row permutation,
     the norms on activations and the in-graph attention reproduce the float32 path, for
     chunks (both modes) and single tokens (exact mode)."""
-    path, folder, f32, _ = pair
+    path, folder, f32, _, bound = pair
     config, w = load_compact(path, folder / "cache")
     model = CompactLlamaModel(config, w, kernels)
     ref = _positions(f32, TOKENS)
@@ -89,11 +89,11 @@ def test_exact_split_reproduces_float32(pair, kernels: str) -> None:
         np.testing.assert_allclose(_positions(model, TOKENS), ref, atol=2e-4 * scale)
     else:  # one-token steps: plain int8 activations, measurably less exact
         err = np.abs(_positions(model, TOKENS) - ref).max()
-        assert 2e-4 * scale < err < 0.03 * scale
+        assert 2e-4 * scale < err < bound * scale
 
 
 def test_kernel_mode_from_the_environment(pair, monkeypatch: pytest.MonkeyPatch) -> None:
-    path, folder, _, _ = pair
+    path, folder, _, _, _ = pair
     config, w = load_compact(path, folder / "cache")
     monkeypatch.setenv("TURBOSPARK_KERNELS", "int8")
     assert CompactLlamaModel(config, w).kernels == "int8"
@@ -103,7 +103,7 @@ def test_kernel_mode_from_the_environment(pair, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_float32_on_the_hot_path(pair) -> None:
-    _, _, _, compact = pair
+    _, _, _, compact, _ = pair
     w = compact.weights
     assert embed_rows(w.embd, np.array([1, 2])).dtype == np.float32
     for layer in w.layers:
@@ -133,7 +133,7 @@ def test_block_weights_stay_within_1_3x_of_the_gguf(tmp_path: Path) -> None:
 def test_compact_cache_is_warm_and_feeds_onnxruntime_from_its_files(
     pair, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path, folder, _, _ = pair
+    path, folder, _, _, _ = pair
 
     def no_reader(path: object) -> None:
         raise AssertionError("a warm load must not parse the GGUF")
@@ -168,7 +168,7 @@ def _cancel_after(polls: int):
 
 @pytest.mark.parametrize("kind", ["compact", "f32"])
 def test_stop_inside_a_chunk_commits_nothing_of_it(pair, kind: str) -> None:
-    _, _, f32, compact = pair
+    _, _, f32, compact, _ = pair
     model = compact if kind == "compact" else f32
     cache = model.new_cache()
     model.forward(TOKENS[:4], cache, want_logits=False)
@@ -200,7 +200,7 @@ def _prefilled(model: LlamaModel, tokens: list[int]):
 def test_engine_stop_inside_a_chunk_reports_only_committed_tokens(pair) -> None:
     from fakes import ByteTokenizer
 
-    _, _, _, compact = pair
+    _, _, _, compact, _ = pair
     producer = LlamaProducer(compact)
     # Stop once the first chunk is committed: the second chunk is refused before it runs.
     def cancel() -> bool:

@@ -79,8 +79,8 @@ def test_bad_family_files_name_what_is_wrong(tmp_path: Path) -> None:
 
     cases = [
         ({"arch": "qwen3", "skip_tensor": "blk.1.attn_k_norm.weight"}, "missing tensor 'blk.1.attn_k_norm.weight'"),
-        ({"arch": "granite", "scales": {"residual_scale": 0.2}}, "missing metadata 'granite.logit_scale'"),
-        ({"arch": "granite", "scales": {"logit_scale": 0.0}}, "granite.logit_scale = 0.0"),
+        ({"arch": "granite", "meta": {"residual_scale": 0.2}}, "missing metadata 'granite.logit_scale'"),
+        ({"arch": "granite", "meta": {"logit_scale": 0.0}}, "granite.logit_scale = 0.0"),
     ]
     for n, (options, message) in enumerate(cases):
         path = tmp_path / f"bad{n}.gguf"
@@ -88,7 +88,7 @@ def test_bad_family_files_name_what_is_wrong(tmp_path: Path) -> None:
         with pytest.raises(ModelFileError, match=message.replace(".", r"\.")):
             open_gguf(path).close()
     good = tmp_path / "good.gguf"
-    write_tiny_gguf(good, arch="granite", scales={"logit_scale": 8.0, "attention.scale": 0.015625})
+    write_tiny_gguf(good, arch="granite", meta={"logit_scale": 8.0, "attention.scale": 0.015625})
     gf = open_gguf(good)
     try:
         c = gf.config

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from model_reference import ref_forward
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import FAMILY_VARIANTS, write_tiny_gguf
 
 from turbospark_app.model.kv_cache import KVCache, KVCacheFull
 from turbospark_app.model.reference.forward import LlamaModel
@@ -24,10 +24,7 @@ VARIANTS = {
     },
     # q/k/v biases, NeoX RoPE, no GQA
     "qwen2": {"arch": "qwen2", "n_kv": 4},
-    "qwen3": {"arch": "qwen3", "head_dim": 96},  # q/k norms; head_dim != dim / heads
-    "granite": {"arch": "granite", "scales": {"logit_scale": 3.0, "residual_scale": 0.22,
-                                              "embedding_scale": 12.0, "attention.scale": 0.0078125}},
-    "smollm3": {"arch": "smollm3", "n_layers": 4},  # layer 3 has no RoPE
+    **FAMILY_VARIANTS,
 }
 
 

@@ -16,6 +16,24 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 from model_reference import REFERENCE_TYPES, ref_dequantize
 
+# One tiny model per family beyond llama/qwen2, each exercising what makes it differ (shared by the
+# float32 tests against the float64 reference and the compact tests against float32).
+FAMILY_VARIANTS: dict[str, dict[str, Any]] = {
+    "qwen3": {"arch": "qwen3", "head_dim": 96},  # q/k norms; head_dim != dim / heads
+    "granite": {"arch": "granite", "meta": {"logit_scale": 3.0, "residual_scale": 0.22,
+                                            "embedding_scale": 12.0, "attention.scale": 0.0078125}},
+    # sliding windows shorter than the test's 12 tokens, a local RoPE base, soft-caps
+    "gemma3": {"arch": "gemma3", "n_layers": 3, "head_dim": 96, "rope_base": 1e6, "linear_scale": 4.0,
+               "meta": {"attention.sliding_window": 4, "attention.sliding_window_pattern": 3,
+                        "rope.freq_base_swa": 10000.0, "final_logit_softcapping": 4.0}},
+    "gemma2": {"arch": "gemma2", "n_layers": 2, "tied": False,
+               "meta": {"attention.sliding_window": 5, "attn_logit_softcapping": 2.0,
+                        "final_logit_softcapping": 6.0}},
+    "olmo2": {"arch": "olmo2", "n_layers": 2, "tied": False,
+              "meta": {"attention.sliding_window": 3, "attention.sliding_window_pattern": [True, False]}},
+    "smollm3": {"arch": "smollm3", "n_layers": 4},  # layer 3 has no RoPE
+}
+
 # Tensor types per layer: every type TurboSpark claims appears at least once.
 LAYER_TYPES: list[dict[str, str]] = [
     {"attn_q": "Q4_K", "attn_k": "Q5_K", "attn_v": "Q6_K", "attn_output": "Q8_0",
@@ -79,7 +97,7 @@ def write_tiny_gguf(
     embd_type: str = "Q8_0",
     tokenizer: dict[str, Any] | None = None,
     head_dim: int | None = None,
-    scales: dict[str, float] | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Write the GGUF; return (reference float64 weights by tensor name, cfg).
 
@@ -91,7 +109,7 @@ def write_tiny_gguf(
     rope_dims = rope_dims or head_dim
     layer_types = layer_types or LAYER_TYPES
     w = gguf.GGUFWriter(str(path), arch)
-    meta = {
+    common = {
         "block_count": lambda: w.add_block_count(n_layers),
         "context_length": lambda: w.add_context_length(context),
         "embedding_length": lambda: w.add_embedding_length(dim),
@@ -103,13 +121,18 @@ def write_tiny_gguf(
         "rope_dimension_count": lambda: w.add_rope_dimension_count(rope_dims),
     }
     if explicit_head_dim:
-        meta["key_length"] = lambda: w.add_key_length(head_dim)
-        meta["value_length"] = lambda: w.add_value_length(head_dim)
-    for key, add in meta.items():
+        common["key_length"] = lambda: w.add_key_length(head_dim)
+        common["value_length"] = lambda: w.add_value_length(head_dim)
+    for key, add in common.items():
         if key != skip_metadata:
             add()
-    for key, value in (scales or {}).items():  # granite: logit_scale, residual_scale, ...
-        w.add_float32(f"{arch}.{key}", value)
+    for key, value in (meta or {}).items():  # the family's own keys (scales, windows, caps)
+        if isinstance(value, list):
+            w.add_array(f"{arch}.{key}", value)
+        elif isinstance(value, int):
+            w.add_uint32(f"{arch}.{key}", value)
+        else:
+            w.add_float32(f"{arch}.{key}", value)
     if linear_scale is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(linear_scale)
@@ -131,7 +154,9 @@ def write_tiny_gguf(
     def norm_vec() -> np.ndarray:
         return 1.0 + 0.1 * rng.standard_normal(dim)
 
-    add("token_embd.weight", rng.standard_normal((vocab, dim)) * 0.5, embd_type)
+    # Gemma multiplies embeddings by sqrt(dim): store them that much smaller, as real files do
+    embd_std = 0.5 / np.sqrt(dim) if arch in ("gemma2", "gemma3") else 0.5
+    add("token_embd.weight", rng.standard_normal((vocab, dim)) * embd_std, embd_type)
     add("output_norm.weight", norm_vec(), "F32")
     if not tied:
         add("output.weight", rng.standard_normal((vocab, dim)) * 0.05, "F16")
@@ -144,11 +169,18 @@ def write_tiny_gguf(
     for layer in range(n_layers):
         p = f"blk.{layer}."
         types = layer_types[layer % len(layer_types)]
-        add(p + "attn_norm.weight", norm_vec(), "F32")
-        add(p + "ffn_norm.weight", norm_vec(), "F32")
+        if arch != "olmo2":  # OLMo 2 has no pre-norms
+            add(p + "attn_norm.weight", norm_vec(), "F32")
+            add(p + "ffn_norm.weight", norm_vec(), "F32")
+        if arch in ("gemma2", "gemma3", "olmo2"):  # norms on each branch's output
+            add(p + "post_attention_norm.weight", norm_vec(), "F32")
+            add(p + "post_ffw_norm.weight", norm_vec(), "F32")
+        if arch == "olmo2":  # q/k norms over the whole projection
+            add(p + "attn_q_norm.weight", 1.0 + 0.3 * rng.standard_normal(q_dim), "F32")
+            add(p + "attn_k_norm.weight", 1.0 + 0.3 * rng.standard_normal(kv_dim), "F32")
         for kind, shape in shapes.items():
             add(f"{p}{kind}.weight", rng.standard_normal(shape) * 0.06, types[kind])
-        if arch == "qwen3":  # per-head q/k norms
+        if arch in ("qwen3", "gemma3"):  # per-head q/k norms
             add(p + "attn_q_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")
             add(p + "attn_k_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")
         if arch == "qwen2":
@@ -161,7 +193,7 @@ def write_tiny_gguf(
     cfg = {"arch": arch, "n_layers": n_layers, "n_heads": n_heads, "n_kv": n_kv,
            "head_dim": head_dim, "eps": eps, "rope_base": rope_base, "rope_dims": rope_dims,
            "linear_scale": linear_scale or 1.0, "vocab": vocab, "context": context,
-           "scales": dict(scales or {})}
+           "meta": dict(meta or {}), "dim": dim}
     return weights, cfg
 
 

@@ -71,6 +71,11 @@ class LlamaBase:
             inv_freq = inv_freq / rope_freq_factors.astype(np.float64)
         self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
         self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
+        # Sliding-window layers' own table (Gemma: another base; never scaled), when it differs.
+        base_local = c.rope_base_local or c.rope_base
+        local = base_local ** (-np.arange(0, c.rope_dims, 2, dtype=np.float64) / c.rope_dims)
+        self._inv_freq_local = None if not c.swa_layers or np.array_equal(local, self._inv_freq) else local
+        self._rot_local = np.empty((0, c.rope_dims // 2), np.complex64)
         self._rot_lock = threading.Lock()
         self._tls = threading.local()
 
@@ -86,17 +91,30 @@ class LlamaBase:
 
     # -- RoPE -----------------------------------------------------------------------------------
 
-    def _rope_table(self, n_positions: int) -> np.ndarray:
-        """cos + i sin of every (position, frequency) up to n_positions: (n, rope_dims/2) complex64."""
-        rot = self._rot
+    def _rope_table(self, n_positions: int, local: bool = False) -> np.ndarray:
+        """cos + i sin of every (position, frequency) up to n_positions: (n, rope_dims/2) complex64.
+        `local`: the sliding-window layers' table (the global one when they share it)."""
+        local = local and self._inv_freq_local is not None
+        rot = self._rot_local if local else self._rot
         if rot.shape[0] >= n_positions:
             return rot
         with self._rot_lock:
-            if self._rot.shape[0] < n_positions:
+            rot = self._rot_local if local else self._rot
+            if rot.shape[0] < n_positions:
                 n = -(-n_positions // _ROPE_TABLE_STEP) * _ROPE_TABLE_STEP
-                angles = np.outer(np.arange(n, dtype=np.float64), self._inv_freq)
-                self._rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
-            return self._rot
+                inv_freq = self._inv_freq_local if local else self._inv_freq
+                angles = np.outer(np.arange(n, dtype=np.float64), inv_freq)
+                rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
+                if local:
+                    self._rot_local = rot
+                else:
+                    self._rot = rot
+            return rot
+
+    @property
+    def has_local_rope(self) -> bool:
+        """Whether the sliding-window layers rotate with their own table."""
+        return self._inv_freq_local is not None
 
     # -- forward --------------------------------------------------------------------------------
 
@@ -164,28 +182,40 @@ class LlamaBase:
         return buf
 
     def _attend_one(
-        self, b: _DecodeBuffers, kt: np.ndarray, vv: np.ndarray, pos: int, rot: np.ndarray
+        self, b: _DecodeBuffers, kt: np.ndarray, vv: np.ndarray, pos: int, rot: np.ndarray,
+        window: int = 0,
     ) -> np.ndarray:
         """RoPE on b.qkv's q and k, store k/v at `pos`, attend over [0, pos]: (q_dim,).
 
         kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd). q is pre-scaled.
+        `window` > 0: only the `window` most recent positions (self included) are seen.
         """
         n = pos + 1
+        lo = max(0, n - window) if window > 0 else 0
         matmul = np.matmul
         np.multiply(b.qk_rot, rot, out=b.qk_rot)  # RoPE on q and k at once
         kt[:, :, pos] = b.k
         vv[:, pos] = b.v
         # Batched vector-matrix products (BLAS gemv, one per query head): ~2x faster than
         # (g x hd) @ (hd x n) gemms, which OpenBLAS handles poorly for 3-row operands.
-        s = matmul(b.q, kt[:, None, :, :n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
+        s = matmul(b.q, kt[:, None, :, lo:n])  # (n_kv, g, 1, hd) @ (n_kv, 1, hd, n) -> (n_kv, g, 1, n)
+        self._softcap(s)
         s -= np.maximum.reduce(s, axis=3, keepdims=True)
         np.exp(s, out=s)
-        o = matmul(s, vv[:, None, :n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
+        o = matmul(s, vv[:, None, lo:n])  # (n_kv, g, 1, n) @ (n_kv, 1, n, hd) -> (n_kv, g, 1, hd)
         o /= np.add.reduce(s, axis=3, keepdims=True)
         return o.reshape(self.config.q_dim)
 
+    def _softcap(self, s: np.ndarray) -> None:
+        """Gemma 2's score soft-cap, in place: s = c * tanh(s / c) (s is already scaled)."""
+        cap = self.config.attn_softcap
+        if cap > 0:
+            s *= 1.0 / cap
+            np.tanh(s, out=s)
+            s *= cap
+
     def _attend_chunk(
-        self, qkv: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int, rot: np.ndarray
+        self, qkv: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int, rot: np.ndarray, window: int = 0
     ) -> np.ndarray:
         """RoPE on a chunk's (T, nqkv) q|k|v (in place), store its k/v at [p, p+T), causal
         attention over the cache: (T, q_dim). rot: (T, 1, rope_dims/2)."""
@@ -199,9 +229,9 @@ class LlamaBase:
         kt[:, :, p:n] = kv_new[:, 0].transpose(1, 2, 0)  # (n_kv, hd, T)
         vv[:, p:n] = kv_new[:, 1].transpose(1, 0, 2)  # (n_kv, T, hd)
         q = qkv[:, :q_dim].reshape(t_len, c.n_kv_heads, c.group_size, c.head_dim)
-        return self._attend(q.transpose(1, 0, 2, 3), kt, vv, p)
+        return self._attend(q.transpose(1, 0, 2, 3), kt, vv, p, window)
 
-    def _attend(self, q: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int) -> np.ndarray:
+    def _attend(self, q: np.ndarray, kt: np.ndarray, vv: np.ndarray, p: int, window: int = 0) -> np.ndarray:
         """Causal GQA of a chunk at positions p..p+T-1 over the cache -> (T, q_dim).
 
         q: (n_kv, T, g, hd); kt: (n_kv, hd, capacity) keys transposed; vv: (n_kv, capacity, hd).
@@ -219,7 +249,11 @@ class LlamaBase:
             qb = q[:, t0:t1].reshape(n_kv, nb * g, hd)  # (n_kv, nb*g, hd)
             s = np.matmul(qb, kt[:, :, :n_keys])  # (n_kv, nb*g, n_keys)
             s4 = s.reshape(n_kv, nb, g, n_keys)
+            self._softcap(s)
             s4[..., p + t0 :] += tri[None, :nb, None, :nb]  # keys of the block itself
+            if window > 0:  # sliding window: key s is hidden from query t iff t - s >= window
+                far = (np.arange(p + t0, p + t1)[:, None] - np.arange(n_keys)[None, :]) >= window
+                s4 += np.where(far, -np.inf, 0.0).astype(_F32)[None, :, None, :]
             s -= np.maximum.reduce(s, axis=2, keepdims=True)
             np.exp(s, out=s)
             o = np.matmul(s, vv[:, :n_keys])  # (n_kv, nb*g, hd)

@@ -53,11 +53,11 @@ class CompactLlamaModel(LlamaBase):
         t0 = time.perf_counter()
         self._threads = default_threads()
         proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
-                                  weights.external_ref, self.kernels)
+                                  weights.external_ref, self.kernels, self.has_local_rope)
         self._session, self.session_origin = cached_session(
             proto, weights.cache_path, self.kernels, self._threads)
         self.session_seconds = time.perf_counter() - t0
-        self._cos_sin: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (rot, cos, sin)
+        self._cos_sin: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # local? -> (rot, cos, sin)
 
     @classmethod
     def load(
@@ -96,6 +96,10 @@ class CompactLlamaModel(LlamaBase):
         io.bind_cpu_input("total", total)
         io.bind_cpu_input("cos", cos)
         io.bind_cpu_input("sin", sin)
+        if self.has_local_rope:
+            cos_local, sin_local = self._rope_inputs(p + t_len, local=True)
+            io.bind_cpu_input("cos_local", cos_local)
+            io.bind_cpu_input("sin_local", sin_local)
         self._run(io, cancel if t_len > 1 else None)
         cache.advance(t_len)
         if not want_logits:
@@ -156,12 +160,12 @@ class CompactLlamaModel(LlamaBase):
         cache._ort_binding = (self._session, cache.generation, io, logits, keep)  # type: ignore[attr-defined]
         return io, logits
 
-    def _rope_inputs(self, n_positions: int) -> tuple[np.ndarray, np.ndarray]:
-        """cos and sin of the RoPE table, (>= n_positions, rope_dims/2) float32 each."""
-        rot = self._rope_table(n_positions)
-        held = self._cos_sin
+    def _rope_inputs(self, n_positions: int, local: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin of the (global or local) RoPE table, (>= n_positions, rope_dims/2) float32 each."""
+        rot = self._rope_table(n_positions, local)
+        held = self._cos_sin.get(local)
         if held is None or held[0] is not rot:
-            held = self._cos_sin = (rot, np.ascontiguousarray(rot.real), np.ascontiguousarray(rot.imag))
+            held = self._cos_sin[local] = (rot, np.ascontiguousarray(rot.real), np.ascontiguousarray(rot.imag))
         return held[1], held[2]
 
 

@@ -63,11 +63,13 @@ class LayerMatrices:
     o: list[Matrix]
     gate_up: list[Matrix]  # rows [gate | up]
     down: list[Matrix]
-    attn_norm: np.ndarray  # (dim,) float32
-    ffn_norm: np.ndarray  # (dim,) float32
+    attn_norm: np.ndarray | None  # (dim,) float32; None: no pre-norm (OLMo 2)
+    ffn_norm: np.ndarray | None  # (dim,) float32
     bqkv: np.ndarray | None  # (nqkv,) float32, families with q/k/v biases
-    q_norm: np.ndarray | None = None  # (head_dim,) float32, families with per-head q/k norms
+    q_norm: np.ndarray | None = None  # (head_dim,) per head, or (q_dim,) over the projection
     k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None  # (dim,) on each branch's output (Gemma, OLMo 2)
+    post_ffw_norm: np.ndarray | None = None
 
 
 # KERNEL_MODES (kernels_choice.py): exact-prompt (default): prompt tokens split exactly, decode
@@ -255,12 +257,14 @@ def build_model_proto(
     output_norm: np.ndarray,
     external: ExternalRef,
     kernels: str = "exact-prompt",
+    local_rope: bool = False,
 ) -> bytes:
     """The serialized ONNX model of a whole forward pass (see the module docstring).
 
     Inputs: x (T, dim) embeddings; exact () bool, true for prompt tokens (exact-prompt mode
     only); seqlens_k (1,) int32 = offset + T - 1; total () int32 =
-    offset + T; cos, sin (positions >= offset + T, rope_dims/2) of the RoPE table; per layer i
+    offset + T; cos, sin (positions >= offset + T, rope_dims/2) of the RoPE table (and
+    cos_local, sin_local of the sliding-window layers' own table when `local_rope`); per layer i
     k{i}, v{i} (1, n_kv, capacity, head_dim), the KV cache's buffers. Outputs: logits
     (1, vocab) of the last row and k{i}_out, v{i}_out (bound to the same buffers).
     """
@@ -273,11 +277,18 @@ def build_model_proto(
     seqlens = g.input("seqlens_k", i32, [1])
     total = g.input("total", i32, [])
     cos, sin = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos", "sin"))
+    if local_rope:  # the sliding-window layers' own table (Gemma)
+        cos_local, sin_local = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos_local", "sin_local"))
+    else:
+        cos_local, sin_local = cos, sin
     kv_shape = [1, c.n_kv_heads, "C", c.head_dim]
     i64 = np.int64
 
+    def pre_norm(h: str, weight: np.ndarray | None) -> str:
+        return h if weight is None else g.rms(h, weight, c.norm_eps)
+
     def qkv_of(h: str, layer: LayerMatrices) -> str:
-        qkv = g.linear(g.rms(h, layer.attn_norm, c.norm_eps), layer.qkv)  # (T, nqkv)
+        qkv = g.linear(pre_norm(h, layer.attn_norm), layer.qkv)  # (T, nqkv)
         if layer.bqkv is not None:
             qkv = g.node("Add", [qkv, g.weight(layer.bqkv, "bias", lambda: layer.bqkv)])[0]
         if layer.q_norm is not None and layer.k_norm is not None:
@@ -289,27 +300,39 @@ def build_model_proto(
         q, k, v = g.node("Split", [qkv, g.small(np.array([c.q_dim, c.kv_dim, c.kv_dim], i64))],
                          n_out=3, axis=1)
         normed = []
-        for part, n, w in ((q, c.n_heads, q_norm), (k, c.n_kv_heads, k_norm)):
-            heads = g.node("Reshape", [part, g.small(np.array([-1, n, c.head_dim], i64))])[0]
-            h = g.rms(heads, w, c.norm_eps)  # (T, n, hd)
-            normed.append(g.node("Reshape", [h, g.small(np.array([-1, n * c.head_dim], i64))])[0])
+        full = c.qk_norm == "full"  # OLMo 2: one norm over the whole projection
+        for part, n, w in ((q, 1 if full else c.n_heads, q_norm), (k, 1 if full else c.n_kv_heads, k_norm)):
+            width = w.shape[0]
+            heads = g.node("Reshape", [part, g.small(np.array([-1, n, width], i64))])[0]
+            h = g.rms(heads, w, c.norm_eps)  # (T, n, hd) or (T, 1, q_dim)
+            normed.append(g.node("Reshape", [h, g.small(np.array([-1, n * width], i64))])[0])
         return g.node("Concat", [*normed, v], axis=1)[0]
 
     def scaled(y: str, factor: float) -> str:
         return y if factor == 1.0 else g.node("Mul", [y, g.small(np.array(factor, np.float32))])[0]
 
+    def branch(y: str, post: np.ndarray | None) -> str:
+        """A branch's output before its residual add: post norm (Gemma, OLMo 2), residual scale."""
+        return scaled(y if post is None else g.rms(y, post, c.norm_eps), c.residual_scale)
+
     def rest_of_layer(h: str, a: str, layer: LayerMatrices) -> str:
-        """o-proj + residual, RMSNorm, gate|up, SwiGLU, down + residual: (T, dim)."""
-        x1 = g.node("Add", [h, scaled(g.linear(a, layer.o), c.residual_scale)])[0]
-        gu = g.linear(g.rms(x1, layer.ffn_norm, c.norm_eps), layer.gate_up)
+        """o-proj + residual, RMSNorm, gate|up, SwiGLU or GeGLU, down + residual: (T, dim)."""
+        x1 = g.node("Add", [h, branch(g.linear(a, layer.o), layer.post_attn_norm)])[0]
+        gu = g.linear(pre_norm(x1, layer.ffn_norm), layer.gate_up)
         gate, up = g.node("Split", [gu], n_out=2, axis=1, num_outputs=2)
-        act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
-        return g.node("Add", [x1, scaled(g.linear(act, layer.down), c.residual_scale)])[0]
+        if c.activation == "gelu_tanh":
+            act = g.node("Mul", [g.node("Gelu", [gate], approximate="tanh")[0], up])[0]
+        else:
+            act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
+        return g.node("Add", [x1, branch(g.linear(act, layer.down), layer.post_ffw_norm)])[0]
 
     def head_of(h: str) -> str:
         last = g.node("Slice", [h, g.small(np.array([-1], i64)), g.small(np.array([2**62], i64)),
                                 g.small(np.array([0], i64))])[0]  # (1, dim)
-        return scaled(g.linear(g.rms(last, output_norm, c.norm_eps), head), 1.0 / c.logit_scale)  # (1, vocab)
+        logits = scaled(g.linear(g.rms(last, output_norm, c.norm_eps), head), 1.0 / c.logit_scale)
+        if c.final_softcap > 0:  # Gemma: c * tanh(logits / c)
+            logits = scaled(g.node("Tanh", [scaled(logits, 1.0 / c.final_softcap)])[0], c.final_softcap)
+        return logits  # (1, vocab)
 
     x = scaled(x, c.embedding_scale)
 
@@ -323,12 +346,17 @@ def build_model_proto(
         # present = the graph outputs themselves (no Identity): bound to the past's buffers,
         # GroupQueryAttention then writes the new positions in place.
         rope = c.rope_on(i)  # SmolLM3's NoPE layers: no rotary, keys cached unrotated
+        local = c.is_local(i)
+        layer_cos, layer_sin = (cos_local, sin_local) if local else (cos, sin)
+        window = {"local_window_size": c.sliding_window} if local else {}  # n_swa keys, self included
+        softcap = {"softcap": float(c.attn_softcap)} if c.attn_softcap > 0 else {}
         (attn,) = g.node(
             "GroupQueryAttention",
-            [qkv3, "", "", past_k, past_v, seqlens, total, cos if rope else "", sin if rope else ""],
+            [qkv3, "", "", past_k, past_v, seqlens, total, layer_cos if rope else "",
+             layer_sin if rope else ""],
             domain="com.microsoft", names=[g.name("attn"), f"k{i}_out", f"v{i}_out"],
             num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=int(rope), rotary_interleaved=1,
-            scale=float(c.softmax_scale))[:1]
+            scale=float(c.softmax_scale), **window, **softcap)[:1]
         g.output(None, f"k{i}_out", f32, kv_shape)
         g.output(None, f"v{i}_out", f32, kv_shape)
         a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], i64))])[0]  # (T, q_dim)

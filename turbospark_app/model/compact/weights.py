@@ -131,11 +131,16 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
         gu = stack_rows([mat(p + "ffn_gate.weight"), mat(p + "ffn_up.weight")])
         groups[f"L{i}.gate_up"] = _store(alloc, f"L{i}.gate_up", gu)
         groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [mat(p + "ffn_down.weight")])
-        put(f"L{i}.attn_norm", vec(p + "attn_norm.weight"))
-        put(f"L{i}.ffn_norm", vec(p + "ffn_norm.weight"))
-        if c.qk_norm:  # per-head weights, permuted like the q/k rows
-            put(f"L{i}.q_norm", vec(p + "attn_q_norm.weight", 1))
-            put(f"L{i}.k_norm", vec(p + "attn_k_norm.weight", 1))
+        if c.pre_norms:
+            put(f"L{i}.attn_norm", vec(p + "attn_norm.weight"))
+            put(f"L{i}.ffn_norm", vec(p + "ffn_norm.weight"))
+        if c.post_norms:
+            put(f"L{i}.post_attn_norm", vec(p + "post_attention_norm.weight"))
+            put(f"L{i}.post_ffw_norm", vec(p + "post_ffw_norm.weight"))
+        if c.qk_norm:  # permuted like the q/k rows: per head, or over the whole projection
+            full = c.qk_norm == "full"
+            put(f"L{i}.q_norm", vec(p + "attn_q_norm.weight", c.n_heads if full else 1))
+            put(f"L{i}.k_norm", vec(p + "attn_k_norm.weight", c.n_kv_heads if full else 1))
         if c.qkv_bias:
             bias = [vec(p + "attn_q.bias", c.n_heads), vec(p + "attn_k.bias", c.n_kv_heads),
                     vec(p + "attn_v.bias")]
@@ -155,8 +160,10 @@ def load_compact(
             o=_load(arrays, f"L{i}.o", groups[f"L{i}.o"]),
             gate_up=_load(arrays, f"L{i}.gate_up", groups[f"L{i}.gate_up"]),
             down=_load(arrays, f"L{i}.down", groups[f"L{i}.down"]),
-            attn_norm=arrays[f"L{i}.attn_norm"],
-            ffn_norm=arrays[f"L{i}.ffn_norm"],
+            attn_norm=arrays.get(f"L{i}.attn_norm"),
+            ffn_norm=arrays.get(f"L{i}.ffn_norm"),
+            post_attn_norm=arrays.get(f"L{i}.post_attn_norm"),
+            post_ffw_norm=arrays.get(f"L{i}.post_ffw_norm"),
             bqkv=arrays.get(f"L{i}.bqkv"),
             q_norm=arrays.get(f"L{i}.q_norm"),
             k_norm=arrays.get(f"L{i}.k_norm"),

@@ -7,6 +7,9 @@ where its forward pass differs from plain Llama), read by `gguf.file` and the tw
     qwen3      Qwen3: per-head q/k RMSNorm before NeoX RoPE, head_dim from key_length
     granite    Granite 3.x: embedding, residual, attention and logit scales from the file
     smollm3    SmolLM3: every 4th layer without RoPE
+    gemma3     Gemma 3: sqrt(dim) embeddings, q/k and post norms, GeGLU, 5:1 sliding window
+    gemma2     Gemma 2: post norms, GeGLU, soft-capped scores and logits, 1:1 sliding window
+    olmo2      OLMo 2: no pre-norms, full-width q/k norms, post norms
 
 A new family is a new module here plus its line in `FAMILIES`; the engines ask the family, never
 the architecture's name.
@@ -15,13 +18,16 @@ the architecture's name.
 from __future__ import annotations
 
 from .family import Family
+from .gemma2 import FAMILY as GEMMA2
+from .gemma3 import FAMILY as GEMMA3
 from .granite import FAMILY as GRANITE
 from .llama import FAMILY as LLAMA
+from .olmo2 import FAMILY as OLMO2
 from .qwen2 import FAMILY as QWEN2
 from .qwen3 import FAMILY as QWEN3
 from .smollm3 import FAMILY as SMOLLM3
 
-FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2, QWEN3, GRANITE, SMOLLM3)}
+FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2, QWEN3, GEMMA3, GEMMA2, GRANITE, SMOLLM3, OLMO2)}
 SUPPORTED_ARCHITECTURES: tuple[str, ...] = tuple(FAMILIES)
 
 

@@ -34,9 +34,18 @@ def llama_layer_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
 
 
 def qk_norm_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
-    """Per-head q/k RMSNorm weights of layer `i` (one head_dim vector each, shared by the heads)."""
+    """q/k RMSNorm weights of layer `i`: per head (one head_dim vector shared by the heads), or
+    over the whole projection (OLMo 2: q_dim and kv_dim long)."""
     p = f"blk.{i}."
+    if c.qk_norm == "full":
+        return {p + "attn_q_norm.weight": (c.q_dim,), p + "attn_k_norm.weight": (c.kv_dim,)}
     return {p + "attn_q_norm.weight": (c.head_dim,), p + "attn_k_norm.weight": (c.head_dim,)}
+
+
+def post_norm_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
+    """The norms on each branch's output before its residual add (Gemma 2/3, OLMo 2)."""
+    p = f"blk.{i}."
+    return {p + "post_attention_norm.weight": (c.dim,), p + "post_ffw_norm.weight": (c.dim,)}
 
 
 def qkv_bias_shapes(c: "LlamaConfig", i: int) -> dict[str, tuple[int, ...]]:
@@ -49,9 +58,23 @@ Lookup = Callable[[str, Any], Any]
 """lookup(key, default) -> the value of `<arch>.<key>`; default None = required (ModelFileError)."""
 
 
-def no_extra(lookup: Lookup) -> dict[str, Any]:
+def no_extra(lookup: Lookup, config: "LlamaConfig") -> dict[str, Any]:
     """A family that reads nothing beyond the common keys."""
     return {}
+
+
+def swa_layers(pattern: Any, n_layers: int) -> tuple[int, ...]:
+    """The sliding-window layers of `<arch>.attention.sliding_window_pattern` (llama.cpp
+    `set_swa_pattern`): a per-layer bool array (true = sliding), or a scalar n: layer il slides
+    iff il % n < n - 1, so the last layer of each group of n is global."""
+    if isinstance(pattern, (list, tuple)):
+        if len(pattern) != n_layers:
+            raise ValueError(f"sliding_window_pattern has {len(pattern)} entries for {n_layers} layers")
+        return tuple(i for i, local in enumerate(pattern) if local)
+    n = int(pattern)
+    if n <= 0:
+        raise ValueError(f"sliding_window_pattern = {n} (must be > 0)")
+    return tuple(il for il in range(n_layers) if il % n < n - 1)
 
 
 @dataclass(frozen=True)
@@ -62,10 +85,15 @@ class Family:
     label: str  # the models people know it by, for messages
     rope_style: str  # "interleaved" (llama.cpp NORM: the converter permuted q/k) or "neox"
     qkv_bias: bool  # reads blk.N.attn_{q,k,v}.bias
-    qk_norm: bool = False  # per-head RMSNorm of q and k after the projection, before RoPE
+    qk_norm: str = ""  # RMSNorm of q and k before RoPE: "head" (per head) or "full" (whole projection)
+    pre_norms: bool = True  # attn_norm / ffn_norm before each branch (OLMo 2 has none)
+    post_norms: bool = False  # post_attention_norm / post_ffw_norm on each branch's output
+    activation: str = "silu"  # the gated FFN's: "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
+    output: str = "optional"  # output.weight: "optional" (absent = tied), "required", "never" (tied)
     layer_shapes: Callable[["LlamaConfig", int], dict[str, tuple[int, ...]]] = llama_layer_shapes
-    # The family's own keys -> LlamaConfig fields (embedding/residual/attention/logit scales, ...).
-    read_extra: Callable[[Lookup], dict[str, Any]] = no_extra
+    # The family's own keys -> LlamaConfig fields (scales, sliding windows, soft-caps, ...), given
+    # the config of the common keys.
+    read_extra: Callable[[Lookup, "LlamaConfig"], dict[str, Any]] = no_extra
     no_rope_step: int = 0  # n > 0: layers il with (il + 1) % n == 0 skip RoPE (llama.cpp hard-codes it)
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 from .family import Family, Lookup
 
 
-def _read(lookup: Lookup) -> dict[str, Any]:
+def _read(lookup: Lookup, config: Any) -> dict[str, Any]:  # (.., LlamaConfig)
     if lookup("rope.scaling.finetuned", True) is False:
         raise ValueError("granite.rope.scaling.finetuned = false (no RoPE) is not supported")
     logit_scale = float(lookup("logit_scale", None))

@@ -15,5 +15,5 @@ def _layer_shapes(c, i: int) -> dict[str, tuple[int, ...]]:  # (LlamaConfig, lay
     return {**llama_layer_shapes(c, i), **qk_norm_shapes(c, i)}
 
 
-FAMILY = Family(arch="qwen3", label="Qwen3", rope_style="neox", qkv_bias=False, qk_norm=True,
+FAMILY = Family(arch="qwen3", label="Qwen3", rope_style="neox", qkv_bias=False, qk_norm="head",
                 layer_shapes=_layer_shapes)

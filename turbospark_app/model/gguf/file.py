@@ -14,7 +14,7 @@ module per architecture.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,28 @@ class LlamaConfig:
     quantization: str  # e.g. "Q4_1", "F16"
     n_params: int
     name: str = ""
-    qk_norm: bool = False  # per-head q/k RMSNorm before RoPE (families.Family.qk_norm)
+    # Where a family differs from plain Llama (see families.Family; defaults = Llama):
+    qk_norm: str = ""  # q/k RMSNorm before RoPE: "head" or "full"
+    pre_norms: bool = True  # attn_norm / ffn_norm before each branch
+    post_norms: bool = False  # post_attention_norm / post_ffw_norm on each branch's output
+    activation: str = "silu"  # "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
     embedding_scale: float = 1.0  # x = token_embd[ids] * this
     residual_scale: float = 1.0  # x = x + this * branch
     attention_scale: float = 0.0  # the softmax scale; 0 = 1/sqrt(head_dim)
     logit_scale: float = 1.0  # logits = head(x) / this
+    attn_softcap: float = 0.0  # c > 0: scores = c * tanh(scores / c) (after the scale)
+    final_softcap: float = 0.0  # c > 0: logits = c * tanh(logits / c)
     no_rope_step: int = 0  # n > 0: layers with (il + 1) % n == 0 skip RoPE
+    sliding_window: int = 0  # n_swa > 0: local layers see the n_swa most recent positions (self too)
+    swa_layers: tuple[int, ...] = ()  # the local (sliding-window) layers
+    rope_base_local: float = 0.0  # the local layers' RoPE base (0 = rope_base); they never scale
+
+    def __post_init__(self) -> None:  # JSON gives a list back
+        object.__setattr__(self, "swa_layers", tuple(int(i) for i in self.swa_layers))
+
+    def is_local(self, layer: int) -> bool:
+        """Whether `layer` attends through the sliding window (and uses the local RoPE table)."""
+        return self.sliding_window > 0 and layer in self.swa_layers
 
     @property
     def softmax_scale(self) -> float:
@@ -200,20 +216,13 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
     if rope_dims % 2 or not 0 < rope_dims <= head_dim:
         raise ModelFileError(path, f"bad RoPE dimension count {rope_dims} for head dim {head_dim}")
 
-    def lookup(key: str, default: Any) -> Any:
-        return required(key) if default is None else optional(key, default)
-
-    try:
-        extra = family.read_extra(lookup)
-    except (TypeError, ValueError) as e:
-        raise ModelFileError(path, f"bad {arch} metadata: {e}") from None
     tensors = {t.name: t for t in header.tensors}
     embd = tensors.get("token_embd.weight")
     if embd is None:
         raise ModelFileError(path, "missing tensor 'token_embd.weight'")
     vocab_size = int(embd.dims[1]) if len(embd.dims) == 2 else 0
     file_type = header.value("general.file_type")
-    return LlamaConfig(
+    config = LlamaConfig(
         architecture=arch,
         n_layers=n_layers,
         dim=dim,
@@ -230,14 +239,24 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         norm_eps=norm_eps,
         qkv_bias=family.qkv_bias,
         qk_norm=family.qk_norm,
+        pre_norms=family.pre_norms,
+        post_norms=family.post_norms,
+        activation=family.activation,
         no_rope_step=family.no_rope_step,
-        **extra,
-        tied_embeddings="output.weight" not in tensors,
+        tied_embeddings=family.output == "never" or "output.weight" not in tensors,
         file_type=None if file_type is None else int(file_type),
         quantization=quantization_name(file_type, header.tensors),
         n_params=int(sum(t.n_elements for t in header.tensors)),
         name=str(header.value("general.name") or path.stem),
     )
+
+    def lookup(key: str, default: Any) -> Any:
+        return required(key) if default is None else optional(key, default)
+
+    try:
+        return replace(config, **family.read_extra(lookup, config))
+    except (TypeError, ValueError) as e:
+        raise ModelFileError(path, f"bad {arch} metadata: {e}") from None
 
 
 def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
@@ -262,10 +281,10 @@ def expected_tensor_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
         "token_embd.weight": (c.vocab_size, c.dim),
         "output_norm.weight": (c.dim,),
     }
-    if not c.tied_embeddings:
-        shapes["output.weight"] = (c.vocab_size, c.dim)
     family = family_of(c.architecture)
     assert family is not None, c.architecture  # read_config accepted it
+    if not c.tied_embeddings or family.output == "required":
+        shapes["output.weight"] = (c.vocab_size, c.dim)
     for i in range(c.n_layers):
         shapes.update(family.layer_shapes(c, i))
     return shapes

@@ -10,9 +10,11 @@ contiguously and the tied output head can share `token_embd`):
                                             q pre-scaled by 1/sqrt(head_dim); q/k rows of NeoX
                                             models permuted so RoPE is always over adjacent pairs
     bqkv        (L, q_dim + 2*kv_dim)       qwen2 only (same scaling/permutation), else None
-    q_norm, k_norm (L, head_dim)            per-head q/k RMSNorm weights (families with qk_norm),
-                                            permuted like the rows; q's 1/sqrt(head_dim) is folded
-                                            into q_norm instead of the q rows (the norm would undo it)
+    q_norm, k_norm (L, head_dim)            q/k RMSNorm weights (families with qk_norm; (L, q_dim) and
+                                            (L, kv_dim) when over the whole projection), permuted like
+                                            the rows; q's softmax scale is folded into q_norm instead
+                                            of the q rows (the norm would undo it)
+    post_attn_norm, post_ffw_norm (L, dim)  the norms on each branch's output (Gemma, OLMo 2)
     wo          (L, dim, q_dim)
     wgu         (L, 2*ffn, dim)             rows [gate | up]; ffn_norm folded into the columns
     wd          (L, dim, ffn)
@@ -51,7 +53,7 @@ log = logging.getLogger(__name__)
 LAYOUT_VERSION = 2
 HEADER_HASH_BYTES = 1 << 20
 _ARRAY_NAMES = ("token_embd", "output", "output_norm", "wqkv", "bqkv", "wo", "wgu", "wd",
-                "rope_freq_factors", "q_norm", "k_norm")
+                "rope_freq_factors", "q_norm", "k_norm", "post_attn_norm", "post_ffw_norm")
 
 
 @dataclass
@@ -69,6 +71,8 @@ class LlamaWeights:
     rope_freq_factors: np.ndarray | None = None
     q_norm: np.ndarray | None = None
     k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None
+    post_ffw_norm: np.ndarray | None = None
     origin: str = "memory"  # "cache" (warm), "built" (cold, then cached) or "memory" (not cached)
     cache_path: Path | None = field(default=None, compare=False)
 
@@ -135,8 +139,12 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
     bqkv = out["bqkv"] = alloc("bqkv", (c.n_layers, nqkv)) if c.qkv_bias else None
     perm = _neox_to_interleaved(c.head_dim, c.rope_dims) if c.rope_style == "neox" else None
     q_scale = np.float32(c.softmax_scale)
-    q_norm = out["q_norm"] = alloc("q_norm", (c.n_layers, c.head_dim)) if c.qk_norm else None
-    k_norm = out["k_norm"] = alloc("k_norm", (c.n_layers, c.head_dim)) if c.qk_norm else None
+    full = c.qk_norm == "full"
+    q_norm = out["q_norm"] = alloc("q_norm", (c.n_layers, c.q_dim if full else c.head_dim)) if c.qk_norm else None
+    k_norm = out["k_norm"] = alloc("k_norm", (c.n_layers, c.kv_dim if full else c.head_dim)) if c.qk_norm else None
+    post_attn = out["post_attn_norm"] = alloc("post_attn_norm", (c.n_layers, c.dim)) if c.post_norms else None
+    post_ffw = out["post_ffw_norm"] = alloc("post_ffw_norm", (c.n_layers, c.dim)) if c.post_norms else None
+    ones = np.ones(c.dim, np.float32)  # the pre-norm of a family without one (OLMo 2)
     row_scale = np.float32(1.0) if c.qk_norm else q_scale  # with a q norm the scale goes on it
     qs, ks, vs = slice(0, c.q_dim), slice(c.q_dim, c.q_dim + c.kv_dim), slice(c.q_dim + c.kv_dim, nqkv)
 
@@ -147,7 +155,7 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
 
     for i in range(c.n_layers):
         p = f"blk.{i}."
-        attn_norm = deq(p + "attn_norm.weight")  # (dim,)
+        attn_norm = deq(p + "attn_norm.weight") if c.pre_norms else ones  # (dim,)
         wqkv[i, qs] = rope_rows(deq(p + "attn_q.weight"), c.n_heads) * attn_norm * row_scale
         wqkv[i, ks] = rope_rows(deq(p + "attn_k.weight"), c.n_kv_heads) * attn_norm
         wqkv[i, vs] = deq(p + "attn_v.weight") * attn_norm
@@ -156,10 +164,13 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
             bqkv[i, ks] = rope_rows(deq(p + "attn_k.bias"), c.n_kv_heads)
             bqkv[i, vs] = deq(p + "attn_v.bias")
         if q_norm is not None and k_norm is not None:
-            q_norm[i] = rope_rows(deq(p + "attn_q_norm.weight"), 1) * q_scale
-            k_norm[i] = rope_rows(deq(p + "attn_k_norm.weight"), 1)
+            q_norm[i] = rope_rows(deq(p + "attn_q_norm.weight"), c.n_heads if full else 1) * q_scale
+            k_norm[i] = rope_rows(deq(p + "attn_k_norm.weight"), c.n_kv_heads if full else 1)
+        if post_attn is not None and post_ffw is not None:
+            post_attn[i] = deq(p + "post_attention_norm.weight")
+            post_ffw[i] = deq(p + "post_ffw_norm.weight")
         wo[i] = deq(p + "attn_output.weight")
-        ffn_norm = deq(p + "ffn_norm.weight")
+        ffn_norm = deq(p + "ffn_norm.weight") if c.pre_norms else ones
         wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
         wgu[i, c.ffn_dim :] = deq(p + "ffn_up.weight") * ffn_norm
         wd[i] = deq(p + "ffn_down.weight")
@@ -180,6 +191,8 @@ def _weights_from_arrays(arrays: dict[str, np.ndarray], origin: str, cache_path:
         rope_freq_factors=arrays.get("rope_freq_factors"),
         q_norm=arrays.get("q_norm"),
         k_norm=arrays.get("k_norm"),
+        post_attn_norm=arrays.get("post_attn_norm"),
+        post_ffw_norm=arrays.get("post_ffw_norm"),
         origin=origin,
         cache_path=cache_path,
     )
