@@ -129,7 +129,7 @@ def _rms(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | None,
-          base: float | None = None, linear_scale: float | None = None) -> np.ndarray:
+          base: float | None = None, linear_scale: float | None = None, mscale: float = 1.0) -> np.ndarray:
     """Rotate one head vector at absolute position `pos`, pair by pair."""
     out = vec.copy()
     n_rot = cfg["rope_dims"]
@@ -142,13 +142,13 @@ def _rope(vec: np.ndarray, pos: int, cfg: dict[str, Any], factors: np.ndarray | 
             freq /= factors[i]
         theta = pos / linear_scale * freq
         a, b = (i, i + half) if cfg["arch"] in NEOX else (2 * i, 2 * i + 1)
-        c, s = math.cos(theta), math.sin(theta)
+        c, s = math.cos(theta) * mscale, math.sin(theta) * mscale
         out[a] = vec[a] * c - vec[b] * s
         out[b] = vec[a] * s + vec[b] * c
     return out
 
 
-NEOX = ("qwen2", "qwen3", "gemma2", "gemma3", "olmo2")
+NEOX = ("qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3")
 GEMMA = ("gemma2", "gemma3")
 
 
@@ -174,6 +174,11 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
     arch, meta = cfg["arch"], cfg.get("meta", {})
     group = n_heads // n_kv
     factors = w.get("rope_freqs.weight")
+    mscale = 1.0
+    if arch == "phi3":  # LongRoPE: long factors past the original context; cos/sin * attn_factor
+        long = cfg["context"] > meta.get("rope.scaling.original_context_length", cfg["context"])
+        factors = w["rope_factors_long.weight" if long else "rope_factors_short.weight"]
+        mscale = meta.get("rope.scaling.attn_factor", 1.0)
     t_len = len(tokens)
     local_layers, window = _local_layers(cfg)
     # granite's four scales; Gemma's sqrt(dim) embedding scale and soft-caps
@@ -196,9 +201,13 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
             h = x
         else:
             h = np.array([_rms(x[t], w[p + "attn_norm.weight"], eps) for t in range(t_len)])
-        q = h @ w[p + "attn_q.weight"].T
-        k = h @ w[p + "attn_k.weight"].T
-        v = h @ w[p + "attn_v.weight"].T
+        if arch == "phi3":
+            qkv = h @ w[p + "attn_qkv.weight"].T
+            q, k, v = np.split(qkv, [n_heads * hd, (n_heads + n_kv) * hd], axis=1)
+        else:
+            q = h @ w[p + "attn_q.weight"].T
+            k = h @ w[p + "attn_k.weight"].T
+            v = h @ w[p + "attn_v.weight"].T
         if arch == "qwen2":
             q, k, v = q + w[p + "attn_q.bias"], k + w[p + "attn_k.bias"], v + w[p + "attn_v.bias"]
         if arch == "olmo2":  # q/k norms over the whole projection
@@ -215,9 +224,9 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
                     k[t, hh] = _rms(k[t, hh], w[p + "attn_k_norm.weight"], eps)
         for t in range(t_len if not nope else 0):
             for hh in range(n_heads):
-                q[t, hh] = _rope(q[t, hh], t, cfg, factors, base, lin)
+                q[t, hh] = _rope(q[t, hh], t, cfg, factors, base, lin, mscale)
             for hh in range(n_kv):
-                k[t, hh] = _rope(k[t, hh], t, cfg, factors, base, lin)
+                k[t, hh] = _rope(k[t, hh], t, cfg, factors, base, lin, mscale)
         attn = np.zeros((t_len, n_heads, hd))
         for hh in range(n_heads):
             kvh = hh // group
@@ -238,8 +247,11 @@ def ref_forward(w: dict[str, np.ndarray], cfg: dict[str, Any], tokens: list[int]
             h = x
         else:
             h = np.array([_rms(x[t], w[p + "ffn_norm.weight"], eps) for t in range(t_len)])
-        gate = h @ w[p + "ffn_gate.weight"].T
-        up = h @ w[p + "ffn_up.weight"].T
+        if arch == "phi3":
+            gate, up = np.split(h @ w[p + "ffn_up.weight"].T, 2, axis=1)
+        else:
+            gate = h @ w[p + "ffn_gate.weight"].T
+            up = h @ w[p + "ffn_up.weight"].T
         act = _gelu_tanh(gate) if arch in GEMMA else gate / (1.0 + np.exp(-gate))
         f = (act * up) @ w[p + "ffn_down.weight"].T
         if p + "post_ffw_norm.weight" in w:

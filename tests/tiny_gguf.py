@@ -32,6 +32,9 @@ FAMILY_VARIANTS: dict[str, dict[str, Any]] = {
     "olmo2": {"arch": "olmo2", "n_layers": 2, "tied": False,
               "meta": {"attention.sliding_window": 3, "attention.sliding_window_pattern": [True, False]}},
     "smollm3": {"arch": "smollm3", "n_layers": 4},  # layer 3 has no RoPE
+    # fused q|k|v and gate|up, partial NeoX rotary, long LongRoPE factors (context > original), mscale
+    "phi3": {"arch": "phi3", "rope_dims": 48, "context": 1024,
+             "meta": {"rope.scaling.original_context_length": 256, "rope.scaling.attn_factor": 1.19}},
 }
 
 # Tensor types per layer: every type TurboSpark claims appears at least once.
@@ -162,10 +165,16 @@ def write_tiny_gguf(
         add("output.weight", rng.standard_normal((vocab, dim)) * 0.05, "F16")
     if rope_freqs:
         add("rope_freqs.weight", 1.0 + rng.random(rope_dims // 2) * 3.0, "F32")
+    if arch == "phi3":  # LongRoPE: both factor sets; the context picks one
+        add("rope_factors_long.weight", 1.0 + rng.random(rope_dims // 2) * 3.0, "F32")
+        add("rope_factors_short.weight", 1.0 + rng.random(rope_dims // 2) * 0.5, "F32")
     q_dim, kv_dim = n_heads * head_dim, n_kv * head_dim
     shapes = {"attn_q": (q_dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim),
               "attn_output": (dim, q_dim), "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim),
               "ffn_down": (dim, ffn)}
+    if arch == "phi3":  # fused q|k|v and gate|up, each in the type its first part would have
+        shapes = {"attn_qkv": (q_dim + 2 * kv_dim, dim), "attn_output": (dim, q_dim),
+                  "ffn_up": (2 * ffn, dim), "ffn_down": (dim, ffn)}
     for layer in range(n_layers):
         p = f"blk.{layer}."
         types = layer_types[layer % len(layer_types)]
@@ -179,7 +188,8 @@ def write_tiny_gguf(
             add(p + "attn_q_norm.weight", 1.0 + 0.3 * rng.standard_normal(q_dim), "F32")
             add(p + "attn_k_norm.weight", 1.0 + 0.3 * rng.standard_normal(kv_dim), "F32")
         for kind, shape in shapes.items():
-            add(f"{p}{kind}.weight", rng.standard_normal(shape) * 0.06, types[kind])
+            qtype = types.get(kind) or types["attn_q" if kind == "attn_qkv" else "ffn_gate"]
+            add(f"{p}{kind}.weight", rng.standard_normal(shape) * 0.06, qtype)
         if arch in ("qwen3", "gemma3"):  # per-head q/k norms
             add(p + "attn_q_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")
             add(p + "attn_k_norm.weight", 1.0 + 0.3 * rng.standard_normal(head_dim), "F32")

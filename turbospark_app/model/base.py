@@ -70,6 +70,7 @@ class LlamaBase:
         if rope_freq_factors is not None:
             inv_freq = inv_freq / rope_freq_factors.astype(np.float64)
         self._inv_freq = inv_freq / c.rope_linear_scale  # (rope_dims/2,) float64
+        self._rope_gain = c.rope_attn_factor  # LongRoPE's mscale on cos and sin (global table)
         self._rot = np.empty((0, c.rope_dims // 2), np.complex64)  # (positions, rope_dims/2)
         # Sliding-window layers' own table (Gemma: another base; never scaled), when it differs.
         base_local = c.rope_base_local or c.rope_base
@@ -104,7 +105,8 @@ class LlamaBase:
                 n = -(-n_positions // _ROPE_TABLE_STEP) * _ROPE_TABLE_STEP
                 inv_freq = self._inv_freq_local if local else self._inv_freq
                 angles = np.outer(np.arange(n, dtype=np.float64), inv_freq)
-                rot = (np.cos(angles) + 1j * np.sin(angles)).astype(np.complex64)
+                gain = 1.0 if local else self._rope_gain
+                rot = ((np.cos(angles) + 1j * np.sin(angles)) * gain).astype(np.complex64)
                 if local:
                     self._rot_local = rot
                 else:

@@ -107,6 +107,14 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
             m = permute_rows(m, rows)
         return m
 
+    def fused_qkv(name: str) -> Matrix:
+        m = matrix_from_tensor(gf.tensor(name))
+        if perm is None:
+            return m
+        heads = np.arange(c.n_heads + c.n_kv_heads)[:, None] * c.head_dim + perm[None, :]
+        rows = np.concatenate([heads.reshape(-1), np.arange(c.q_dim + c.kv_dim, c.q_dim + 2 * c.kv_dim)])
+        return permute_rows(m, rows)
+
     def vec(name: str, n_heads: int = 0) -> np.ndarray:
         v = dequantize_tensor(gf.tensor(name)).reshape(-1)
         if perm is not None and n_heads:
@@ -120,15 +128,21 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
     if not c.tied_embeddings:
         groups["head"] = _store(alloc, "head", [mat("output.weight")])
     put("output_norm", vec("output_norm.weight"))
-    if gf.has_tensor("rope_freqs.weight"):
-        put("rope_freq_factors", vec("rope_freqs.weight"))
+    if gf.has_tensor(c.rope_factors):
+        put("rope_freq_factors", vec(c.rope_factors))
     for i in range(c.n_layers):
         p = f"blk.{i}."
-        qkv = [mat(p + "attn_q.weight", c.n_heads), mat(p + "attn_k.weight", c.n_kv_heads),
-               mat(p + "attn_v.weight")]
-        groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", stack_rows(qkv))
+        if c.fused:  # Phi-3: one attn_qkv; its q and k rows permuted like separate ones
+            groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", [fused_qkv(p + "attn_qkv.weight")])
+        else:
+            qkv = [mat(p + "attn_q.weight", c.n_heads), mat(p + "attn_k.weight", c.n_kv_heads),
+                   mat(p + "attn_v.weight")]
+            groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", stack_rows(qkv))
         groups[f"L{i}.o"] = _store(alloc, f"L{i}.o", [mat(p + "attn_output.weight")])
-        gu = stack_rows([mat(p + "ffn_gate.weight"), mat(p + "ffn_up.weight")])
+        if c.fused:  # Phi-3: ffn_up is [gate | up] already
+            gu = [mat(p + "ffn_up.weight")]
+        else:
+            gu = stack_rows([mat(p + "ffn_gate.weight"), mat(p + "ffn_up.weight")])
         groups[f"L{i}.gate_up"] = _store(alloc, f"L{i}.gate_up", gu)
         groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [mat(p + "ffn_down.weight")])
         if c.pre_norms:

@@ -10,6 +10,7 @@ where its forward pass differs from plain Llama), read by `gguf.file` and the tw
     gemma3     Gemma 3: sqrt(dim) embeddings, q/k and post norms, GeGLU, 5:1 sliding window
     gemma2     Gemma 2: post norms, GeGLU, soft-capped scores and logits, 1:1 sliding window
     olmo2      OLMo 2: no pre-norms, full-width q/k norms, post norms
+    phi3       Phi-3/3.5/4(-mini): fused q|k|v and gate|up, LongRoPE factors, partial rotary
 
 A new family is a new module here plus its line in `FAMILIES`; the engines ask the family, never
 the architecture's name.
@@ -23,11 +24,12 @@ from .gemma3 import FAMILY as GEMMA3
 from .granite import FAMILY as GRANITE
 from .llama import FAMILY as LLAMA
 from .olmo2 import FAMILY as OLMO2
+from .phi3 import FAMILY as PHI3
 from .qwen2 import FAMILY as QWEN2
 from .qwen3 import FAMILY as QWEN3
 from .smollm3 import FAMILY as SMOLLM3
 
-FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2, QWEN3, GEMMA3, GEMMA2, GRANITE, SMOLLM3, OLMO2)}
+FAMILIES: dict[str, Family] = {f.arch: f for f in (LLAMA, QWEN2, QWEN3, GEMMA3, GEMMA2, PHI3, GRANITE, SMOLLM3, OLMO2)}
 SUPPORTED_ARCHITECTURES: tuple[str, ...] = tuple(FAMILIES)
 
 

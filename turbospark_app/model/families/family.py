@@ -90,13 +90,11 @@ class Family:
     post_norms: bool = False  # post_attention_norm / post_ffw_norm on each branch's output
     activation: str = "silu"  # the gated FFN's: "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
     output: str = "optional"  # output.weight: "optional" (absent = tied), "required", "never" (tied)
+    fused: bool = False  # q|k|v in one attn_qkv and gate|up in one ffn_up (Phi-3)
     layer_shapes: Callable[["LlamaConfig", int], dict[str, tuple[int, ...]]] = llama_layer_shapes
     # The family's own keys -> LlamaConfig fields (scales, sliding windows, soft-caps, ...), given
     # the config of the common keys.
     read_extra: Callable[[Lookup, "LlamaConfig"], dict[str, Any]] = no_extra
     no_rope_step: int = 0  # n > 0: layers il with (il + 1) % n == 0 skip RoPE (llama.cpp hard-codes it)
-
-    @property
-    def tensors_per_layer(self) -> int:
-        """How many tensors a layer has at least (bounds block_count before anything loops on it)."""
-        return len(LLAMA_LAYER_TENSORS)
+    # How many tensors a layer has at least (bounds block_count before anything loops on it).
+    tensors_per_layer: int = len(LLAMA_LAYER_TENSORS)

@@ -78,6 +78,9 @@ class LlamaConfig:
     sliding_window: int = 0  # n_swa > 0: local layers see the n_swa most recent positions (self too)
     swa_layers: tuple[int, ...] = ()  # the local (sliding-window) layers
     rope_base_local: float = 0.0  # the local layers' RoPE base (0 = rope_base); they never scale
+    rope_factors: str = "rope_freqs.weight"  # the per-frequency divisors' tensor, when the file has it
+    rope_attn_factor: float = 1.0  # cos and sin are multiplied by this (LongRoPE's mscale)
+    fused: bool = False  # q|k|v in attn_qkv, gate|up in ffn_up
 
     def __post_init__(self) -> None:  # JSON gives a list back
         object.__setattr__(self, "swa_layers", tuple(int(i) for i in self.swa_layers))
@@ -242,6 +245,7 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         pre_norms=family.pre_norms,
         post_norms=family.post_norms,
         activation=family.activation,
+        fused=family.fused,
         no_rope_step=family.no_rope_step,
         tied_embeddings=family.output == "never" or "output.weight" not in tensors,
         file_type=None if file_type is None else int(file_type),
@@ -297,8 +301,8 @@ def validate_header(header: GGUFHeader) -> LlamaConfig:
     supported = {q.value: q for q in _supported_types()}
     infos = {t.name: t for t in header.tensors}
     expected = expected_tensor_shapes(config)
-    if "rope_freqs.weight" in infos:
-        expected["rope_freqs.weight"] = (config.rope_dims // 2,)
+    if config.rope_factors in infos:
+        expected[config.rope_factors] = (config.rope_dims // 2,)
     for name, shape in expected.items():
         t = infos.get(name)
         if t is None:

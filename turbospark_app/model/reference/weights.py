@@ -128,9 +128,9 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
         out["output"][...] = deq("output.weight")
     out["output_norm"] = alloc("output_norm", (c.dim,))
     out["output_norm"][...] = deq("output_norm.weight")
-    if gf.has_tensor("rope_freqs.weight"):
+    if gf.has_tensor(c.rope_factors):
         out["rope_freq_factors"] = alloc("rope_freq_factors", (c.rope_dims // 2,))
-        out["rope_freq_factors"][...] = deq("rope_freqs.weight")
+        out["rope_freq_factors"][...] = deq(c.rope_factors)
 
     wqkv = out["wqkv"] = alloc("wqkv", (c.n_layers, nqkv, c.dim))
     wo = out["wo"] = alloc("wo", (c.n_layers, c.dim, c.q_dim))
@@ -156,9 +156,14 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
     for i in range(c.n_layers):
         p = f"blk.{i}."
         attn_norm = deq(p + "attn_norm.weight") if c.pre_norms else ones  # (dim,)
-        wqkv[i, qs] = rope_rows(deq(p + "attn_q.weight"), c.n_heads) * attn_norm * row_scale
-        wqkv[i, ks] = rope_rows(deq(p + "attn_k.weight"), c.n_kv_heads) * attn_norm
-        wqkv[i, vs] = deq(p + "attn_v.weight") * attn_norm
+        if c.fused:  # Phi-3: one attn_qkv, rows [q | k | v]
+            fused = deq(p + "attn_qkv.weight")
+            wq, wk, wv = fused[qs], fused[ks], fused[vs]
+        else:
+            wq, wk, wv = deq(p + "attn_q.weight"), deq(p + "attn_k.weight"), deq(p + "attn_v.weight")
+        wqkv[i, qs] = rope_rows(wq, c.n_heads) * attn_norm * row_scale
+        wqkv[i, ks] = rope_rows(wk, c.n_kv_heads) * attn_norm
+        wqkv[i, vs] = wv * attn_norm
         if bqkv is not None:
             bqkv[i, qs] = rope_rows(deq(p + "attn_q.bias"), c.n_heads) * row_scale
             bqkv[i, ks] = rope_rows(deq(p + "attn_k.bias"), c.n_kv_heads)
@@ -171,8 +176,11 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
             post_ffw[i] = deq(p + "post_ffw_norm.weight")
         wo[i] = deq(p + "attn_output.weight")
         ffn_norm = deq(p + "ffn_norm.weight") if c.pre_norms else ones
-        wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
-        wgu[i, c.ffn_dim :] = deq(p + "ffn_up.weight") * ffn_norm
+        if c.fused:  # Phi-3: one ffn_up, rows [gate | up]: our layout already
+            wgu[i] = deq(p + "ffn_up.weight") * ffn_norm
+        else:
+            wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
+            wgu[i, c.ffn_dim :] = deq(p + "ffn_up.weight") * ffn_norm
         wd[i] = deq(p + "ffn_down.weight")
     return {k: v for k, v in out.items() if v is not None}
 
