@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test model bench bench-peer screenshot package clean
+.PHONY: run test model bench bench-peer check-peer screenshot package clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
@@ -44,6 +44,10 @@ $(PEER_STAMP):
 
 bench-peer: $(STAMP) model $(PEER_STAMP)
 	$(BIN)/python benchmarks/bench_peer.py --peer-python $(PEER_VENV)/bin/python
+
+# Each model family against llama.cpp, next-token agreement position by position (check_peer.py).
+check-peer: $(STAMP) $(PEER_STAMP)
+	$(BIN)/python benchmarks/check_peer.py --peer-python $(PEER_VENV)/bin/python
 
 # The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
 # self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from gguf_mutate import header_sites, mutated, site_named
 from hostile import open_bounded
 from tiny_gguf import write_tiny_gguf
@@ -108,3 +107,34 @@ def _good_path(tmp_path: Path, data: bytes) -> str:
     path = tmp_path / "good.gguf"
     path.write_bytes(data)
     return str(path)
+
+
+# --- one case per model family: its own tensors and keys, named when wrong ------------------------
+
+FAMILY_CASES = [
+    ("qwen3", {"head_dim": 96, "wrong_shape": {"blk.0.attn_q_norm.weight": (112,)}},
+     "tensor 'blk.0.attn_q_norm.weight' has shape (112,), expected (96,)"),
+    ("gemma3", {"skip_tensor": "blk.1.post_ffw_norm.weight"}, "missing tensor 'blk.1.post_ffw_norm.weight'"),
+    ("gemma2", {"wrong_shape": {"blk.0.post_attention_norm.weight": (128,)}},
+     "tensor 'blk.0.post_attention_norm.weight' has shape (128,), expected (256,)"),
+    ("phi3", {"wrong_shape": {"blk.1.attn_qkv.weight": (256, 256)}},
+     "tensor 'blk.1.attn_qkv.weight' has shape (256, 256), expected (512, 256)"),
+    ("granite", {"meta": {"residual_scale": 0.2}}, "missing metadata 'granite.logit_scale'"),
+    ("smollm3", {"skip_tensor": "blk.0.ffn_gate.weight"}, "missing tensor 'blk.0.ffn_gate.weight'"),
+    ("olmo2", {"tied": True}, "missing tensor 'output.weight'"),
+]
+
+
+@pytest.mark.parametrize(("arch", "options", "expected"), FAMILY_CASES, ids=[c[0] for c in FAMILY_CASES])
+def test_a_bad_file_of_each_family_names_what_is_wrong(tmp_path, arch, options, expected) -> None:
+    path = tmp_path / "family.gguf"
+    write_tiny_gguf(path, arch=arch, tokenizer={}, **options)
+    assert expected in _refused(_open(tmp_path, path.read_bytes()))
+
+
+def test_a_gemma3_file_without_its_sliding_window_key_runs(tmp_path) -> None:
+    # The key has a default (no sliding window, llama.cpp's non-iswa graph): the file is fine.
+    path = tmp_path / "gemma3.gguf"
+    write_tiny_gguf(path, arch="gemma3", tokenizer={})
+    out = _open(tmp_path, path.read_bytes())
+    assert out["info"]["code"] == 0 and out["load"]["outcome"] == "ok", out

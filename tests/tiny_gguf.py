@@ -101,6 +101,7 @@ def write_tiny_gguf(
     tokenizer: dict[str, Any] | None = None,
     head_dim: int | None = None,
     meta: dict[str, Any] | None = None,
+    wrong_shape: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Write the GGUF; return (reference float64 weights by tensor name, cfg).
 
@@ -147,6 +148,8 @@ def write_tiny_gguf(
     def add(name: str, values: np.ndarray, qtype: str) -> None:
         if name == skip_tensor:
             return
+        if wrong_shape and name in wrong_shape:  # a hostile-file case: the tensor at another shape
+            values = rng.standard_normal(wrong_shape[name])
         arr, raw_dtype = encode_tensor(values, qtype, rng)
         w.add_tensor(name, arr, raw_dtype=raw_dtype)
         if qtype in ("F32", "F16"):
