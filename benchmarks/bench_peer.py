@@ -1,6 +1,7 @@
 """TurboSpark vs llama.cpp (llama-cpp-python), side by side in one run. Prints medians and ratios.
 
     python benchmarks/bench_peer.py [--peer-python PATH] [--rounds 3] [--skip-1b] [--model GGUF]
+    python benchmarks/bench_peer.py --families [qwen3,gemma3,...] [--rounds 2]
 
 Each figure comes from a fresh child process per engine (`peer_child.py`), the two engines
 alternating, `--rounds` times; the table shows medians and TurboSpark / llama.cpp ratios:
@@ -12,7 +13,8 @@ TurboSpark runs once per kernel mode in `--kernels` (default: exact-prompt, the 
 and int8, llama.cpp's numerics; see `ort_graph.KERNEL_MODES`), each its own column.
 Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
 has only imported the engine) against the GGUF's tensor bytes, and where a decode step's time
-goes (`breakdown.py`).
+goes (`breakdown.py`). `--families` runs instead one ~0.5-1B synthetic GGUF per model family
+(`synthetic_gguf.write_family_synthetic`, Q4_0): decode after 38 tokens and 256-token chunked prefill.
 
 `make bench-peer` builds llama-cpp-python into its own venv first (see tools/peer_venv.sh).
 """
@@ -152,6 +154,8 @@ def main() -> int:
     ap.add_argument("--skip-1b", action="store_true")
     ap.add_argument("--only-1b", action="store_true", help="skip the default model")
     ap.add_argument("--decode", type=int, default=64)
+    ap.add_argument("--families", nargs="?", const="qwen3,gemma3,gemma2,phi3,granite,smollm3,olmo2",
+                    default=None, help="one synthetic GGUF per family instead (comma-separated)")
     ap.add_argument("--kernels", default="exact-prompt,int8",
                     help="TurboSpark kernel modes to run, comma-separated (TURBOSPARK_KERNELS)")
     args = ap.parse_args()
@@ -166,6 +170,15 @@ def main() -> int:
     extra = ["--decode", str(args.decode)]
     with tempfile.TemporaryDirectory(prefix="turbospark-peer-") as tmp:
         cache = Path(tmp) / "cache"
+        if args.families:
+            from synthetic_gguf import write_family_synthetic
+
+            for arch in args.families.split(","):
+                path = write_family_synthetic(Path(tmp) / f"synthetic-{arch}.gguf", arch)
+                compare(f"synthetic {arch}", path, args.peer_python, args.rounds, cache,
+                        ["--decode", "32", "--prefill", "256"], kernels)
+                path.unlink()
+            return 0
         if not args.only_1b:
             compare("default model", args.model or default_model_path(), args.peer_python,
                     args.rounds, cache, extra, kernels)
