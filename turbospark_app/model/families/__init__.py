@@ -24,4 +24,10 @@ def family_of(arch: str) -> Family | None:
     return FAMILIES.get(arch)
 
 
-__all__ = ["FAMILIES", "Family", "SUPPORTED_ARCHITECTURES", "family_of"]
+def cannot_run_message(arch: str) -> str:
+    """The plain line for an architecture TurboSpark does not run; it lists the families, so it
+    grows by itself as families are added. The same words in `model info`, Open Model and a load."""
+    return f"TurboSpark cannot run architecture {arch!r} yet (it runs: {', '.join(SUPPORTED_ARCHITECTURES)})"
+
+
+__all__ = ["FAMILIES", "Family", "SUPPORTED_ARCHITECTURES", "cannot_run_message", "family_of"]
