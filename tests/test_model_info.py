@@ -142,3 +142,31 @@ def test_show_value_keeps_lines_short() -> None:
     assert show_value([4] * 32) == "4 (all 32)" and show_value([1, 2]) == "[1, 2]"
     assert show_value("x" * 500).endswith("… (500 chars)") and len(show_value("x" * 500)) < 150
     assert show_value(1e6) == "1e+06" and show_value(True) == "True"
+
+
+def _write(path: Path, arch_value: object) -> Path:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.kv_data[0].pop("general.architecture")  # replaced by the value under test
+    if isinstance(arch_value, str):
+        w.add_string("general.architecture", arch_value)
+    else:
+        w.add_array("general.architecture", arch_value)
+    w.add_tensor("token_embd.weight", np.ones((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_an_architecture_that_is_not_a_name(tmp_path: Path, capsys) -> None:
+    code, rows, lines, err = _info(capsys, str(_write(tmp_path / "a.gguf", ["x" * 100] * 1000)))
+    assert code == 1 and rows["architecture"] == "–"
+    reason = "bad metadata 'general.architecture': a array[string], expected text"
+    assert lines[-1] == f"TurboSpark cannot load this file: {reason}" and err.endswith(reason + "\n")
+    code, rows, lines, _ = _info(capsys, str(_write(tmp_path / "b.gguf", "m" * 5000)))
+    assert code == 0 and len(lines[-1]) < 200 and lines[-1].startswith("TurboSpark cannot run architecture 'mmm")
+    assert rows["architecture"].endswith("… (5,000 chars)")

@@ -114,8 +114,7 @@ def _vocab_size(header: GGUFHeader, arch: str | None) -> int | None:
 def describe_header(header: GGUFHeader) -> GGUFDescription:
     """The description of a header `read_header` accepted (reads no tensor data)."""
     fields = header.fields
-    arch_value = fields.get("general.architecture")
-    arch = None if arch_value is None else str(arch_value)
+    arch = _text(fields.get("general.architecture"))  # another type: can_run names the problem
     prefix = f"{arch}."
     arch_fields = {k[len(prefix):]: v for k, v in fields.items() if arch is not None and k.startswith(prefix)}
     file_type = _int(fields.get("general.file_type"))
@@ -183,8 +182,8 @@ def description_rows(d: GGUFDescription) -> list[Row]:
         Row("file", "File", str(d.path)),
         Row("file_size", "File size", f"{d.file_size} bytes ({d.file_size / 2**20:.1f} MiB)"),
         Row("gguf_version", "GGUF version", str(d.gguf_version)),
-        Row("name", "Name", d.name),
-        Row("architecture", "Architecture", d.architecture or "– (no general.architecture)"),
+        Row("name", "Name", show_value(d.name)),
+        Row("architecture", "Architecture", "–" if d.architecture is None else show_value(d.architecture)),
         Row("parameters", "Parameters", f"{d.parameters:,}"),
         Row("tensors", "Tensors", f"{d.n_tensors:,}"),
         Row("quantization", "Quantization", d.quantization),
@@ -194,7 +193,7 @@ def description_rows(d: GGUFDescription) -> list[Row]:
         if key in d.arch_fields:
             rows.append(Row(key.rsplit(".", 1)[-1], label, show_value(d.arch_fields[key])))
     rows.append(Row("vocab_size", "Vocabulary", "–" if d.vocab_size is None else str(d.vocab_size)))
-    rows.append(Row("tokenizer", "Tokenizer", f"{d.tokenizer_model or '–'} (pre: {d.tokenizer_pre or 'default'})"))
+    rows.append(Row("tokenizer", "Tokenizer", f"{show_value(d.tokenizer_model or '–')} (pre: {show_value(d.tokenizer_pre or 'default')})"))
     rows.append(Row("chat_template", "Chat template", "absent" if d.chat_template_chars is None
                     else f"present ({d.chat_template_chars:,} chars)"))
     shape_keys = {key for key, _ in SHAPE_KEYS}

@@ -132,9 +132,12 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
     arch = header.value("general.architecture")
     if arch is None:
         raise ModelFileError(path, "missing metadata 'general.architecture'")
-    family = family_of(str(arch))
+    if not isinstance(arch, str):  # a number or a (maybe huge) array: not a name to print back
+        raise ModelFileError(path, f"bad metadata 'general.architecture': a "
+                             f"{header.field_types.get('general.architecture')}, expected text")
+    family = family_of(arch)
     if family is None:
-        raise ModelFileError(path, cannot_run_message(str(arch)))
+        raise ModelFileError(path, cannot_run_message(arch))
 
     def required(key: str) -> Any:
         value = header.value(f"{arch}.{key}")
