@@ -102,3 +102,15 @@ def test_a_file_whose_header_cannot_be_read_is_explained(qtbot, tmp_path: Path, 
     assert sig.args == [str(cut), False] and describer.dialog is None
     box = describer.error_box
     assert box.isVisible() and box.text() == "The model file is incomplete" and "truncated" in box.informativeText()
+
+
+def test_the_architecture_is_judged_before_words_in_its_name(tmp_path: Path) -> None:
+    from turbospark_app.ui.model_dialogs import check_model_file, explain_model_error
+
+    path = tmp_path / "odd.gguf"
+    write_tiny_gguf(path, arch="not-truncated")  # "truncated" would read as a cut download
+    with pytest.raises(Exception) as info:
+        check_model_file(path)
+    title, text = explain_model_error(info.value)
+    assert title == "This model's architecture is not supported"
+    assert text.startswith(cannot_run_message("not-truncated"))

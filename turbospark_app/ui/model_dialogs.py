@@ -56,9 +56,9 @@ SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 
 def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
     """Everything `load_backend` checks except the weights; returns facts for the confirmation.
-    Raises ModelFileError / TokenizerError / TemplateError (all EngineError); a header that reads
-    but a file TurboSpark cannot run is a CannotRunError carrying the file's description (the
-    same verdict `turbospark model info` gives). Any thread."""
+    Raises ModelFileError / TokenizerError / TemplateError (all EngineError); a file whose header
+    reads but that TurboSpark cannot run is a CannotRunError carrying the file's description (the
+    verdict `turbospark model info` gives). Any thread."""
     from ..model.gguf.describe import CannotRunError, describe_header
     from ..model.gguf.file import GGUFFile
     from ..model.gguf.header import read_header
@@ -105,6 +105,10 @@ def explain_model_error(exc: BaseException) -> tuple[str, str]:
 
     if isinstance(exc, ModelFileError):
         reason = exc.reason
+        # First: the words below could be in the name of an architecture
+        if getattr(getattr(exc, "description", None), "foreign", False):  # describe.CannotRunError
+            return ("This model's architecture is not supported", f"{reason}.\n\n{runs_text()}\n\n"
+                    "Pick a GGUF of one of those. The model you have keeps running.")
         if "not found" in reason or "is a directory" in reason or "cannot read" in reason:
             return "The file cannot be read", f"{reason}.\n\nCheck that the file exists and that you may read it."
         if "not a GGUF file" in reason:
@@ -113,9 +117,6 @@ def explain_model_error(exc: BaseException) -> tuple[str, str]:
         if "truncated" in reason:
             return ("The model file is incomplete", f"{reason}.\n\nThe download was probably cut short. "
                     "Download the file again and check its size against the source.")
-        if getattr(getattr(exc, "description", None), "foreign", False):  # describe.CannotRunError
-            return ("This model's architecture is not supported", f"{reason}.\n\n{runs_text()}\n\n"
-                    "Pick a GGUF of one of those. The model you have keeps running.")
         if "unsupported tensor type" in reason:
             return ("This quantization is not supported", f"{reason}.\n\nTurboSpark reads {SUPPORTED_TYPES_TEXT} "
                     "tensors. Pick a variant of this model in one of those (e.g. Q4_K_M, Q8_0).")
