@@ -253,7 +253,9 @@ def test_model_command_info_on_a_non_gguf(tmp_path, capsys):
 @pytest.mark.real_model
 def test_model_info_on_the_default_model(default_model_path, capsys):
     assert run_model_command(argparse.Namespace(action="info", model=str(default_model_path))) == 0
-    out = dict(line.split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == "TurboSpark runs this model."
+    out = dict(line.split(": ", 1) for line in lines[:-1])
     assert out["architecture"] == "llama"
     assert out["quantization"] == "Q4_1"
     assert out["context_length"] == "8192"
@@ -261,3 +263,6 @@ def test_model_info_on_the_default_model(default_model_path, capsys):
     assert out["vocab_size"] == "49152"
     assert out["chat_template"].startswith("present")
     assert out["file_size"].startswith("98362432 bytes")
+    assert out["tensor_types"] == "Q4_1 x210, F32 x61, Q8_0 x1" and out["tokenizer"] == "gpt2 (pre: smollm)"
+    assert (out["block_count"], out["embedding_length"], out["head_count"], out["head_count_kv"]) == (
+        "30", "576", "9", "3")

@@ -109,6 +109,34 @@ def _good_path(tmp_path: Path, data: bytes) -> str:
     return str(path)
 
 
+def test_an_architecture_turbospark_does_not_run_is_described_and_refused(tmp_path) -> None:
+    from foreign_gguf import write_foreign_gguf
+
+    from turbospark_app.model.families import cannot_run_message
+
+    data = write_foreign_gguf(tmp_path / "mamba-src.gguf", "mamba").read_bytes()
+    out = _open(tmp_path, data)
+    assert out["info"]["code"] == 0 and out["info"]["stderr"] == "", out  # its metadata, no error
+    assert out["load"]["outcome"] == "ModelFileError" and out["load"]["reason"] == cannot_run_message("mamba")
+
+
+def test_metadata_of_the_wrong_type_is_refused_by_name(tmp_path) -> None:
+    # A string where a count belongs: int("two") was a ValueError traceback in both paths.
+    import gguf
+    import numpy as np
+
+    path = tmp_path / "typed-src.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_string("llama.block_count", "two")
+    w.add_tensor("token_embd.weight", np.ones((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    reason = _refused(_open(tmp_path, path.read_bytes()))
+    assert reason == "bad metadata 'llama.block_count' = 'two': a string, expected an integer"
+
+
 # --- one case per model family: its own tensors and keys, named when wrong ------------------------
 
 FAMILY_CASES = [

@@ -8,6 +8,7 @@ import pytest
 from tiny_gguf import LAYER_TYPES, write_tiny_gguf
 
 from turbospark_app.engine import EngineError
+from turbospark_app.model.families import cannot_run_message
 from turbospark_app.model.gguf.file import ModelFileError, open_gguf
 from turbospark_app.model.reference.forward import LlamaModel
 
@@ -66,7 +67,8 @@ def test_unsupported_architecture(tmp_path: Path) -> None:
     path = tmp_path / "gpt2.gguf"
     write_tiny_gguf(path, arch="gpt2")
     err = _load_error(path, tmp_path)
-    assert "unsupported architecture 'gpt2'" in err.reason and "llama" in err.reason
+    assert err.reason == cannot_run_message("gpt2")
+    assert err.reason.startswith("TurboSpark cannot run architecture 'gpt2' yet (it runs: llama")
 
 
 def test_missing_tensor(tmp_path: Path) -> None:

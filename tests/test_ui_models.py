@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from tiny_gguf import LAYER_TYPES, write_tiny_gguf
+from turbospark_app.model.families import cannot_run_message
 from turbospark_app.ui.model_dialogs import (
     ModelInfoDialog,
     ModelOpener,
@@ -49,7 +50,8 @@ def test_unsupported_architecture(tmp_path: Path) -> None:
     write_tiny_gguf(path, arch="gpt2")
     title, text = problem(path)
     assert title == "This model's architecture is not supported"
-    assert "'gpt2'" in text and "llama and qwen2" in text
+    assert text.startswith(cannot_run_message("gpt2") + ".")  # the line `model info` prints
+    assert "\nllama: Llama 2/3, SmolLM2" in text and "\nqwen2: Qwen2, Qwen2.5" in text
 
 
 def test_unsupported_tensor_type(tmp_path: Path) -> None:

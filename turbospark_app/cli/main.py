@@ -2,6 +2,7 @@
 
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
+    turbospark model info [FILE]    the metadata of any GGUF, and whether TurboSpark runs it
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -67,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
     sub = parser.add_subparsers(dest="command")
 
-    model = sub.add_parser("model", help="the embedded default model")
+    model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE)")
     model.add_argument("action", choices=["fetch", "path", "info"])
+    model.add_argument("file", nargs="?", metavar="FILE",
+                       help="for info: any GGUF file (default: --model, else the default model)")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")

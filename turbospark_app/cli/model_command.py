@@ -1,12 +1,12 @@
-"""`turbospark model fetch|path|info`: the console side of `fetch` (progress lines, metadata)."""
+"""`turbospark model fetch|path|info [FILE]`: the console side of `fetch` (progress lines) and the
+metadata of any GGUF (`model.gguf.describe`), with whether TurboSpark runs it."""
 
 from __future__ import annotations
 
 import argparse
-import collections
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..model.fetch import (
     FetchError,
@@ -16,42 +16,45 @@ from ..model.fetch import (
     resolve_model_path,
 )
 
+if TYPE_CHECKING:  # the GGUF reader (numpy) is imported by `model info` only
+    from ..model.gguf.describe import GGUFDescription
 
-def model_info(path: Path) -> dict[str, Any]:
-    """Metadata of a GGUF: architecture, parameters, quantization, context, size, template.
 
-    The header goes through the same bounded walk and checks as `chat` and Open Model, so a
-    file they would refuse is a ModelFileError naming what is wrong."""
-    from ..model.gguf.file import quantization_name, validate_header
-    from ..model.gguf.header import read_header
+def model_info(description: GGUFDescription, verified: str | None = None) -> list[str]:
+    """`model info`'s stdout: "key: value" lines of the metadata (any architecture), then the
+    plain verdict line (TurboSpark runs it / cannot run architecture X yet / cannot load it)."""
+    from ..model.gguf.describe import description_rows, verdict_line
 
-    header = read_header(path)
-    validate_header(header)
-    value = header.value
-    arch = str(value("general.architecture", "unknown"))
-    file_type = value("general.file_type", None)
-    tensor_types = collections.Counter(t.type_name for t in header.tensors)
-    template = value("tokenizer.chat_template", None)
-    tokens = header.fields.get("tokenizer.ggml.tokens")
-    return {
-        "file": str(path),
-        "file_size": header.file_size,
-        "name": value("general.name", ""),
-        "architecture": arch,
-        "parameters": sum(t.n_elements for t in header.tensors),
-        "quantization": quantization_name(file_type, header.tensors),
-        "tensor_types": dict(tensor_types.most_common()),
-        "context_length": value(f"{arch}.context_length", None),
-        "embedding_length": value(f"{arch}.embedding_length", None),
-        "block_count": value(f"{arch}.block_count", None),
-        "head_count": value(f"{arch}.attention.head_count", None),
-        "head_count_kv": value(f"{arch}.attention.head_count_kv", None),
-        "vocab_size": len(tokens) if isinstance(tokens, list) else 0,
-        "tokenizer": f"{value('tokenizer.ggml.model', '?')}"
-        f" (pre: {value('tokenizer.ggml.pre', 'default')})",
-        "chat_template": f"present ({len(template)} chars)" if isinstance(template, str) and template
-        else "absent (ChatML fallback)",
-    }
+    lines = [f"{row.key}: {row.text}" for row in description_rows(description)]
+    if verified is not None:
+        lines.append(f"verified: {verified}")
+    return [*lines, verdict_line(description)]
+
+
+def _info(path: Path) -> int:
+    """`model info`: 0 when the metadata is printed and the file runs or its architecture is one
+    TurboSpark does not run yet; 1 when the header cannot be read (the error alone) or a file of
+    an architecture it runs fails the checks (the metadata, then the error on stderr)."""
+    from ..model.gguf.describe import describe_gguf
+    from ..model.gguf.header import ModelFileError
+
+    if not path.is_file():
+        print(f"error: no model file at {path}", file=sys.stderr)
+        return 1
+    try:
+        description = describe_gguf(path)
+    except ModelFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    verified = None
+    if path == default_model_path():
+        verified = "sha256 ok" if is_verified(path) else "not verified"
+    print("\n".join(model_info(description, verified)))
+    if description.runnable or description.foreign:
+        return 0
+    # The same words `chat` and Open Model give for this file (ModelFileError's text)
+    print(f"error: {ModelFileError(path, str(description.problem))}", file=sys.stderr)
+    return 1
 
 
 class _ConsoleProgress:
@@ -81,8 +84,12 @@ class _ConsoleProgress:
 
 
 def run_model_command(args: argparse.Namespace) -> int:
-    """`turbospark model fetch|path|info` (args.action, args.model); returns the exit code."""
-    action, chosen = args.action, getattr(args, "model", None)
+    """`turbospark model fetch|path|info [FILE]` (args.action, args.file, args.model); returns
+    the exit code. FILE wins over --model; without either, the default model."""
+    action, chosen = args.action, getattr(args, "file", None) or getattr(args, "model", None)
+    if getattr(args, "file", None) and action != "info":
+        print(f"error: `model {action}` takes no FILE (only `model info FILE` does)", file=sys.stderr)
+        return 2
     if action == "fetch":
         if chosen:
             print("error: `model fetch` fetches the default model; --model names a file you have",
@@ -108,23 +115,6 @@ def run_model_command(args: argparse.Namespace) -> int:
             return 1
         return 0
     if action == "info":
-        if not path.is_file():
-            print(f"error: no model file at {path}", file=sys.stderr)
-            return 1
-        from ..model.gguf.header import ModelFileError
-
-        try:
-            info = model_info(path)
-        except ModelFileError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        if path == default_model_path():
-            info["verified"] = "sha256 ok" if is_verified(path) else "not verified"
-        info["file_size"] = f"{info['file_size']} bytes ({info['file_size'] / 2**20:.1f} MiB)"
-        info["parameters"] = f"{info['parameters']:,}"
-        info["tensor_types"] = ", ".join(f"{k} x{v}" for k, v in info["tensor_types"].items())
-        for key, value in info.items():
-            print(f"{key}: {value}")
-        return 0
+        return _info(path)
     print(f"error: unknown model action {action!r}", file=sys.stderr)
     return 2

@@ -26,6 +26,7 @@ from .bridge import EngineBridge
 from .conversation_menu import add_message_actions
 from .conversation_pane import ConversationPane
 from .endpoints_dialog import EndpointsDialog
+from .gguf_info import FileDescriber
 from .model_dialogs import ModelInfoDialog
 from .model_switch import ModelFactory, ModelSwitcher
 from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
@@ -341,7 +342,7 @@ class MainWindow(QMainWindow):
             box = QMessageBox(QMessageBox.Icon.Information, "Model Info", text, QMessageBox.StandardButton.Ok, self)
             box.open()
             return
-        ModelInfoDialog(info, self).open()
+        ModelInfoDialog(info, self, describer=FileDescriber.for_window(self)).open()
 
     def show_about(self) -> None:
         """Help > About TurboSpark: versions of everything, the model included."""

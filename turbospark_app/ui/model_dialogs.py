@@ -2,10 +2,12 @@
 
 Opening a model:
  1. the user picks a file (`choose_model_file`);
- 2. `check_model_file` runs in a worker thread: `open_gguf` (magic, header, truncation,
-    architecture, tensor types and shapes), the tokenizer and the chat template: everything
-    `load_backend` needs except dequantizing the weights. A problem becomes a dialog that says
-    what is wrong in plain words and what to do (`explain_model_error`);
+ 2. `check_model_file` runs in a worker thread: the bounded header walk, `describe`'s verdict
+    (architecture, tensor types and shapes: the validator `load_backend` uses), the tokenizer and
+    the chat template: everything `load_backend` needs except dequantizing the weights. A problem
+    becomes a dialog that says what is wrong in plain words and what to do
+    (`explain_model_error`); an architecture TurboSpark does not run gets the same line as
+    `turbospark model info`, with the file's metadata in the details;
  3. only a file that passed is handed to `switch` (the bridge reloads the engine's backend).
     A file refused only for its chat template, whose vocabulary has ChatML's tokens, gets a
     "Use Built-in ChatML" button: the check runs again with ChatML and the switch carries
@@ -54,12 +56,20 @@ SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 
 def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
     """Everything `load_backend` checks except the weights; returns facts for the confirmation.
-    Raises ModelFileError / TokenizerError / TemplateError (all EngineError). Any thread."""
+    Raises ModelFileError / TokenizerError / TemplateError (all EngineError); a file whose header
+    reads but that TurboSpark cannot run is a CannotRunError carrying the file's description (the
+    verdict `turbospark model info` gives). Any thread."""
+    from ..model.gguf.describe import CannotRunError, describe_header
+    from ..model.gguf.file import GGUFFile
+    from ..model.gguf.header import read_header
     from ..model.text.consistency import checked_template
-    from ..model.gguf.file import open_gguf
     from ..model.text.tokenizer import GGUFTokenizer
 
-    gf = open_gguf(path)
+    header = read_header(path)
+    description = describe_header(header)
+    if description.config is None:
+        raise CannotRunError(description)
+    gf = GGUFFile(Path(path), header, description.config)
     try:
         tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.header)
         template = checked_template(Path(path), gf.config, tokenizer, chat_template)
@@ -71,14 +81,34 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     return facts
 
 
+def description_text(description: Any) -> str:
+    """A `model.gguf.describe.GGUFDescription` as "Label: text" lines and the verdict line (the
+    details of a refused file's box)."""
+    from ..model.gguf.describe import description_rows, verdict_line
+
+    return "\n".join([*(f"{r.label}: {r.text}" for r in description_rows(description)),
+                      verdict_line(description)])
+
+
+def runs_text() -> str:
+    """"llama: Llama 2/3, SmolLM2, ..." a line per family TurboSpark runs (it grows with them)."""
+    from ..model.families import FAMILIES
+
+    return "\n".join(f"{arch}: {family.label}" for arch, family in FAMILIES.items())
+
+
 def explain_model_error(exc: BaseException) -> tuple[str, str]:
     """(headline, explanation with what to do) for a file that cannot be used."""
     from ..model.text.chat_template import TemplateError
-    from ..model.gguf.file import SUPPORTED_ARCHITECTURES, ModelFileError
+    from ..model.gguf.file import ModelFileError
     from ..model.text.tokenizer import TokenizerError
 
     if isinstance(exc, ModelFileError):
         reason = exc.reason
+        # First: the words below could be in the name of an architecture
+        if getattr(getattr(exc, "description", None), "foreign", False):  # describe.CannotRunError
+            return ("This model's architecture is not supported", f"{reason}.\n\n{runs_text()}\n\n"
+                    "Pick a GGUF of one of those. The model you have keeps running.")
         if "not found" in reason or "is a directory" in reason or "cannot read" in reason:
             return "The file cannot be read", f"{reason}.\n\nCheck that the file exists and that you may read it."
         if "not a GGUF file" in reason:
@@ -87,10 +117,6 @@ def explain_model_error(exc: BaseException) -> tuple[str, str]:
         if "truncated" in reason:
             return ("The model file is incomplete", f"{reason}.\n\nThe download was probably cut short. "
                     "Download the file again and check its size against the source.")
-        if "unsupported architecture" in reason:
-            return ("This model's architecture is not supported", f"{reason}.\n\nTurboSpark runs "
-                    f"{' and '.join(SUPPORTED_ARCHITECTURES)} models (Llama 2/3, SmolLM2, TinyLlama, Qwen2). "
-                    "Pick a GGUF of one of those.")
         if "unsupported tensor type" in reason:
             return ("This quantization is not supported", f"{reason}.\n\nTurboSpark reads {SUPPORTED_TYPES_TEXT} "
                     "tensors. Pick a variant of this model in one of those (e.g. Q4_K_M, Q8_0).")
@@ -109,7 +135,8 @@ def choose_model_file(parent: QWidget | None, start: str = "") -> str | None:
 
 
 class _CheckThread(QThread):
-    """Runs `check` off the GUI thread; the result arrives as a (queued) signal."""
+    """Runs `check(path)` off the GUI thread (the checks here, gguf_info's describe); the result
+    arrives as a (queued) signal."""
 
     done = Signal(str, object, object)  # path, facts | None, exception | None
 
@@ -188,6 +215,8 @@ class ModelOpener(QObject):
                               QMessageBox.StandardButton.Ok, self._parent)
             box.setObjectName("modelErrorBox")
             box.setInformativeText(f"{Path(path).name}\n\n{self.last_error[1]}")
+            if getattr(exc, "description", None) is not None:  # the header read: show what it says
+                box.setDetailedText(description_text(exc.description))
             if getattr(exc, "chatml_available", False) and self._choice is None:
                 # The file's template was refused, but the model has ChatML's tokens: offer it.
                 use = box.addButton("Use Built-in ChatML", QMessageBox.ButtonRole.AcceptRole)
@@ -253,11 +282,13 @@ def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 class ModelInfoDialog(QDialog):
-    """Help > Model Info: the loaded model's facts and its chat template's text."""
+    """Help > Model Info: the loaded model's facts and its chat template's text; with a
+    `describer`, buttons show the full GGUF metadata of this file or of any other (`gguf_info`)."""
 
-    def __init__(self, info: Mapping[str, Any], parent: QWidget | None = None) -> None:
+    def __init__(self, info: Mapping[str, Any], parent: QWidget | None = None, describer: Any = None) -> None:
         super().__init__(parent)
         self.setObjectName("modelInfoDialog")
+        self.describer = describer  # a gguf_info.FileDescriber (it outlives the dialog), or None
         self.setWindowTitle("Model Info")
         self.setMinimumSize(560, 480)
         form = QFormLayout()
@@ -279,8 +310,22 @@ class ModelInfoDialog(QDialog):
         self.template.setPlainText(template if isinstance(template, str) else "– (not reported by this engine)")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
+        if describer is not None:
+            self._add_metadata_buttons(buttons, info.get("path"), describer)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(heading)
         layout.addWidget(self.template, 1)
         layout.addWidget(buttons)
+
+    def _add_metadata_buttons(self, buttons: QDialogButtonBox, path: Any, describer: Any) -> None:
+        """"File Metadata…" (the loaded GGUF's header, as `model info` shows it) and "Another
+        GGUF…" (any file, whatever its architecture), shown by `describer` (gguf_info)."""
+        local = isinstance(path, str) and os.path.isfile(path)  # not a remote engine's model
+        if local:
+            mine = buttons.addButton("File Metadata…", QDialogButtonBox.ButtonRole.ActionRole)
+            mine.setObjectName("fileMetadataButton")
+            mine.clicked.connect(lambda: describer.describe_path(path))
+        other = buttons.addButton("Another GGUF…", QDialogButtonBox.ButtonRole.ActionRole)
+        other.setObjectName("otherGgufButton")
+        other.clicked.connect(lambda: describer.open_dialog(str(Path(path).parent) if local else ""))

@@ -38,4 +38,11 @@ def family_of(arch: str) -> Family | None:
     return FAMILIES.get(arch)
 
 
-__all__ = ["FAMILIES", "Family", "SUPPORTED_ARCHITECTURES", "family_of"]
+def cannot_run_message(arch: str) -> str:
+    """The plain line for an architecture TurboSpark does not run; it lists the families, so it
+    grows by itself as families are added. The same words in `model info`, Open Model and a load."""
+    name = arch if len(arch) <= 64 else arch[:64] + "…"  # a hostile file's name stays one line
+    return f"TurboSpark cannot run architecture {name!r} yet (it runs: {', '.join(SUPPORTED_ARCHITECTURES)})"
+
+
+__all__ = ["FAMILIES", "Family", "SUPPORTED_ARCHITECTURES", "cannot_run_message", "family_of"]

@@ -3,5 +3,6 @@ weight blocks as ONNX Runtime's MatMulNBits reads them. Imports the families (wh
 
     header        the bounded header walk: metadata and tensor infos checked before use
     file          open_gguf: the validated file, its config, the expected tensor shapes
+    describe      any readable GGUF's metadata (whatever its architecture) and whether it runs
     quant_blocks  GGUF 4/8-bit blocks -> MatMulNBits blocks, without requantizing
 """

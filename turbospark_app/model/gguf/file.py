@@ -13,6 +13,7 @@ module per architecture.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..families import SUPPORTED_ARCHITECTURES, family_of  # noqa: F401 (re-exported)
+from ..families import SUPPORTED_ARCHITECTURES, cannot_run_message, family_of  # noqa: F401 (re-exported)
 from .header import (  # noqa: F401 (ModelFileError, check_magic: re-exported)
     GGUFHeader,
     ModelFileError,
@@ -165,22 +166,22 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
     arch = header.value("general.architecture")
     if arch is None:
         raise ModelFileError(path, "missing metadata 'general.architecture'")
-    family = family_of(str(arch))
+    if not isinstance(arch, str):  # a number or a (maybe huge) array: not a name to print back
+        raise ModelFileError(path, f"bad metadata 'general.architecture': a "
+                             f"{header.field_types.get('general.architecture')}, expected text")
+    family = family_of(arch)
     if family is None:
-        raise ModelFileError(
-            path,
-            f"unsupported architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHITECTURES)})",
-        )
+        raise ModelFileError(path, cannot_run_message(arch))
 
     def required(key: str) -> Any:
         value = header.value(f"{arch}.{key}")
         if value is None:
             raise ModelFileError(path, f"missing metadata '{arch}.{key}'")
-        return value
+        return _typed(header, f"{arch}.{key}", value)
 
     def optional(key: str, default: Any) -> Any:
         value = header.value(f"{arch}.{key}")
-        return default if value is None else value
+        return default if value is None else _typed(header, f"{arch}.{key}", value)
 
     n_layers = int(required("block_count"))
     dim = int(required("embedding_length"))
@@ -225,6 +226,7 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         raise ModelFileError(path, "missing tensor 'token_embd.weight'")
     vocab_size = int(embd.dims[1]) if len(embd.dims) == 2 else 0
     file_type = header.value("general.file_type")
+    file_type = file_type if isinstance(file_type, int) else None  # any other type: not llama.cpp's
     config = LlamaConfig(
         architecture=arch,
         n_layers=n_layers,
@@ -263,6 +265,33 @@ def read_config(header: GGUFHeader) -> LlamaConfig:
         raise ModelFileError(path, f"bad {arch} metadata: {e}") from None
 
 
+# The type each key `read_config` converts must have: a hostile file may store any type under
+# any key, and int("two"), int(nan) or int([1, 2]) must be a ModelFileError naming the key.
+_TEXT_KEYS = ("rope.scaling.type",)
+_REAL_KEYS = ("attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.scaling.factor")
+_INT_KEYS = ("block_count", "embedding_length", "context_length", "attention.key_length",
+             "attention.value_length", "rope.dimension_count")
+_PER_LAYER_KEYS = ("feed_forward_length", "attention.head_count", "attention.head_count_kv")  # or arrays
+
+
+def _typed(header: GGUFHeader, key: str, value: Any) -> Any:
+    """`value`, when it has the type `read_config` converts for `key` (other keys: as they are)."""
+    suffix = key.split(".", 1)[1]
+    if suffix in _TEXT_KEYS:
+        expected, ok = "text", isinstance(value, str)
+    elif suffix in _REAL_KEYS:
+        expected, ok = "a finite number", isinstance(value, (int, float)) and math.isfinite(value)
+    elif suffix in _INT_KEYS or suffix in _PER_LAYER_KEYS:
+        expected = "an integer"
+        ok = isinstance(value, int) or (suffix in _PER_LAYER_KEYS and isinstance(value, list))
+    else:
+        return value
+    if ok:
+        return value
+    raise ModelFileError(header.path, f"bad metadata '{key}' = {str(value)[:40]!r}: a "
+                         f"{header.field_types.get(key, 'value')}, expected {expected}")
+
+
 def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
     """llama.cpp's name of `general.file_type`, else the type holding most elements."""
     from gguf import LlamaFileType
@@ -270,7 +299,7 @@ def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
     if file_type is not None:
         try:
             return LlamaFileType(int(file_type)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
-        except ValueError:
+        except (TypeError, ValueError):  # not llama.cpp's number (a hostile file's text, a list)
             pass
     counts: dict[str, int] = {}
     for t in tensors:
