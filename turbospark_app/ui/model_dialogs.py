@@ -67,7 +67,9 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     finally:
         gf.close()
     facts.update(path=str(path), file_name=Path(path).name, file_size_bytes=os.path.getsize(path),
-                 chat_template=template.source, chat_template_is_fallback=template.is_fallback)
+                 chat_template=None if template is None else template.source,
+                 chat_template_is_fallback=template is not None and template.is_fallback,
+                 has_chat_template=template is not None)  # False: a base model, raw completion
     return facts
 
 
@@ -270,13 +272,17 @@ class ModelInfoDialog(QDialog):
             form.addRow(label, value)
         template = info.get("chat_template")
         fallback = bool(info.get("chat_template_is_fallback"))
-        heading = QLabel("Chat template" + (" (the file has none: ChatML is used)" if fallback else ""), self)
+        raw_only = info.get("has_chat_template") is False
+        heading = QLabel("Chat template" + (" (ChatML, chosen at load)" if fallback else "")
+                         + (": none — a base model, its conversations run as raw completion"
+                            if raw_only else ""), self)
         self.template = QPlainTextEdit(self)
         self.template.setObjectName("chatTemplate")
         self.template.setReadOnly(True)
         self.template.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.template.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.template.setPlainText(template if isinstance(template, str) else "– (not reported by this engine)")
+        self.template.setPlainText(template if isinstance(template, str) else
+                                   "– (none in the file)" if raw_only else "– (not reported by this engine)")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
