@@ -61,8 +61,10 @@ def raw_prompt_ids(
             ids.extend(m.token_ids)
         elif m.content:
             # One message at a time (not the joined text): the ids of earlier messages must not
-            # change when a later one is added, or the KV prefix would not be reused.
-            ids.extend(tokenizer.encode(m.content))
+            # change when a later one is added, or the KV prefix would not be reused. Text after
+            # the first goes on from it: no SentencePiece space prefix (`encode_continuation`).
+            encode = getattr(tokenizer, "encode_continuation", tokenizer.encode) if ids else tokenizer.encode
+            ids.extend(encode(m.content))
     return ids
 
 
