@@ -9,7 +9,9 @@ Opening a model:
  3. only a file that passed is handed to `switch` (the bridge reloads the engine's backend).
     A file refused only for its chat template, whose vocabulary has ChatML's tokens, gets a
     "Use Built-in ChatML" button: the check runs again with ChatML and the switch carries
-    `facts["chat_template_choice"] = "chatml"`.
+    `facts["chat_template_choice"] = "chatml"`. A file with NO template (a base model) is not
+    refused: it loads for raw completion, and a note says so, with the same button when its
+    vocabulary has ChatML's tokens.
 
 Why validate first: the engine thread would report the same errors, but only after it had
 dropped the model that was working. A bad pick must leave the app as it was.
@@ -55,7 +57,7 @@ SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K
 def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
     """Everything `load_backend` checks except the weights; returns facts for the confirmation.
     Raises ModelFileError / TokenizerError / TemplateError (all EngineError). Any thread."""
-    from ..model.text.consistency import checked_template
+    from ..model.text.consistency import chatml_available, checked_template
     from ..model.gguf.file import open_gguf
     from ..model.text.tokenizer import GGUFTokenizer
 
@@ -69,7 +71,8 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     facts.update(path=str(path), file_name=Path(path).name, file_size_bytes=os.path.getsize(path),
                  chat_template=None if template is None else template.source,
                  chat_template_is_fallback=template is not None and template.is_fallback,
-                 has_chat_template=template is not None)  # False: a base model, raw completion
+                 has_chat_template=template is not None,  # False: a base model, raw completion
+                 chatml_available=template is None and chatml_available(tokenizer))
     return facts
 
 
@@ -149,6 +152,7 @@ class ModelOpener(QObject):
         self._choice: str | None = None
         self._load: dict[str, str] = {}
         self.last_error: tuple[str, str] | None = None
+        self.notice: QMessageBox | None = None  # the last "no chat template" note
 
     @property
     def checking(self) -> bool:
@@ -205,7 +209,28 @@ class ModelOpener(QObject):
         if self._load:
             facts = {**facts, "load_options": dict(self._load)}
         self._switch(path, facts)
+        if facts.get("has_chat_template") is False:
+            self._raw_note(path, bool(facts.get("chatml_available")))
         self.checked.emit(path, True)
+
+    def _raw_note(self, path: str, chatml: bool) -> None:
+        """A base model was opened: say its panes run raw; offer ChatML when it has the tokens."""
+        box = QMessageBox(QMessageBox.Icon.Information, "Open Model",
+                          "This model has no chat template", QMessageBox.StandardButton.Ok, self._parent)
+        box.setObjectName("rawModelBox")
+        text = (f"{Path(path).name}\n\nIt is a base model: it continues text rather than answering "
+                "chat messages, so its conversations run as raw completion (the pane says “Raw "
+                "completion”; your text is the prompt, the reply continues it).")
+        if chatml:
+            text += ("\n\nIts vocabulary has ChatML's special tokens, so it can also be run with the "
+                     "built-in ChatML chat template.")
+            use = box.addButton("Use Built-in ChatML", QMessageBox.ButtonRole.AcceptRole)
+            use.setObjectName("useChatmlButton")
+            load = self._load
+            use.clicked.connect(lambda: self.open_path(path, chat_template=CHATML, load=load))
+        box.setInformativeText(text)
+        self.notice = box
+        box.open()
 
 
 def _fmt(value: Any, kind: str = "") -> str:
