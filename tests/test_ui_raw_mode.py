@@ -64,6 +64,7 @@ def test_the_raw_toggle_is_remembered_per_conversation(ui, qtbot) -> None:
     assert not pane.raw_badge.isVisible() and pane.raw_toggle.isEnabled() and not pane.raw_mode
     qtbot.mouseClick(pane.raw_toggle, LEFT)
     assert pane.raw_toggle.isChecked() and pane.raw_badge.isVisible() and pane.raw_mode
+    assert "to continue" in pane.input.placeholderText()
     assert w.store.conversation(pane.conversation_id).raw
     send(qtbot, pane, "The cat")
     wait_idle(qtbot, pane)
@@ -80,6 +81,7 @@ def test_the_raw_toggle_is_remembered_per_conversation(ui, qtbot) -> None:
     assert bytes(done2[-1].prompt_ids) == b"The cat sat on the mat. Then it"
     qtbot.mouseClick(pane2.raw_toggle, LEFT)  # back to chat mode
     assert not pane2.raw_badge.isVisible() and not w2.store.conversation(cid).raw
+    assert pane2.input.placeholderText().startswith("Message the model")
     send(qtbot, pane2, "and?")
     wait_idle(qtbot, pane2)
     assert b"<|im_start|>user" in bytes(done2[-1].prompt_ids)

@@ -26,6 +26,7 @@ TOGGLE_TIP = ("Raw completion: your text is continued as it is, with no roles an
               "template (the system prompt is not used). Remembered for this conversation.")
 BASE_MODEL_TIP = ("This model has no chat template (a base model): it only continues text, so "
                   "its conversations run as raw completion.")
+RAW_PLACEHOLDER = "Text for the model to continue — Enter to send, Shift+Enter for a new line"
 BADGE_STYLE = ("QLabel#rawBadge { border: 1px solid palette(highlight); border-radius: 4px; "
                "padding: 0px 6px; color: palette(highlight); font-weight: 600; }")
 
@@ -50,6 +51,7 @@ class PaneRawMode:
         self.raw_toggle.toggled.connect(self.set_raw_mode)
         row.insertWidget(badge_at, self.raw_badge)
         row.addWidget(self.raw_toggle)
+        self._chat_placeholder = self.input.placeholderText()  # type: ignore[attr-defined]
         self._update_raw_mode()
 
     @property
@@ -92,3 +94,5 @@ class PaneRawMode:
         self.raw_toggle.blockSignals(blocked)
         self.raw_toggle.setEnabled(not forced)
         self.raw_toggle.setToolTip(BASE_MODEL_TIP if forced else TOGGLE_TIP)
+        # The input says what the text is for: continued as is, not answered.
+        self.input.setPlaceholderText(RAW_PLACEHOLDER if raw else self._chat_placeholder)  # type: ignore[attr-defined]
