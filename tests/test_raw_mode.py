@@ -250,3 +250,12 @@ def test_api_chat_on_a_base_model_is_a_clear_400(base_model: Path, tmp_path: Pat
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
         engine.shutdown(10)
+
+
+def test_model_info_says_a_base_model_runs_raw(base_model: Path, tmp_path: Path) -> None:
+    from turbospark_app.cli.model_command import model_info
+
+    assert model_info(base_model)["chat_template"] == "absent (a base model: raw completion)"
+    instruct = tmp_path / "instruct.gguf"
+    write_tiny_gguf(instruct, tokenizer={})
+    assert model_info(instruct)["chat_template"].startswith("present (")

@@ -50,7 +50,7 @@ def model_info(path: Path) -> dict[str, Any]:
         "tokenizer": f"{value('tokenizer.ggml.model', '?')}"
         f" (pre: {value('tokenizer.ggml.pre', 'default')})",
         "chat_template": f"present ({len(template)} chars)" if isinstance(template, str) and template
-        else "absent (ChatML fallback)",
+        else "absent (a base model: raw completion)",
     }
 
 
