@@ -259,3 +259,19 @@ def test_model_info_says_a_base_model_runs_raw(base_model: Path, tmp_path: Path)
     instruct = tmp_path / "instruct.gguf"
     write_tiny_gguf(instruct, tokenizer={})
     assert model_info(instruct)["chat_template"].startswith("present (")
+
+
+def test_exports_say_a_conversation_runs_raw(tmp_path: Path) -> None:
+    from turbospark_app.conversations.export import conversation_json, conversation_markdown
+    from turbospark_app.conversations.store import Store
+
+    store = Store(tmp_path / "c.sqlite3")
+    try:
+        raw = store.create_conversation("raw", raw=True)
+        chat = store.create_conversation("chat")
+        assert conversation_json(store, raw.id)["conversation"]["raw_completion"] is True
+        assert conversation_json(store, chat.id)["conversation"]["raw_completion"] is False
+        assert "Raw completion" in conversation_markdown(store, raw.id)
+        assert "Raw completion" not in conversation_markdown(store, chat.id)
+    finally:
+        store.close()
