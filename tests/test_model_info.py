@@ -71,7 +71,7 @@ def test_a_model_turbospark_runs(tmp_path: Path, capsys) -> None:
     code, rows, lines, err = _info(capsys, str(path))
     assert code == 0 and err == "" and lines[-1] == "TurboSpark runs this model."
     assert rows["architecture"] == "llama" and rows["head_count_kv"] == "2" and rows["block_count"] == "2"
-    assert rows["chat_template"] == "absent" and rows["llama.rope.dimension_count"] == "64"
+    assert rows["chat_template"] == "absent (a base model: raw completion)" and rows["llama.rope.dimension_count"] == "64"
 
 
 def test_a_runnable_architecture_failing_the_checks_shows_metadata_and_the_error(tmp_path: Path,

@@ -125,3 +125,49 @@ def test_recover_moves_a_bad_store_aside(tmp_path: Path) -> None:
 def test_default_path_honours_the_data_dir_override(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
     assert default_store_path() == tmp_path / "data" / STORE_FILENAME
+
+
+def test_raw_mode_is_remembered_per_conversation_across_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / STORE_FILENAME
+    s = Store(path)
+    raw = s.create_conversation("raw one")
+    chat = s.create_conversation("chat one")
+    born_raw = s.create_conversation("born raw", raw=True)
+    s.set_raw_mode(raw.id, True)
+    s.close()
+    s = Store(path)
+    try:
+        assert s.conversation(raw.id).raw and not s.conversation(chat.id).raw
+        assert {c.title: c.raw for c in s.conversations()} == {"raw one": True, "chat one": False,
+                                                                "born raw": True}
+        assert born_raw.raw
+        s.set_raw_mode(raw.id, False)
+        assert not s.conversation(raw.id).raw
+    finally:
+        s.close()
+
+
+def test_a_schema_2_store_opens_with_raw_mode_off(tmp_path: Path) -> None:
+    path = tmp_path / STORE_FILENAME
+    db = sqlite3.connect(str(path))
+    db.executescript("""
+        CREATE TABLE conversations (id TEXT PRIMARY KEY, title TEXT NOT NULL, created REAL NOT NULL,
+            updated REAL NOT NULL, system_prompt TEXT, settings TEXT NOT NULL DEFAULT '{}');
+        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, conversation_id TEXT NOT NULL,
+            role TEXT NOT NULL, content TEXT NOT NULL, token_ids TEXT, stats TEXT, stop_reason TEXT,
+            created REAL NOT NULL, parent_id INTEGER, active INTEGER NOT NULL DEFAULT 1);
+        INSERT INTO conversations VALUES ('a', 'A', 1, 1, 'sys', '{"temperature": 0.5}');
+        INSERT INTO messages (conversation_id, role, content, created) VALUES ('a', 'user', 'hi', 1);
+        PRAGMA user_version = 2;
+    """)
+    db.close()
+    s = Store(path)
+    try:
+        assert s._db.execute("PRAGMA user_version").fetchone()[0] == 3
+        conv = s.conversation("a")
+        assert conv is not None and not conv.raw and conv.system_prompt == "sys"
+        assert conv.settings == {"temperature": 0.5} and [m.content for m in s.messages("a")] == ["hi"]
+        s.set_raw_mode("a", True)
+        assert s.conversation("a").raw
+    finally:
+        s.close()

@@ -115,7 +115,7 @@ def test_schema_1_is_migrated_in_order(tmp_path: Path) -> None:
     s = Store(path)
     try:
         assert contents(s, "a") == ["a1", "a2", "a3"] and contents(s, "b") == ["b1", "b2"]
-        assert s._db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert s._db.execute("PRAGMA user_version").fetchone()[0] == 3
         s.add_message("a", "assistant", "a4")
         assert contents(s, "a")[-1] == "a4"
     finally:

@@ -394,3 +394,26 @@ def test_smollm2_decode_is_joined_token_bytes(smol, ids):
     tok, _, _ = smol
     joined = b"".join(tok.token_bytes(i) for i in ids)
     assert tok.decode(ids) == joined.decode("utf-8", errors="replace")
+
+
+def test_sentencepiece_continuation_has_no_space_prefix(tmp_path):
+    """Raw completion's later messages go on from the text before them: no "▁" put in front."""
+    from turbospark_app.chat.api import ChatMessage
+    from turbospark_app.chat.prompt import PromptBuilder
+
+    tok = spm_tok(tmp_path)
+    sid = SPM_TOKENS.index
+    assert tok.encode(" hello") == [sid("▁"), sid("▁hello")]  # a whole text: the prefix is added
+    assert tok.encode_continuation(" hello") == [sid("▁hello")]
+    assert tok.encode_continuation("hello") == [sid("h"), sid("el"), sid("lo")]
+    assert tok.encode("hello") == [sid("▁hello")]  # the prefix-free copy left `encode` alone
+    messages = [ChatMessage("user", "hello"), ChatMessage("assistant", "w", (sid("w"),)),
+                ChatMessage("user", " hello")]
+    ids = PromptBuilder(None, tok, 100).raw_conversation_ids(messages)
+    assert ids == [1, sid("▁hello"), sid("w"), sid("▁hello")]
+    assert tok.decode(ids) == "hellow hello"  # what the user typed, concatenated
+
+
+def test_byte_level_continuation_is_plain_encode(tmp_path):
+    tok = gpt2_tok(tmp_path)
+    assert tok.encode_continuation(" the") == tok.encode(" the") == [tid("Ġthe")]

@@ -313,3 +313,48 @@ def test_a_model_that_fails_to_load_gives_way_to_the_previous_one(ui, qtbot, tmp
     send(qtbot, pane, "still there?")
     wait_idle(qtbot, pane)
     assert pane.messages[-1].content == "again ok"
+
+
+def test_a_base_model_opens_for_raw_completion_with_the_chatml_offer(ui, qtbot, tmp_path: Path) -> None:
+    """Open Model on a GGUF without a chat template: not refused, not forced into ChatML; it is
+    switched to at once (raw completion) and a note says so, offering ChatML (it has the tokens)."""
+    from qa_fakes import RecordingBackend, issue6_window
+    from ui_fakes import fake_factory
+
+    picked = tmp_path / "base.gguf"
+    write_tiny_gguf(picked, tokenizer={"template": None})
+    loaded: list[tuple[str, dict]] = []
+
+    def model_factory(path: str, **options):
+        loaded.append((path, options))
+        return fake_factory(RecordingBackend(replies=("ok",), model_name=f"m{len(loaded)}"))
+
+    w = issue6_window(ui, RecordingBackend(replies=("a",), model_name="first"), model_factory=model_factory)
+    with qtbot.waitSignal(w.model_opener.checked, timeout=20000) as sig:
+        w.model_opener.open_path(str(picked))  # the real check_model_file
+    assert sig.args == [str(picked), True] and loaded == [(str(picked), {})]
+    assert w.findChild(QMessageBox, "modelErrorBox") is None
+    box = w.model_opener.notice
+    assert box is not None and box.isVisible() and box.text() == "This model has no chat template"
+    assert "raw completion" in box.informativeText() and "base.gguf" in box.informativeText()
+    use = box.findChild(type(box.buttons()[0]), "useChatmlButton")
+    assert use is not None
+    qtbot.waitUntil(lambda: w.bridge.backend_state == "ready", timeout=20000)
+    with qtbot.waitSignal(w.model_opener.checked, timeout=20000):
+        use.click()
+    assert loaded[-1] == (str(picked), {"chat_template": "chatml"})
+
+
+def test_a_base_model_without_chatml_tokens_gets_no_chatml_offer(qtbot, tmp_path: Path) -> None:
+    parent = _Parent()
+    qtbot.addWidget(parent)
+    picked = tmp_path / "base.gguf"
+    write_tiny_gguf(picked, tokenizer={"template": None, "specials": ["<s>", "</s>", "<unk>"]})
+    switched: list = []
+    opener = ModelOpener(parent, lambda path, facts: switched.append(facts))
+    with qtbot.waitSignal(opener.checked, timeout=20000):
+        opener.open_path(str(picked))
+    assert switched and switched[0]["has_chat_template"] is False and not switched[0]["chatml_available"]
+    box = parent.findChild(QMessageBox, "rawModelBox")
+    assert box is not None and box.isVisible()
+    assert box.findChild(type(box.buttons()[0]), "useChatmlButton") is None

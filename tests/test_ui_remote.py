@@ -264,3 +264,13 @@ def test_continue_is_offered_only_where_the_server_can_continue(loop, ui, qtbot,
     assert engine.continue_unsupported() is None
     pane.source_picker.choose(None)
     assert engine.continue_unsupported() is None  # this computer always can
+
+
+def test_raw_mode_on_a_remote_source_is_refused_and_the_text_kept(loop, ui, qtbot, server) -> None:
+    w, pane, _ = remote_window(ui, server, loop)
+    assert pane.set_raw_mode(True) and pane.raw_badge.isVisible()
+    send(qtbot, pane, "Once upon a time")
+    wait_idle(qtbot, pane)
+    assert pane.state == "error" and pane.input.toPlainText() == "Once upon a time"
+    assert "this computer's model only" in pane.transcript.entries[-1].text
+    assert server.requests == [] and w.store.messages(pane.conversation_id) == []

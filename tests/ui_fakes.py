@@ -288,7 +288,8 @@ class ChatMLTemplate:
 class EngineLoopBackend:
     """ChatBackend whose turns run the engine's chunked step loop over a ScriptedProducer per
     session (true prefix reuse), spelling `replies` byte by byte. `step_delay` / `gate` slow
-    every producer call down like FakeBackend's."""
+    every producer call down like FakeBackend's. `chat_template=False`: a base model (raw
+    completion only); `raw=True` turns build the backend's raw prompt (texts, no roles)."""
 
     def __init__(
         self,
@@ -298,6 +299,7 @@ class EngineLoopBackend:
         chunk_size: int = 16,
         step_delay: float = 0.0,
         gate: StepGate | None = None,
+        chat_template: bool = True,
     ) -> None:
         from fakes import ByteTokenizer
 
@@ -307,7 +309,7 @@ class EngineLoopBackend:
         self.step_delay = step_delay
         self.gate = gate
         self.tokenizer = ByteTokenizer()
-        self.template = ChatMLTemplate()
+        self.template = ChatMLTemplate() if chat_template else None
         self.producers: dict[str, Any] = {}
         self.turns = 0
         self.calls: list[tuple[str, int]] = []
@@ -334,13 +336,16 @@ class EngineLoopBackend:
         return self.producers[session_id]
 
     def prepare_turn(self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
-                     *, continue_final: bool = False) -> PreparedTurn:
-        from turbospark_app.chat.prompt import build_prompt_ids
+                     *, continue_final: bool = False, raw: bool = False) -> PreparedTurn:
+        from turbospark_app.chat.prompt import build_prompt_ids, raw_prompt_ids
         from turbospark_app.engine.raw_completion import check_admission
 
         self._record("prepare_turn")
-        ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt,
-                               continue_final=continue_final)
+        if raw or self.template is None:
+            ids = raw_prompt_ids(self.tokenizer, messages, continue_final=continue_final)
+        else:
+            ids = build_prompt_ids(self.template, self.tokenizer, messages, settings.system_prompt,
+                                   continue_final=continue_final)
         check_admission(ids, settings.generation, self.max_context)
         return PreparedTurn(session_id, tuple(ids), settings)
 
@@ -376,7 +381,8 @@ class EngineLoopBackend:
 
     def model_info(self) -> dict[str, Any]:
         self._record("model_info")
-        return {"name": "scripted-bytes", "file": "scripted.gguf", "context_length": self.max_context}
+        return {"name": "scripted-bytes", "file": "scripted.gguf", "context_length": self.max_context,
+                "has_chat_template": self.template is not None}
 
 
 # ---------------------------------------------------------------------------------------------

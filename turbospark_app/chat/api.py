@@ -63,10 +63,12 @@ class ChatBackend(Protocol):
 
     def prepare_turn(
         self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
-        *, continue_final: bool = False,
+        *, continue_final: bool = False, raw: bool = False,
     ) -> PreparedTurn:
         """Render + tokenize the conversation (last message = the new user message; with
-        `continue_final`, an assistant reply left open so the turn continues it).
+        `continue_final`, an assistant reply left open so the turn continues it). `raw`: raw
+        completion, the texts concatenated with no roles (a backend that never runs raw may
+        leave the keyword out: the engine thread passes it only when True).
 
         Raises an `EngineError` (EmptyPrompt, ContextOverflow, ...) before touching the model.
         """

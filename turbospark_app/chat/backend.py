@@ -49,7 +49,7 @@ class LlamaChatBackend:
         self,
         model: LlamaModel,
         tokenizer: GGUFTokenizer,
-        template: ChatTemplate,
+        template: ChatTemplate | None,
         *,
         model_path: Path,
         session_slots: int = DEFAULT_SESSION_SLOTS,
@@ -84,16 +84,26 @@ class LlamaChatBackend:
 
     # -- ChatBackend ------------------------------------------------------------------------
 
+    @property
+    def has_chat_template(self) -> bool:
+        """False for a base model (no template in the file): its turns are raw completions."""
+        return self.template is not None
+
     def prepare_turn(
         self, session_id: str, messages: Sequence[ChatMessage], settings: TurnSettings,
-        *, continue_final: bool = False,
+        *, continue_final: bool = False, raw: bool = False,
     ) -> PreparedTurn:
         """Render and tokenize. Everything the step loop would reject is checked here, before
         the model: empty message, zero budget, context overflow, invalid cap or sampling.
-        `continue_final`: the last message is a reply to continue (left open, see prompt)."""
+        `continue_final`: the last message is a reply to continue (left open, see prompt).
+        `raw`: raw completion, the texts concatenated without roles (see prompt); always so
+        for a model without a chat template, the only way it runs."""
         if not messages or not messages[-1].content.strip():
             raise EmptyPrompt()
-        ids = self.prompts.chat_ids(messages, settings.system_prompt, continue_final=continue_final)
+        if raw or self.template is None:
+            ids = self.prompts.raw_conversation_ids(messages, continue_final=continue_final)
+        else:
+            ids = self.prompts.chat_ids(messages, settings.system_prompt, continue_final=continue_final)
         return self.prepare_prompt(session_id, ids, settings)
 
     def prepare_prompt(
@@ -211,8 +221,9 @@ class LlamaChatBackend:
             path=str(self.model_path),
             file_name=self.model_path.name,
             file_size_bytes=os.path.getsize(self.model_path),
-            chat_template=self.template.source,
-            chat_template_is_fallback=self.template.is_fallback,
+            chat_template=None if self.template is None else self.template.source,
+            chat_template_is_fallback=self.template is not None and self.template.is_fallback,
+            has_chat_template=self.template is not None,  # False: a base model, raw completion
             max_context=self.max_context,
             load_seconds=round(self._load_seconds, 3),
             weights_bytes=self.model.weights.nbytes,
@@ -264,6 +275,7 @@ def load_backend(
     from the QA panel survives a model switch); by default they come from the environment.
     The load checks (`model.consistency`) refuse a tokenizer that does not fit the weights or a
     template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead.
+    A file without a template loads with none (`has_chat_template` False): raw completion.
     A warm load's weight-cache entry is checked in the background (`backend.cache_check`);
     on a mismatch the entry is set aside and `on_cache_problem(message)` is called (on the
     checking thread): the caller reports it and loads again, which rebuilds the entry.

@@ -10,6 +10,12 @@ re-tokenization drift (a generated id sequence rarely equals encode(decode(ids))
 `continue_final_message`). The conversation is rendered WITHOUT a generation prompt and cut
 right after that reply's placeholder, so no end-of-turn follows it: the prompt is the previous
 prompt + the reply's ids, exactly what the KV slot holds after the reply stopped.
+
+Raw completion (`raw_conversation_ids`): a base model (no chat template) or a pane switched to
+raw mode. No roles, no template: the prompt is the conversation's texts concatenated (user text,
+reply, next user text, ...), each message tokenized on its own and every reply's generated ids
+spliced in, so turn N+1's prompt again starts with exactly the ids turn N's KV holds. Continue
+is the same prompt ending with the reply; Regenerate the same prompt without it.
 """
 
 from __future__ import annotations
@@ -22,12 +28,44 @@ from .api import ChatMessage
 _PLACEHOLDER = "\u27e6ts-assistant-{}\u27e7"  # ⟦ts-assistant-N⟧: survives templates untouched
 
 
+class NoChatTemplate(EngineError):
+    """The model has no chat template (a base model): it only completes raw text."""
+
+    def __init__(self) -> None:
+        super().__init__("this model has no chat template (a base model): it continues raw text "
+                         "instead of answering chat messages")
+
+
 class TemplateLike(Protocol):
     def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str: ...
 
 
 class EncoderLike(Protocol):
     def encode(self, text: str) -> list[int]: ...
+
+
+def raw_prompt_ids(
+    tokenizer: EncoderLike, messages: Sequence[ChatMessage], *, continue_final: bool = False,
+) -> list[int]:
+    """The raw-completion prompt of a conversation: its texts concatenated, no roles (system
+    messages are left out: a base model has no place for them). A reply's generated ids are
+    spliced in as they are, so the previous turn's KV is a prefix of this prompt. BOS, when the
+    model wants one, is the caller's to add."""
+    if continue_final and (not messages or messages[-1].role != "assistant"):
+        raise EngineError("continue_final needs an assistant message last")
+    ids: list[int] = []
+    for m in messages:
+        if m.role == "system":
+            continue
+        if m.role == "assistant" and m.token_ids is not None:
+            ids.extend(m.token_ids)
+        elif m.content:
+            # One message at a time (not the joined text): the ids of earlier messages must not
+            # change when a later one is added, or the KV prefix would not be reused. Text after
+            # the first goes on from it: no SentencePiece space prefix (`encode_continuation`).
+            encode = getattr(tokenizer, "encode_continuation", tokenizer.encode) if ids else tokenizer.encode
+            ids.extend(encode(m.content))
+    return ids
 
 
 def build_prompt_ids(
@@ -96,7 +134,8 @@ class PromptBuilder:
     any thread may call it: the API server checks a request's context BEFORE it queues it.
     """
 
-    def __init__(self, template: TemplateLike, tokenizer: PromptTokenizer, max_context: int) -> None:
+    def __init__(self, template: TemplateLike | None, tokenizer: PromptTokenizer, max_context: int) -> None:
+        """`template` None: the model has none (a base model); only raw prompts can be built."""
         self.template = template
         self.tokenizer = tokenizer
         self.max_context = max_context
@@ -110,7 +149,10 @@ class PromptBuilder:
     def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None,
                  *, continue_final: bool = False) -> list[int]:
         """The chat prompt ids (template + generation prompt, or the final reply left open
-        with `continue_final`), BOS first when the model wants it."""
+        with `continue_final`), BOS first when the model wants it. NoChatTemplate when the
+        model has no template."""
+        if self.template is None:
+            raise NoChatTemplate()
         return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt,
                                                continue_final=continue_final))
 
@@ -123,6 +165,17 @@ class PromptBuilder:
             return self.chat_ids(messages, continue_final=True)  # one implementation (build_prompt_ids)
         except EngineError as e:
             raise ValueError(str(e)) from None
+
+    @property
+    def has_chat_template(self) -> bool:
+        """False for a base model: only raw completion (`raw_ids`, `raw_conversation_ids`)."""
+        return self.template is not None
+
+    def raw_conversation_ids(self, messages: Sequence[ChatMessage], *,
+                             continue_final: bool = False) -> list[int]:
+        """A conversation as one raw-completion prompt (`raw_prompt_ids`), BOS first when the
+        model wants it."""
+        return self._with_bos(raw_prompt_ids(self.tokenizer, messages, continue_final=continue_final))
 
     def raw_ids(self, text: str) -> list[int]:
         """A raw completion prompt: the text as is (no template), BOS first when the model wants it."""

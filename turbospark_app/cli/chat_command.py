@@ -4,6 +4,11 @@ One prompt (`--prompt`), a script of turns (`--script FILE`, one user message pe
 interactive session (neither). Replies stream to stdout; each turn ends with a one-line summary
 on stderr. Ctrl-C cancels the reply through the engine's cancel predicate: the partial reply is
 kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C at the prompt quits.
+
+`--raw`: raw completion. Each line is text the model continues, with no roles and no template;
+the prompt of a turn is everything so far (lines and replies, concatenated), so the next turn
+reuses the previous one's KV prefix. A model without a chat template (a base model) always runs
+this way, with or without the flag.
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    help="prefill in chunks (default) or token by token (--no-chunked)")
     p.add_argument("--chunk-size", type=int_at_least(1), default=128)
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
+    p.add_argument("--raw", action="store_true",
+                   help="raw completion: the text is continued as is (no roles, no template); the "
+                   "default for a model without a chat template")
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
@@ -104,10 +112,13 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
 class Conversation:
     """A headless conversation over a ChatBackend: messages in, streamed reply out."""
 
-    def __init__(self, backend: ChatBackend, settings: TurnSettings, session_id: str = "cli") -> None:
+    def __init__(self, backend: ChatBackend, settings: TurnSettings, session_id: str = "cli",
+                 *, raw: bool = False) -> None:
+        """`raw`: raw completion (each turn's prompt is the texts so far, concatenated)."""
         self.backend = backend
         self.settings = settings
         self.session_id = session_id
+        self.raw = raw
         self.messages: list[ChatMessage] = []
 
     def turn(
@@ -115,7 +126,9 @@ class Conversation:
     ) -> tuple[RawDecodeResult, float | None]:
         """Run one turn, streaming the reply into `out`. Raises EngineError (nothing recorded)."""
         pending = [*self.messages, ChatMessage("user", user_text)]
-        turn = self.backend.prepare_turn(self.session_id, pending, self.settings)
+        # `raw` only when set, as the engine thread does (backends that never run raw).
+        turn = self.backend.prepare_turn(self.session_id, pending, self.settings,
+                                         **({"raw": True} if self.raw else {}))
         start = time.monotonic()
         ttft: float | None = None
         ids: list[int] = []
@@ -165,6 +178,19 @@ def _cache_was_corrupt(conv: Conversation, problems: list[str]) -> bool:
     return True
 
 
+def _raw_flag_problem(args: argparse.Namespace) -> str | None:
+    """Why `--raw` cannot go with the other flags (None: it can)."""
+    if not getattr(args, "raw", False):
+        return None
+    if getattr(args, "endpoint", None):
+        return "--raw runs on this computer's model only (not with --endpoint)"
+    if args.system is not None:
+        return "--system has no place in raw completion (no roles); put the text in the prompt"
+    if args.chat_template is not None:
+        return "--chat-template and --raw exclude each other (raw completion uses no template)"
+    return None
+
+
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
@@ -173,6 +199,10 @@ def chat_command(args: argparse.Namespace) -> int:
     from ..model.choice.common import LoadChoiceError, engine_label
     from ..model.choice.weights import choose_weights
 
+    problem = _raw_flag_problem(args)
+    if problem is not None:
+        print(f"turbospark: {problem}", file=sys.stderr)
+        return 2
     if getattr(args, "endpoint", None):
         from .remote_chat import remote_chat_command
 
@@ -198,7 +228,11 @@ def chat_command(args: argparse.Namespace) -> int:
     except (EngineError, OSError, LoadChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
-    conv = Conversation(backend, settings_from_args(args))
+    raw = bool(getattr(args, "raw", False)) or not getattr(backend, "has_chat_template", True)
+    if raw and not getattr(args, "raw", False):
+        print(f"turbospark: {path.name} has no chat template (a base model): raw completion, "
+              "the text is continued as is", file=sys.stderr)
+    conv = Conversation(backend, settings_from_args(args), raw=raw)
     cancelled = threading.Event()
 
     def on_sigint(signum: int, frame: object) -> None:
@@ -211,8 +245,9 @@ def chat_command(args: argparse.Namespace) -> int:
         turns = _user_turns(args)
         interactive = turns is None
         if interactive:
-            print(f"TurboSpark chat with {path.name} ({engine_label(backend.model_info()) or '?'})"
-                  " — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
+            mode = ", raw completion: each line is continued, no roles" if raw else ""
+            print(f"TurboSpark chat with {path.name} ({engine_label(backend.model_info()) or '?'}"
+                  f"{mode}) — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
                   file=sys.stderr)
         for user_text in turns if turns is not None else read_lines():
             if interactive and not user_text.strip():

@@ -38,6 +38,7 @@ def conversation_json(store: Store, conversation_id: str, *, model: dict[str, An
         "conversation": {
             "id": conv.id, "title": conv.title, "created": conv.created, "updated": conv.updated,
             "system_prompt": conv.system_prompt, "settings": conv.settings,
+            "raw_completion": conv.raw,
         },
         "model": _model_facts(model or {}),
         "branch_on_screen": [m.id for m in branch],
@@ -56,6 +57,8 @@ def conversation_markdown(store: Store, conversation_id: str) -> str:
     settings = ", ".join(f"{k} {v}" for k, v in sorted(conv.settings.items()) if k != "system_prompt")
     if settings:
         lines += [f"*Settings: {settings}*", ""]
+    if conv.raw:
+        lines += ["*Raw completion: the texts below run on as one prompt, with no roles.*", ""]
     if conv.system_prompt:
         lines += ["**System prompt:**", "", _quote(conv.system_prompt), ""]
     for m in store.messages(conversation_id):

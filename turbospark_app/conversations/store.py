@@ -31,7 +31,7 @@ from .tree_edits import activate, delete_exchange, delete_one
 if TYPE_CHECKING:
     from .checkpoint import ReplyCheckpointer
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STORE_FILENAME = "conversations.sqlite3"
 DEFAULT_TITLE = "New conversation"
 
@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     created       REAL NOT NULL,
     updated       REAL NOT NULL,
     system_prompt TEXT,
-    settings      TEXT NOT NULL DEFAULT '{}'
+    settings      TEXT NOT NULL DEFAULT '{}',
+    raw_completion INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS messages (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -71,6 +72,10 @@ ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
 UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
     WHERE p.conversation_id = messages.conversation_id AND p.id < messages.id);
 """
+# Schema 2 -> 3: raw completion mode per conversation (off for every conversation saved before).
+_MIGRATE_2 = "ALTER TABLE conversations ADD COLUMN raw_completion INTEGER NOT NULL DEFAULT 0;"
+_MIGRATIONS = {1: _MIGRATE_1 + _MIGRATE_2, 2: _MIGRATE_2}  # from each old version, in order
+_CONVERSATION_COLUMNS = "id, title, created, updated, system_prompt, settings, raw_completion"
 _COLUMNS = "id, conversation_id, role, content, token_ids, stats, stop_reason, created, parent_id, active"
 
 
@@ -80,7 +85,8 @@ class StoreError(Exception):
 
 @dataclass(frozen=True)
 class Conversation:
-    """One saved conversation (timestamps are Unix seconds)."""
+    """One saved conversation (timestamps are Unix seconds). `raw`: its turns run as raw
+    completion (the pane's toggle; a model without a chat template runs raw regardless)."""
 
     id: str
     title: str
@@ -88,6 +94,7 @@ class Conversation:
     updated: float
     system_prompt: str | None
     settings: dict[str, Any]
+    raw: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,7 @@ class Store:
             self.journal_mode = str(mode).lower()
             self._db.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints; WAL-safe
             # One script = one transaction: a half-created (or half-migrated) schema is never left.
-            migrate = _MIGRATE_1 if version == 1 else ""
+            migrate = _MIGRATIONS.get(version, "")
             self._db.executescript(
                 f"BEGIN IMMEDIATE; {_SCHEMA} {migrate} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
             )
@@ -156,7 +163,8 @@ class Store:
 
     def _check_tables(self) -> None:
         expected = {
-            "conversations": {"id", "title", "created", "updated", "system_prompt", "settings"},
+            "conversations": {"id", "title", "created", "updated", "system_prompt", "settings",
+                              "raw_completion"},
             "messages": {"id", "conversation_id", "role", "content", "token_ids", "stats",
                          "stop_reason", "created", "parent_id", "active"},
         }
@@ -203,22 +211,23 @@ class Store:
         *,
         system_prompt: str | None = None,
         settings: dict[str, Any] | None = None,
+        raw: bool = False,
     ) -> Conversation:
-        """A new empty conversation."""
+        """A new empty conversation (`raw`: in raw completion mode)."""
         now = time.time()
-        conv = Conversation(uuid.uuid4().hex, title, now, now, system_prompt, dict(settings or {}))
+        conv = Conversation(uuid.uuid4().hex, title, now, now, system_prompt, dict(settings or {}), raw)
         with self._tx() as db:
             db.execute(
-                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO conversations ({_CONVERSATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (conv.id, conv.title, conv.created, conv.updated, conv.system_prompt,
-                 json.dumps(conv.settings)),
+                 json.dumps(conv.settings), int(raw)),
             )
         return conv
 
     def conversations(self) -> list[Conversation]:
         """Every conversation, most recently updated first."""
         rows = self._db.execute(
-            "SELECT id, title, created, updated, system_prompt, settings FROM conversations "
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
             "ORDER BY updated DESC, created DESC"
         )
         return [self._conversation(row) for row in rows]
@@ -226,7 +235,7 @@ class Store:
     def conversation(self, conversation_id: str) -> Conversation | None:
         """One conversation, or None when it does not exist."""
         row = self._db.execute(
-            "SELECT id, title, created, updated, system_prompt, settings FROM conversations "
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
             "WHERE id = ?",
             (conversation_id,),
         ).fetchone()
@@ -234,7 +243,8 @@ class Store:
 
     @staticmethod
     def _conversation(row: Sequence[Any]) -> Conversation:
-        return Conversation(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"))
+        return Conversation(row[0], row[1], row[2], row[3], row[4], json.loads(row[5] or "{}"),
+                            bool(row[6]))
 
     def rename_conversation(self, conversation_id: str, title: str) -> None:
         """Set a conversation's title."""
@@ -254,6 +264,12 @@ class Store:
                 "UPDATE conversations SET system_prompt = ?, settings = ? WHERE id = ?",
                 (system_prompt, json.dumps(settings or {}), conversation_id),
             )
+
+    def set_raw_mode(self, conversation_id: str, raw: bool) -> None:
+        """Remember whether the conversation runs as raw completion (the pane's toggle)."""
+        with self._tx() as db:
+            db.execute("UPDATE conversations SET raw_completion = ? WHERE id = ?",
+                       (int(raw), conversation_id))
 
     def delete_conversation(self, conversation_id: str) -> None:
         """Delete a conversation and its messages."""

@@ -2,7 +2,9 @@
 
 A chat or completions request is checked completely before anything is queued or any header
 goes out: JSON and parameters, the model id, the engine's state, the prompt (rendered and
-tokenized off the event loop) against the context window, the queue bound.
+tokenized off the event loop) against the context window, the queue bound. A chat request to a
+model without a chat template (a base model) is a 400 `no_chat_template` pointing to
+/v1/completions, which takes its raw prompts as for any model.
 """
 
 from __future__ import annotations
@@ -144,6 +146,11 @@ class Routes:
             validate_shaping(p.shaping)
         except EngineError as e:
             raise bad_request(str(e)) from None
+        if p.kind == "chat" and not getattr(builder, "has_chat_template", True):
+            # A base model: refused up front, not answered in a made-up chat format.
+            raise bad_request(f"the model '{model_id(info)}' has no chat template (a base model "
+                              "that continues text): send a raw prompt to /v1/completions instead",
+                              "messages", code="no_chat_template")
         loop = asyncio.get_running_loop()
         try:  # rendering + tokenizing a long prompt must not hold up the event loop (the GUI's)
             ids, text = await loop.run_in_executor(None, _prompt_ids, builder, p, info)

@@ -377,10 +377,9 @@ class EngineThread:
             if isinstance(request, PromptRequest):
                 job.turn = self._prepare_prompt(job, request)
             else:
-                job.turn = self._backend.prepare_turn(
-                    job.conversation_id, list(request.messages), request.settings,
-                    continue_final=request.continue_final,
-                )
+                raw = {"raw": True} if request.raw else {}  # only when set: not every backend runs raw
+                job.turn = self._backend.prepare_turn(job.conversation_id, list(request.messages), request.settings,
+                                                      continue_final=request.continue_final, **raw)
             job.stream = self._backend.stream_turn(job.turn, lambda: job.cancelled)
         except Exception as e:
             self._fail(job, e)

@@ -15,12 +15,14 @@ class TurnRequest:
     """One turn to run: the conversation (used as the backend session id), its messages
     ending with the new user message, and the turn's settings. `continue_final`: the messages
     end with an assistant reply to continue instead (the prompt leaves it open; the events
-    carry only the continuation)."""
+    carry only the continuation). `raw`: raw completion, the messages' texts concatenated as
+    one prompt without roles or template (a base model, or a pane switched to raw mode)."""
 
     conversation_id: str
     messages: tuple[ChatMessage, ...]
     settings: TurnSettings = field(default_factory=TurnSettings)
     continue_final: bool = False
+    raw: bool = False
 
 
 API_SESSION_PREFIX = "api-auto:"  # KV sessions the engine chose for an API request

@@ -5,7 +5,8 @@ A pane runs at most one turn at a time; each turn comes from a `conversation.Tur
 (send, regenerate, continue, edit) and runs as `pane_turns` describes: the user message and
 an empty "interrupted" reply are saved at once, the reply is checkpointed while it streams
 (off the GUI thread), and the finished reply replaces it. CANCELLED is a normal end: "stopped".
-The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`.
+The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`; raw
+completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .context import (
 )
 from .formatting import rate_label
 from .message_actions import MessageActions
+from .pane_raw import PaneRawMode
 from .pane_turns import PaneTurns, model_identity
 from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
@@ -52,7 +54,7 @@ from .turn_settings import TurnSettingsForm, merged
 __all__ = ["ConversationPane", "model_identity"]
 
 
-class ConversationPane(PaneTurns, MessageActions, QWidget):
+class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -168,6 +170,7 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
         status_row.addWidget(self.regenerate_button)
         status_row.addWidget(self.continue_button)
         status_row.addWidget(self.settings_button)
+        self._build_raw_controls(status_row, badge_at=0)
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
         input_row.addWidget(self.input, 1)
@@ -334,6 +337,7 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
 
     def _backend_state_changed(self, _state: str) -> None:
         self.refresh_context()
+        self._update_raw_mode()  # a base model forces raw; another model may not
 
     def _save_settings(self) -> None:
         self._settings = merged(self.settings_form.values(), self._settings)

@@ -11,7 +11,9 @@ Opening a model:
  3. only a file that passed is handed to `switch` (the bridge reloads the engine's backend).
     A file refused only for its chat template, whose vocabulary has ChatML's tokens, gets a
     "Use Built-in ChatML" button: the check runs again with ChatML and the switch carries
-    `facts["chat_template_choice"] = "chatml"`.
+    `facts["chat_template_choice"] = "chatml"`. A file with NO template (a base model) is not
+    refused: it loads for raw completion, and a note says so, with the same button when its
+    vocabulary has ChatML's tokens.
 
 Why validate first: the engine thread would report the same errors, but only after it had
 dropped the model that was working. A bad pick must leave the app as it was.
@@ -62,7 +64,7 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     from ..model.gguf.describe import CannotRunError, describe_header
     from ..model.gguf.file import GGUFFile
     from ..model.gguf.header import read_header
-    from ..model.text.consistency import checked_template
+    from ..model.text.consistency import chatml_available, checked_template
     from ..model.text.tokenizer import GGUFTokenizer
 
     header = read_header(path)
@@ -77,7 +79,10 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     finally:
         gf.close()
     facts.update(path=str(path), file_name=Path(path).name, file_size_bytes=os.path.getsize(path),
-                 chat_template=template.source, chat_template_is_fallback=template.is_fallback)
+                 chat_template=None if template is None else template.source,
+                 chat_template_is_fallback=template is not None and template.is_fallback,
+                 has_chat_template=template is not None,  # False: a base model, raw completion
+                 chatml_available=template is None and chatml_available(tokenizer))
     return facts
 
 
@@ -174,6 +179,7 @@ class ModelOpener(QObject):
         self._choice: str | None = None
         self._load: dict[str, str] = {}
         self.last_error: tuple[str, str] | None = None
+        self.notice: QMessageBox | None = None  # the last "no chat template" note
 
     @property
     def checking(self) -> bool:
@@ -232,7 +238,28 @@ class ModelOpener(QObject):
         if self._load:
             facts = {**facts, "load_options": dict(self._load)}
         self._switch(path, facts)
+        if facts.get("has_chat_template") is False:
+            self._raw_note(path, bool(facts.get("chatml_available")))
         self.checked.emit(path, True)
+
+    def _raw_note(self, path: str, chatml: bool) -> None:
+        """A base model was opened: say its panes run raw; offer ChatML when it has the tokens."""
+        box = QMessageBox(QMessageBox.Icon.Information, "Open Model",
+                          "This model has no chat template", QMessageBox.StandardButton.Ok, self._parent)
+        box.setObjectName("rawModelBox")
+        text = (f"{Path(path).name}\n\nIt is a base model: it continues text rather than answering "
+                "chat messages, so its conversations run as raw completion (the pane says “Raw "
+                "completion”; your text is the prompt, the reply continues it).")
+        if chatml:
+            text += ("\n\nIts vocabulary has ChatML's special tokens, so it can also be run with the "
+                     "built-in ChatML chat template.")
+            use = box.addButton("Use Built-in ChatML", QMessageBox.ButtonRole.AcceptRole)
+            use.setObjectName("useChatmlButton")
+            load = self._load
+            use.clicked.connect(lambda: self.open_path(path, chat_template=CHATML, load=load))
+        box.setInformativeText(text)
+        self.notice = box
+        box.open()
 
 
 def _fmt(value: Any, kind: str = "") -> str:
@@ -301,13 +328,17 @@ class ModelInfoDialog(QDialog):
             form.addRow(label, value)
         template = info.get("chat_template")
         fallback = bool(info.get("chat_template_is_fallback"))
-        heading = QLabel("Chat template" + (" (the file has none: ChatML is used)" if fallback else ""), self)
+        raw_only = info.get("has_chat_template") is False
+        heading = QLabel("Chat template" + (" (ChatML, chosen at load)" if fallback else "")
+                         + (": none — a base model, its conversations run as raw completion"
+                            if raw_only else ""), self)
         self.template = QPlainTextEdit(self)
         self.template.setObjectName("chatTemplate")
         self.template.setReadOnly(True)
         self.template.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.template.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        self.template.setPlainText(template if isinstance(template, str) else "– (not reported by this engine)")
+        self.template.setPlainText(template if isinstance(template, str) else
+                                   "– (none in the file)" if raw_only else "– (not reported by this engine)")
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
         if describer is not None:

@@ -3,6 +3,7 @@
     start     the store gets the user message (send, edit) and an empty reply marked
               "interrupted" in ONE transaction (continue: the reply is marked again); the
               transcript shows them; the request goes to the bridge with `continue_final`
+              and `raw` (the pane's raw completion mode, `pane_raw`)
     stream    Token / Tail deltas go to the transcript (O(delta)) and to a ReplyRecorder,
               which checkpoints the reply off the GUI thread at most every second / 32 tokens
     Finished  the final reply (a continued one: old text + new, figures combined) replaces the
@@ -112,7 +113,8 @@ class PaneTurns:
         )
         self._prefix_ids = prefix_ids
         settings = to_turn_settings(self._settings, self.conversation.system_prompt)
-        request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final)
+        request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
+                              raw=self.raw_mode)
         self._tokens, self._first_token_at = 0, None
         self.request_id = self._bridge.submit(request, self._on_event)
         self._set_state("queued")

@@ -162,16 +162,24 @@ class PaneEngine(QObject):
             return self.bridge.submit(request, listener)
         endpoint_id, model = self.source
         target = self.hub.book.target(endpoint_id, model)
+        if request.raw:  # remote turns go to /v1/chat/completions: roles and the server's template
+            return self._refuse(request, listener, "raw_remote", "Raw completion runs on this "
+                                "computer's model only. Turn “Raw” off, or pick “This computer” "
+                                "as this pane's source.")
         if target is None:
-            rid = -(10**9) - len(self._remote_ids)
-            message = ("The endpoint this conversation uses is no longer saved. Pick another "
-                       "source in the pane, or add the endpoint again in Settings › Endpoints.")
-            # After submit returns (the pane records the id first), like any other failure.
-            QTimer.singleShot(0, lambda: listener(Failed(rid, request.conversation_id, message,
-                                                         "endpoint_missing", "RemoteError")))
-            return rid
+            return self._refuse(request, listener, "endpoint_missing",
+                                "The endpoint this conversation uses is no longer saved. Pick another "
+                                "source in the pane, or add the endpoint again in Settings › Endpoints.")
         rid = self.hub.submit(request, listener, target)
         self._remote_ids.add(rid)
+        return rid
+
+    def _refuse(self, request: TurnRequest, listener: Listener, kind: str, message: str) -> int:
+        """A turn that cannot be sent: it fails like any other (the text goes back to the input)."""
+        rid = -(10**9) - len(self._remote_ids)
+        # After submit returns (the pane records the id first), like any other failure.
+        QTimer.singleShot(0, lambda: listener(Failed(rid, request.conversation_id, message,
+                                                     kind, "RemoteError")))
         return rid
 
     def cancel(self, request_id: int) -> bool:

@@ -194,7 +194,8 @@ def description_rows(d: GGUFDescription) -> list[Row]:
             rows.append(Row(key.rsplit(".", 1)[-1], label, show_value(d.arch_fields[key])))
     rows.append(Row("vocab_size", "Vocabulary", "–" if d.vocab_size is None else str(d.vocab_size)))
     rows.append(Row("tokenizer", "Tokenizer", f"{show_value(d.tokenizer_model or '–')} (pre: {show_value(d.tokenizer_pre or 'default')})"))
-    rows.append(Row("chat_template", "Chat template", "absent" if d.chat_template_chars is None
+    no_template = "absent (a base model: raw completion)"
+    rows.append(Row("chat_template", "Chat template", no_template if d.chat_template_chars is None
                     else f"present ({d.chat_template_chars:,} chars)"))
     shape_keys = {key for key, _ in SHAPE_KEYS}
     for key, value in d.arch_fields.items():  # the rest of the architecture's own keys

@@ -8,7 +8,9 @@ keeps non-ASCII text, and the helpers `raise_exception(message)` and `strftime_n
 The variables are `messages`, `add_generation_prompt`, `bos_token` and `eos_token` (plus any
 extra keyword given to `render`, e.g. `tools`).
 
-A GGUF without a template gets plain ChatML (`CHATML_TEMPLATE`), which adds no system message.
+`ChatTemplate(None)` is plain ChatML (`CHATML_TEMPLATE`, no system message added): the built-in
+template a user may choose (`chat_template="chatml"`). A GGUF without a template is a base model
+and loads with none (raw completion, see `consistency`), not with ChatML.
 
 Rendering is bounded (`RenderBudget`): a template is code from a downloaded file, and the sandbox
 caps one `range`, not nested loops. Every render counts the Python steps it runs (a trace hook on
@@ -226,7 +228,7 @@ class ChatTemplate:
 
     def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
                  budget: RenderBudget = DEFAULT_BUDGET) -> None:
-        """Compile `source` (None or empty: ChatML); raises TemplateError on a syntax error."""
+        """Compile `source` (None or empty: the built-in ChatML); raises TemplateError on a syntax error."""
         self.is_fallback = not source
         self.source = source or CHATML_TEMPLATE
         self.bos_token = bos_token

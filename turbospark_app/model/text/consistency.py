@@ -8,6 +8,9 @@ and by the window's Open Model check, before anyone can type. It refuses, with t
   tokenizes to ids the embedding lacks.
 A refused template says whether the built-in ChatML template could stand in (`chatml_available`:
 the vocabulary has <|im_start|> and <|im_end|> as single tokens); `choice="chatml"` uses it.
+A model WITHOUT a template (no `tokenizer.chat_template`: a base model) is not refused nor
+forced into ChatML: `checked_template` returns None and the model runs as raw completion;
+`choice="chatml"` still gives it ChatML when its vocabulary has the tokens.
 (The tokenizer's own checks, ids within its vocabulary and merges naming known tokens, run when
 it is built: `tokenizer.check_spec`.)
 """
@@ -80,8 +83,9 @@ def check_template(template: ChatTemplate, tokenizer: Any, rows: int) -> None:
 
 
 def checked_template(path: Path, config: LlamaConfig, tokenizer: Any,
-                     choice: str | None = None) -> ChatTemplate:
-    """The model's chat template (or ChatML when `choice == "chatml"`), after every load check.
+                     choice: str | None = None) -> ChatTemplate | None:
+    """The model's chat template (or ChatML when `choice == "chatml"`), after every load check;
+    None when the file has no template (a base model: raw completion only).
     Raises ModelFileError, or TemplateError with `chatml_available`."""
     check_vocabulary(path, config, tokenizer)
     try:
@@ -92,6 +96,8 @@ def checked_template(path: Path, config: LlamaConfig, tokenizer: Any,
             template = ChatTemplate(None)
         elif choice is not None:
             raise TemplateError(f"unknown chat template choice {choice!r} (known: {CHATML})")
+        elif not tokenizer.spec.chat_template:
+            return None  # a base model: raw completion, not a guessed chat format
         else:
             template = ChatTemplate.from_tokenizer(tokenizer)
         check_template(template, tokenizer, config.vocab_size)

@@ -328,6 +328,7 @@ class GGUFTokenizer:
         self.eos_ids: frozenset[int] = frozenset(eos - eot)
         self.tool_call_ids: frozenset[int] = frozenset(named(_TOOL_CALL_TEXTS))
         self._strip_first_space = spec.model == "llama" and spec.add_space_prefix
+        self._hf_tail: Any = None  # the same tokenizer without the space prefix (built on first use)
         # Byte-level vocabularies may lack a few byte tokens (SmolLM2 lacks 21); HF's BPE would
         # silently drop such a byte and leave the rest of its character as garbage.
         missing = b""
@@ -405,6 +406,20 @@ class GGUFTokenizer:
         """
         ids = self._hf.encode(self._encodable(text), add_special_tokens=False).ids
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
+
+    def encode_continuation(self, text: str) -> list[int]:
+        """Ids of text that goes on from earlier text of the same prompt (the later messages of
+        a raw-completion conversation): as `encode`, but without the space SentencePiece puts in
+        front of a whole text, which would add a space the user never typed."""
+        if not self._strip_first_space:
+            return self.encode(text)
+        if self._hf_tail is None:  # (two threads may both build it: either copy is right)
+            from tokenizers import Tokenizer, normalizers
+
+            tail = Tokenizer.from_str(self._hf.to_str())
+            tail.normalizer = normalizers.Replace(" ", "\u2581")
+            self._hf_tail = tail
+        return self._hf_tail.encode(self._encodable(text), add_special_tokens=False).ids
 
     def encode_prompt(self, rendered: str) -> list[int]:
         """Ids of a rendered chat prompt: BOS first when the GGUF asks for it and it is absent."""
