@@ -15,9 +15,12 @@ import functools
 import os
 import posixpath
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from types import ModuleType
+from typing import Any, Callable, Iterable
 
 PACKAGING_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGING_DIR.parent
@@ -71,8 +74,14 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "test", "pytest", "_pytest", "pytestqt", "hypothesis", "PyInstaller", "pip", "setuptools",
     "pkg_resources", "distutils", "lib2to3", "pydoc_data",
     # Optional imports of dependencies that the app never reaches.
-    "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
+    "readline", "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
     "numpy.f2py", "numpy.distutils",
+    # yarl only asks whether pydantic_core exists (for its schema hooks); 6 MB nobody calls.
+    "pydantic", "pydantic_core",
+    # keyring's Secret Service backend (Linux) and what it needs: cryptography is 12 MB (its own
+    # OpenSSL). The frozen Linux app keeps API keys in the user-only file instead and says so;
+    # macOS (Keychain) and Windows (Credential Locker) backends need none of them.
+    "secretstorage", "jeepney", "cryptography",
 )
 
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
@@ -97,10 +106,16 @@ QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
 
 QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
     # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
-    "imageformats": ("qpdf",),
+    # The UI shows no image files (its icons are drawn or PNG, which QtGui reads itself); SVG
+    # stays for icon themes, ICO for Windows.
+    "imageformats": ("qpdf", "qgif", "qicns", "qjpeg", "qtga", "qtiff", "qwbmp", "qwebp"),
     "platforminputcontexts": ("qtvirtualkeyboardplugin",),
     # Embedded/remote platforms: the desktop app runs on xcb, wayland, cocoa or offscreen.
     "platforms": ("qeglfs", "qlinuxfb", "qminimalegl", "qvnc", "qvkkhrdisplay"),
+    # The GTK theme loads the desktop's own libgtk-3 against the cairo/pango/glib copies the
+    # bundle would carry (~8 MB, mismatched with that GTK); Qt's own style and the portal theme
+    # (native file dialogs) remain.
+    "platformthemes": ("qgtk3",),
 }
 """Single plugins dropped, by folder and plugin name (file name without lib/suffix)."""
 
@@ -245,9 +260,7 @@ def keep_toc_entry(dest: str, used: Iterable[str] | None = None) -> bool:
     if library in QT_LIBRARIES_EXCLUDED and f"Qt{library}" not in used:
         return False
     if "translations" in parts and parts[-1].endswith(".qm"):
-        stem = parts[-1].split("_", 1)[0]
-        # qtbase_*.qm covers QtCore/QtGui/QtWidgets; the rest translate excluded modules.
-        return stem in ("qt", "qtbase")
+        return False  # the UI is English and installs no QTranslator: Qt never reads them (7 MB)
     return True
 
 
@@ -276,6 +289,114 @@ def filter_tocs(
 ) -> tuple[list[TocEntry], list[TocEntry]]:
     """`datas` and `binaries` without the entries `keep_toc` rejects."""
     return [e for e in datas if keep_toc(e)], [e for e in binaries if keep_toc(e)]
+
+
+def _is_top_level_library(dest: str) -> bool:
+    """A shared library PyInstaller put beside the executable because some binary needs it."""
+    parts = _toc_path_parts(dest)
+    return len(parts) == 1 and parts[0].startswith("lib") and ".so" in parts[0] \
+        and not parts[0].startswith("libpython")
+
+
+def _elf() -> ModuleType:
+    if str(PACKAGING_DIR) not in sys.path:
+        sys.path.insert(0, str(PACKAGING_DIR))
+    import elf
+
+    return elf
+
+
+def prune_unlinked_libraries(
+    binaries: Iterable[TocEntry], needed_of: Callable[[str], tuple[str, ...]] | None = None
+) -> list[TocEntry]:
+    """`binaries` without the top-level shared libraries that no kept binary links against,
+    directly or through another kept library (ELF DT_NEEDED, Linux). What dropping a plugin
+    left behind goes with it: Qt's gtk3 theme took cairo, pango, gdk-pixbuf, atk, gio...
+
+    `needed_of(source)` gives a binary's DT_NEEDED names (default: read from the file).
+    """
+    if needed_of is None:
+        elf = _elf()
+
+        def needed_of(source: str) -> tuple[str, ...]:
+            info = elf.read_elf_file(Path(source))
+            return info.needed if info is not None else ()
+
+    entries = list(binaries)
+    candidates = {_toc_path_parts(e[0])[0]: e for e in entries if _is_top_level_library(e[0])}
+    reached: set[str] = set()
+    todo = [e for e in entries if not _is_top_level_library(e[0])]
+    while todo:
+        entry = todo.pop()
+        if entry[2] == "SYMLINK":
+            continue  # its target is an entry of its own
+        for name in needed_of(entry[1]):
+            if name in candidates and name not in reached:
+                reached.add(name)
+                todo.append(candidates[name])
+    dropped = sorted(set(candidates) - reached)
+    if dropped:
+        print(f"TurboSpark spec: leaving out {len(dropped)} libraries nothing links against: "
+              + ", ".join(dropped))
+    return [e for e in entries if not _is_top_level_library(e[0])
+            or _toc_path_parts(e[0])[0] in reached]
+
+
+def strip_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """Linux: each binary with a symbol table or debug info (libpython, lib-dynload, Cython and
+    Rust extensions) replaced by a stripped copy under `workdir`. Libraries that auditwheel
+    vendored (`numpy.libs/...`) are left alone: patchelf rewrote them and strip can corrupt
+    that layout. Entries `strip` cannot handle stay as they are."""
+    elf = _elf()
+    out: list[TocEntry] = []
+    saved = 0
+    for dest, source, kind in binaries:
+        vendored = any(part.endswith(".libs") for part in _toc_path_parts(dest)[:-1])
+        info = elf.read_elf_file(Path(source)) if kind != "SYMLINK" and not vendored else None
+        if info is not None and info.strippable:
+            copy = workdir / "stripped" / dest
+            if elf.stripped_copy(Path(source), copy):
+                saved += Path(source).stat().st_size - copy.stat().st_size
+                source = str(copy)
+        out.append((dest, source, kind))
+    print(f"TurboSpark spec: symbols and debug info stripped: {saved / 1e6:.1f} MB")
+    return out
+
+
+_ICU_DATA_RE = re.compile(r"^libicudata\.so\.(\d+)$")
+
+
+def stub_icu_data(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """Linux: Qt's 32 MB ICU data library replaced by an empty one built from
+    `packaging/icu_stub.c` (why that is safe: see that file). Needs a C compiler (`cc`); without
+    one the real library stays and the build says so."""
+    out: list[TocEntry] = []
+    for dest, source, kind in binaries:
+        match = _ICU_DATA_RE.match(_toc_path_parts(dest)[-1]) if kind != "SYMLINK" else None
+        if match:
+            stub = workdir / "icu" / match.group(0)
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            compiler = shutil.which(os.environ.get("CC", "cc"))
+            proc = subprocess.run(
+                [compiler, "-shared", "-fPIC", "-O2", f"-DICU_DATA_SYMBOL=icudt{match.group(1)}_dat",
+                 f"-Wl,-soname,{match.group(0)}", "-o", str(stub), str(PACKAGING_DIR / "icu_stub.c")],
+                capture_output=True, text=True,
+            ) if compiler else None
+            if proc is not None and proc.returncode == 0:
+                source = str(stub)
+            else:
+                why = proc.stderr.strip() if proc is not None else "no C compiler (cc) found"
+                print(f"TurboSpark spec: keeping the full {match.group(0)}: {why}")
+        out.append((dest, source, kind))
+    return out
+
+
+def slim_linux_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """All three above, on Linux only (a macOS bundle has none of these: no bundled GTK, Qt
+    without ICU, and its binaries are signed afterwards)."""
+    if not sys.platform.startswith("linux"):
+        return list(binaries)
+    return strip_binaries(stub_icu_data(prune_unlinked_libraries(binaries), workdir), workdir)
 
 
 def model_to_bundle() -> Path:

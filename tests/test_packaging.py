@@ -88,7 +88,7 @@ def test_big_unused_qt_modules_are_excluded(cfg: ModuleType) -> None:
         assert f"PySide6.{name}" in excluded
     for name in cfg.QT_MODULES_ALWAYS:
         assert f"PySide6.{name}" not in excluded
-    assert {"tkinter", "_tkinter", "pytest", "PyInstaller", "PIL"} <= excluded
+    assert {"tkinter", "_tkinter", "pytest", "PyInstaller", "PIL", "pydantic", "cryptography"} <= excluded
 
 
 def test_a_qt_module_imported_by_the_sources_is_kept(cfg: ModuleType, tmp_path: Path) -> None:
@@ -128,12 +128,15 @@ def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
         ("PySide6/Qt/plugins/platforms/libqvnc.so", False),
         ("PySide6/Qt/plugins/styles/libqmacstyle.dylib", True),
         ("PySide6/Qt/plugins/imageformats/libqpdf.so", False),
-        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", True),
+        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", False),
+        ("PySide6/Qt/plugins/imageformats/libqsvg.so", True),
+        ("PySide6/Qt/plugins/platformthemes/libqgtk3.so", False),
+        ("PySide6/Qt/plugins/platformthemes/libqxdgdesktopportal.so", True),
         ("PySide6/Qt/plugins/platforminputcontexts/libqtvirtualkeyboardplugin.so", False),
         ("PySide6/Qt/plugins/platforminputcontexts/libibusplatforminputcontextplugin.so", True),
         ("PySide6/Qt/plugins/sqldrivers/libqsqlite.so", False),
         ("PySide6/Qt/plugins/tls/libqopensslbackend.so", False),
-        ("PySide6/Qt/translations/qtbase_de.qm", True),
+        ("PySide6/Qt/translations/qtbase_de.qm", False),  # no QTranslator: never read
         ("PySide6/Qt/translations/qtdeclarative_de.qm", False),
         ("numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", True),
         ("libQt6Quick.so.6", False),  # PyInstaller's top-level alias of the same library
@@ -167,6 +170,87 @@ def test_symlinks_to_dropped_libraries_are_dropped_too(cfg: ModuleType) -> None:
     assert kept_datas == datas
     assert [e[0] for e in kept_binaries] == [
         "PySide6/Qt/lib/libQt6Gui.so.6", "libQt6Gui.so.6", "PySide6/Qt/lib/QtGui.framework/QtGui"]
+
+
+@pytest.fixture(scope="module")
+def elf() -> ModuleType:
+    return _load("elf", PACKAGING / "elf.py")
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF binaries (Linux)")
+
+
+@linux_only
+def test_elf_reads_what_a_library_links_against(elf: ModuleType) -> None:
+    import _ctypes
+
+    info = elf.read_elf_file(Path(_ctypes.__file__))
+    assert info is not None and any(name.startswith("libffi.so") for name in info.needed)
+    assert elf.read_elf_file(Path(__file__)) is None
+    data = Path(_ctypes.__file__).read_bytes()
+    assert elf.read_elf(data[:100]) is None  # truncated: section headers missing
+    assert elf.read_elf(b"\x7fELF" + b"\xff" * 60) is None
+
+
+def test_libraries_nothing_links_against_are_left_out(cfg: ModuleType) -> None:
+    needs = {
+        "/src/qxcb.so": ("libQt6XcbQpa.so.6", "libxcb-cursor.so.0", "libc.so.6"),
+        "/src/qgtk3.so": ("libgtk-3.so.0", "libcairo.so.2"),
+        "/src/libxcb-cursor.so.0": ("libxcb-image.so.0",),
+        "/src/libcairo.so.2": ("libpixman-1.so.0",),
+    }
+    binaries = [
+        ("PySide6/Qt/plugins/platforms/libqxcb.so", "/src/qxcb.so", "BINARY"),
+        ("libxcb-cursor.so.0", "/src/libxcb-cursor.so.0", "BINARY"),
+        ("libxcb-image.so.0", "/src/libxcb-image.so.0", "BINARY"),  # through libxcb-cursor
+        ("libcairo.so.2", "/src/libcairo.so.2", "BINARY"),  # only the dropped gtk3 theme's
+        ("libpixman-1.so.0", "/src/libpixman-1.so.0", "BINARY"),  # only cairo's
+        ("libQt6XcbQpa.so.6", "PySide6/Qt/lib/libQt6XcbQpa.so.6", "SYMLINK"),
+        ("libpython3.11.so.1.0", "/src/libpython", "BINARY"),  # the executable's: always kept
+        ("_cffi_backend.so", "/src/cffi.so", "EXTENSION"),
+    ]
+    kept = cfg.prune_unlinked_libraries(binaries, needed_of=lambda src: needs.get(src, ()))
+    assert [e[0] for e in kept] == [
+        "PySide6/Qt/plugins/platforms/libqxcb.so", "libxcb-cursor.so.0", "libxcb-image.so.0",
+        "libQt6XcbQpa.so.6", "libpython3.11.so.1.0", "_cffi_backend.so"]
+
+
+@linux_only
+@pytest.mark.skipif(shutil.which("strip") is None, reason="needs binutils' strip")
+def test_binaries_are_stripped_but_vendored_ones_are_left_alone(
+    cfg: ModuleType, elf: ModuleType, tmp_path: Path
+) -> None:
+    import _ctypes
+
+    source = tmp_path / "src" / "_ctypes.so"
+    source.parent.mkdir()
+    source.write_bytes(Path(_ctypes.__file__).read_bytes())
+    if not elf.read_elf_file(source).strippable:
+        pytest.skip("this Python's _ctypes has no symbol table to strip")
+    out = cfg.strip_binaries([("lib-dynload/_ctypes.so", str(source), "EXTENSION"),
+                              ("numpy.libs/libopenblas.so", str(source), "BINARY")], tmp_path / "w")
+    stripped = Path(out[0][1])
+    assert stripped != source and stripped.stat().st_size < source.stat().st_size
+    assert not elf.read_elf_file(stripped).strippable
+    assert elf.read_elf_file(stripped).needed == elf.read_elf_file(source).needed
+    assert out[1] == ("numpy.libs/libopenblas.so", str(source), "BINARY")
+
+
+@linux_only
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_the_icu_data_stub_is_an_empty_icu_data_table(cfg: ModuleType, tmp_path: Path) -> None:
+    import ctypes
+
+    entries = [("PySide6/Qt/lib/libicudata.so.73", "/real/libicudata.so.73", "BINARY"),
+               ("PySide6/Qt/lib/libicuuc.so.73", "/real/libicuuc.so.73", "BINARY")]
+    out = cfg.stub_icu_data(entries, tmp_path)
+    stub = Path(out[0][1])
+    assert stub.parent == tmp_path / "icu" and out[1] == entries[1]
+    assert stub.stat().st_size < 100_000  # the real one: 32 MB
+    header = (ctypes.c_uint8 * 32).in_dll(ctypes.CDLL(str(stub)), "icudt73_dat")
+    assert bytes(header[:4]) == b"\x20\x00\xda\x27"  # header size 32, ICU's magic
+    assert bytes(header[12:16]) == b"ToCP"  # a table of contents...
+    assert bytes((ctypes.c_uint8 * 4).from_address(ctypes.addressof(header) + 32)) == b"\0" * 4  # ...of 0
 
 
 def test_info_plist_values(cfg: ModuleType) -> None:
@@ -480,6 +564,25 @@ def test_frozen_app_self_test_cold_and_warm(
         )
 
 
+BUNDLE_CEILING_BYTES = 300_000_000
+"""The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB)."""
+
+
+@pytest.mark.slow
+@pytest.mark.real_model
+def test_frozen_app_fits_the_size_ceiling(frozen_app: dict[str, Any]) -> None:
+    size = frozen_app["size"]
+    internal = _internal(frozen_app["dist"])
+    biggest = sorted(((sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
+                       if p.is_dir() else p.stat().st_size), p.name) for p in internal.iterdir())[-8:]
+    assert size <= BUNDLE_CEILING_BYTES, (
+        f"the frozen app is {size / 1e6:.1f} MB, over {BUNDLE_CEILING_BYTES / 1e6:.0f} MB; biggest: "
+        + ", ".join(f"{name} {n / 1e6:.1f} MB" for n, name in reversed(biggest)))
+    if sys.platform.startswith("linux"):
+        icu_data = list(internal.rglob("libicudata.so.*"))
+        assert icu_data and all(p.stat().st_size < 100_000 for p in icu_data)  # the stub
+
+
 @pytest.mark.slow
 @pytest.mark.real_model
 def test_frozen_app_leaves_out_what_it_excludes(frozen_app: dict[str, Any], cfg: ModuleType) -> None:
@@ -491,7 +594,8 @@ def test_frozen_app_leaves_out_what_it_excludes(frozen_app: dict[str, Any], cfg:
     assert {"QtCore", "QtGui", "QtWidgets"} <= bindings
     names = [p.relative_to(internal).as_posix() for p in internal.rglob("*")]
     for unwanted in ("QtWebEngine", "Qt6Quick", "Qt6Qml", "Qt6Pdf", "qtvirtualkeyboard", "tkinter",
-                     "_pytest", "PyInstaller/"):
+                     "_pytest", "PyInstaller/", "qgtk3", "libcairo", "libpango", ".qm",
+                     "pydantic", "cryptography"):
         assert not [n for n in names if unwanted in n], f"{unwanted} was bundled"
     assert (internal / "resources" / "icon.png").is_file()
     dangling = [p.relative_to(internal).as_posix() for p in internal.rglob("*")
