@@ -1,5 +1,6 @@
-"""What a Linux (ELF) binary links against and whether it carries debug info, read from its
-section headers (no binutils needed to read; `strip` is needed only to strip).
+"""A leaner Linux bundle: what an ELF binary links against and whether it carries symbols or
+debug info, read from its section headers (no binutils needed to read; `strip` and a C compiler
+are needed only to strip and to build the ICU data stub).
 
 The spec uses it to leave out shared libraries that nothing kept in the bundle links against
 (e.g. the GTK stack that only Qt's gtk3 platform theme needs, once that plugin is dropped) and
@@ -11,11 +12,17 @@ Pure Python, so it is tested on any platform.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import struct
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable
+
+TocEntry = tuple[str, str, str]
+"""A PyInstaller TOC entry: (destination in the bundle, source path, typecode)."""
 
 _ELF_MAGIC = b"\x7fELF"
 _SHT_DYNAMIC = 6
@@ -97,3 +104,101 @@ def stripped_copy(source: Path, dest: Path) -> bool:
     proc = subprocess.run([tool, "--strip-unneeded", "-o", str(dest), str(source)],
                           capture_output=True, text=True)
     return proc.returncode == 0 and dest.is_file()
+
+
+def _toc_path_parts(dest: str) -> tuple[str, ...]:
+    return tuple(part for part in re.split(r"[\\/]", dest) if part)
+
+
+def _is_top_level_library(dest: str) -> bool:
+    """A shared library PyInstaller put beside the executable because some binary needs it."""
+    parts = _toc_path_parts(dest)
+    return len(parts) == 1 and parts[0].startswith("lib") and ".so" in parts[0] \
+        and not parts[0].startswith("libpython")
+
+
+def prune_unlinked_libraries(
+    binaries: Iterable[TocEntry], needed_of: Callable[[str], tuple[str, ...]] | None = None
+) -> list[TocEntry]:
+    """`binaries` without the top-level shared libraries that no kept binary links against,
+    directly or through another kept library (ELF DT_NEEDED, Linux). What dropping a plugin
+    left behind goes with it: Qt's gtk3 theme took cairo, pango, gdk-pixbuf, atk, gio...
+
+    `needed_of(source)` gives a binary's DT_NEEDED names (default: read from the file).
+    """
+    if needed_of is None:
+        def needed_of(source: str) -> tuple[str, ...]:
+            info = read_elf_file(Path(source))
+            return info.needed if info is not None else ()
+
+    entries = list(binaries)
+    candidates = {_toc_path_parts(e[0])[0]: e for e in entries if _is_top_level_library(e[0])}
+    reached: set[str] = set()
+    todo = [e for e in entries if not _is_top_level_library(e[0])]
+    while todo:
+        entry = todo.pop()
+        if entry[2] == "SYMLINK":
+            continue  # its target is an entry of its own
+        for name in needed_of(entry[1]):
+            if name in candidates and name not in reached:
+                reached.add(name)
+                todo.append(candidates[name])
+    dropped = sorted(set(candidates) - reached)
+    if dropped:
+        print(f"TurboSpark spec: leaving out {len(dropped)} libraries nothing links against: "
+              + ", ".join(dropped))
+    return [e for e in entries if not _is_top_level_library(e[0])
+            or _toc_path_parts(e[0])[0] in reached]
+
+
+def strip_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """Linux: each binary with a symbol table or debug info (libpython, lib-dynload, Cython and
+    Rust extensions) replaced by a stripped copy under `workdir`. Libraries that auditwheel
+    vendored (`numpy.libs/...`) are left alone: patchelf rewrote them and strip can corrupt
+    that layout. Entries `strip` cannot handle stay as they are."""
+    out: list[TocEntry] = []
+    saved = 0
+    for dest, source, kind in binaries:
+        vendored = any(part.endswith(".libs") for part in _toc_path_parts(dest)[:-1])
+        info = read_elf_file(Path(source)) if kind != "SYMLINK" and not vendored else None
+        if info is not None and info.strippable:
+            copy = workdir / "stripped" / dest
+            if stripped_copy(Path(source), copy):
+                saved += Path(source).stat().st_size - copy.stat().st_size
+                source = str(copy)
+        out.append((dest, source, kind))
+    print(f"TurboSpark spec: symbols and debug info stripped: {saved / 1e6:.1f} MB")
+    return out
+
+
+_ICU_DATA_RE = re.compile(r"^libicudata\.so\.(\d+)$")
+
+
+def stub_icu_data(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """Linux: Qt's 32 MB ICU data library replaced by an empty one built from
+    `packaging/icu_stub.c` (why that is safe: see that file). Needs a C compiler (`cc`); without
+    one the real library stays and the build says so."""
+    out: list[TocEntry] = []
+    for dest, source, kind in binaries:
+        match = _ICU_DATA_RE.match(_toc_path_parts(dest)[-1]) if kind != "SYMLINK" else None
+        if match:
+            stub = workdir / "icu" / match.group(0)
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            compiler = shutil.which(os.environ.get("CC", "cc"))
+            proc = subprocess.run(
+                [compiler, "-shared", "-fPIC", "-O2", f"-DICU_DATA_SYMBOL=icudt{match.group(1)}_dat",
+                 f"-Wl,-soname,{match.group(0)}", "-o", str(stub), str(Path(__file__).resolve().parent / "icu_stub.c")],
+                capture_output=True, text=True,
+            ) if compiler else None
+            if proc is not None and proc.returncode == 0:
+                source = str(stub)
+            else:
+                why = proc.stderr.strip() if proc is not None else "no C compiler (cc) found"
+                print(f"TurboSpark spec: keeping the full {match.group(0)}: {why}")
+        out.append((dest, source, kind))
+    return out
+
+
+def slim_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """All three above, in order (the spec calls this on Linux only)."""
+    return strip_binaries(stub_icu_data(prune_unlinked_libraries(binaries), workdir), workdir)
