@@ -16,14 +16,13 @@ import time
 from typing import Any, Mapping
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -43,6 +42,7 @@ from .context import (
     turns_to_drop,
     usage_from_messages,
 )
+from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_turns import PaneTurns, model_identity
@@ -50,6 +50,12 @@ from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
 
 __all__ = ["ConversationPane", "model_identity"]
+
+STATUS_SPACING = 10
+FOOTER_MARGIN = 12
+STATE_TEXT_RESERVE = 230
+"""What the state text ("Generating · 120 tok · 45.2 tok/s") is given before the pane puts its
+buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
 class ConversationPane(PaneTurns, MessageActions, QWidget):
@@ -125,9 +131,8 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
         self.continue_button.setToolTip("Resume the last reply where it stopped (Ctrl+Shift+Enter)")
         self.continue_button.setAutoRaise(True)
         self.continue_button.clicked.connect(self.continue_reply)
-        self.state_label = QLabel(self)
+        self.state_label = ElidedLabel(self)
         self.state_label.setObjectName("stateLabel")
-        self.state_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.prefill_bar = QProgressBar(self)
         self.prefill_bar.setObjectName("prefillBar")
         self.prefill_bar.setFixedWidth(180)
@@ -160,22 +165,30 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
 
         status_row = QHBoxLayout()
         self.status_row = status_row  # the window adds the model source picker (remote engines)
-        status_row.setSpacing(10)
+        status_row.setSpacing(STATUS_SPACING)
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
         self.context_meter = ContextMeter(self)
-        status_row.addWidget(self.context_meter)
-        status_row.addWidget(self.regenerate_button)
-        status_row.addWidget(self.continue_button)
-        status_row.addWidget(self.settings_button)
+        # The meter and the buttons share the status row when the pane is wide enough for all of
+        # it, and go to a row of their own below it when not (two panes side by side): nothing
+        # is squeezed below its size. `_place_actions` decides, on every resize.
+        self.actions_row = QHBoxLayout()
+        self.actions_row.setSpacing(STATUS_SPACING)
+        self.actions_row.addStretch(1)
+        self._row_widgets = (self.context_meter, self.regenerate_button, self.continue_button,
+                             self.settings_button)
+        for widget in self._row_widgets:
+            status_row.addWidget(widget)
+        self.wrapped = False
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
         input_row.addWidget(self.input, 1)
         input_row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         footer = QVBoxLayout()
-        footer.setContentsMargins(12, 4, 12, 12)
+        footer.setContentsMargins(FOOTER_MARGIN, 4, FOOTER_MARGIN, 12)
         footer.setSpacing(6)
         footer.addLayout(status_row)
+        footer.addLayout(self.actions_row)
         footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
         layout = QVBoxLayout(self)
@@ -184,6 +197,31 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
         layout.addWidget(self.transcript, 1)
         layout.addLayout(footer)
         self.setFocusProxy(self.input)
+
+    def one_row_width(self) -> int:
+        """The width the status row needs to hold everything on one line: every widget at its
+        size hint, the state text at `STATE_TEXT_RESERVE` (a fixed figure, so the rows do not
+        flip while the text changes during a reply) and the prefill bar even while hidden."""
+        in_row = [self.status_row.itemAt(i).widget() for i in range(self.status_row.count())]
+        widgets = dict.fromkeys(w for w in [*in_row, *self._row_widgets] if w is not None)
+        shown = [w for w in widgets if w is not self.state_label
+                 and (w.isVisibleTo(self) or w is self.prefill_bar)]
+        width = sum(w.sizeHint().width() for w in shown)
+        return width + STATE_TEXT_RESERVE + STATUS_SPACING * len(shown) + 2 * FOOTER_MARGIN
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._place_actions()
+
+    def _place_actions(self) -> None:
+        wrap = self.width() < self.one_row_width()
+        if wrap == self.wrapped:
+            return
+        self.wrapped = wrap
+        source, target = (self.status_row, self.actions_row) if wrap else (self.actions_row, self.status_row)
+        for widget in self._row_widgets:
+            source.removeWidget(widget)
+            target.addWidget(widget)
 
     # -- public ----------------------------------------------------------------------------
 
