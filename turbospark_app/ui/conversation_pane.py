@@ -15,7 +15,7 @@ import sqlite3
 import time
 from typing import Any, Mapping
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -108,6 +108,7 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
         source_changed = getattr(bridge, "sourceChanged", None)  # a PaneEngine (remote engines)
         if source_changed is not None:
             source_changed.connect(self._update_actions)
+            source_changed.connect(self._source_changed)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -212,6 +213,11 @@ class ConversationPane(PaneTurns, MessageActions, QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
         self._place_actions()
+
+    def _source_changed(self, *_: Any) -> None:
+        # A remote source shows the model picker too (once the picker has refreshed): the
+        # status row may have to wrap now.
+        QTimer.singleShot(0, self, self._place_actions)
 
     def _place_actions(self) -> None:
         wrap = self.width() < self.one_row_width()
