@@ -172,6 +172,7 @@ def strip_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry
 
 
 _ICU_DATA_RE = re.compile(r"^libicudata\.so\.(\d+)$")
+ICU_STUB_SOURCE = Path(__file__).resolve().parent / "icu_stub.c"
 
 
 def stub_icu_data(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
@@ -185,11 +186,10 @@ def stub_icu_data(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]
             stub = workdir / "icu" / match.group(0)
             stub.parent.mkdir(parents=True, exist_ok=True)
             compiler = shutil.which(os.environ.get("CC", "cc"))
-            proc = subprocess.run(
-                [compiler, "-shared", "-fPIC", "-O2", f"-DICU_DATA_SYMBOL=icudt{match.group(1)}_dat",
-                 f"-Wl,-soname,{match.group(0)}", "-o", str(stub), str(Path(__file__).resolve().parent / "icu_stub.c")],
-                capture_output=True, text=True,
-            ) if compiler else None
+            command = [str(compiler), "-shared", "-fPIC", "-O2",
+                       f"-DICU_DATA_SYMBOL=icudt{match.group(1)}_dat", f"-Wl,-soname,{match.group(0)}",
+                       "-o", str(stub), str(ICU_STUB_SOURCE)]
+            proc = subprocess.run(command, capture_output=True, text=True) if compiler else None
             if proc is not None and proc.returncode == 0:
                 source = str(stub)
             else:
