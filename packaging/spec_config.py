@@ -71,8 +71,14 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "test", "pytest", "_pytest", "pytestqt", "hypothesis", "PyInstaller", "pip", "setuptools",
     "pkg_resources", "distutils", "lib2to3", "pydoc_data",
     # Optional imports of dependencies that the app never reaches.
-    "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
+    "readline", "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
     "numpy.f2py", "numpy.distutils",
+    # yarl only asks whether pydantic_core exists (for its schema hooks); 6 MB nobody calls.
+    "pydantic", "pydantic_core",
+    # keyring's Secret Service backend (Linux) and what it needs: cryptography is 12 MB (its own
+    # OpenSSL). The frozen Linux app keeps API keys in the user-only file instead and says so;
+    # macOS (Keychain) and Windows (Credential Locker) backends need none of them.
+    "secretstorage", "jeepney", "cryptography",
 )
 
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
@@ -97,10 +103,16 @@ QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
 
 QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
     # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
-    "imageformats": ("qpdf",),
+    # The UI shows no image files (its icons are drawn or PNG, which QtGui reads itself); SVG
+    # stays for icon themes, ICO for Windows.
+    "imageformats": ("qpdf", "qgif", "qicns", "qjpeg", "qtga", "qtiff", "qwbmp", "qwebp"),
     "platforminputcontexts": ("qtvirtualkeyboardplugin",),
     # Embedded/remote platforms: the desktop app runs on xcb, wayland, cocoa or offscreen.
     "platforms": ("qeglfs", "qlinuxfb", "qminimalegl", "qvnc", "qvkkhrdisplay"),
+    # The GTK theme loads the desktop's own libgtk-3 against the cairo/pango/glib copies the
+    # bundle would carry (~8 MB, mismatched with that GTK); Qt's own style and the portal theme
+    # (native file dialogs) remain.
+    "platformthemes": ("qgtk3",),
 }
 """Single plugins dropped, by folder and plugin name (file name without lib/suffix)."""
 
@@ -245,9 +257,7 @@ def keep_toc_entry(dest: str, used: Iterable[str] | None = None) -> bool:
     if library in QT_LIBRARIES_EXCLUDED and f"Qt{library}" not in used:
         return False
     if "translations" in parts and parts[-1].endswith(".qm"):
-        stem = parts[-1].split("_", 1)[0]
-        # qtbase_*.qm covers QtCore/QtGui/QtWidgets; the rest translate excluded modules.
-        return stem in ("qt", "qtbase")
+        return False  # the UI is English and installs no QTranslator: Qt never reads them (7 MB)
     return True
 
 
@@ -276,6 +286,19 @@ def filter_tocs(
 ) -> tuple[list[TocEntry], list[TocEntry]]:
     """`datas` and `binaries` without the entries `keep_toc` rejects."""
     return [e for e in datas if keep_toc(e)], [e for e in binaries if keep_toc(e)]
+
+
+def slim_linux_binaries(binaries: Iterable[TocEntry], workdir: Path) -> list[TocEntry]:
+    """Linux: `packaging/elf.py`'s slimming (libraries nothing links against left out, ICU's
+    data stubbed, binaries stripped). A macOS bundle needs none of it: no bundled GTK, Qt
+    without ICU, and its binaries are signed afterwards."""
+    if not sys.platform.startswith("linux"):
+        return list(binaries)
+    if str(PACKAGING_DIR) not in sys.path:
+        sys.path.insert(0, str(PACKAGING_DIR))
+    import elf
+
+    return elf.slim_binaries(binaries, workdir)
 
 
 def model_to_bundle() -> Path:

@@ -4,26 +4,9 @@ from __future__ import annotations
 
 import stat
 
-from turbospark_app.remote.endpoints import Endpoint, EndpointBook, KeyStore
+from test_ui_api_key import MemoryKeyring
+from turbospark_app.remote.endpoints import Endpoint, EndpointBook, endpoint_keys
 from turbospark_app.conversations.store import Store
-
-
-class MemoryKeyring:
-    """A keyring backend in memory (what a real keychain does, minus the OS)."""
-
-    priority = 5
-
-    def __init__(self) -> None:
-        self.items: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, name: str) -> str | None:
-        return self.items.get((service, name))
-
-    def set_password(self, service: str, name: str, key: str) -> None:
-        self.items[(service, name)] = key
-
-    def delete_password(self, service: str, name: str) -> None:
-        del self.items[(service, name)]
 
 
 def test_endpoints_round_trip_and_keys_go_to_a_user_only_file(tmp_path) -> None:
@@ -50,9 +33,9 @@ def test_endpoints_round_trip_and_keys_go_to_a_user_only_file(tmp_path) -> None:
 
 
 def test_keys_use_the_keychain_when_there_is_one(tmp_path) -> None:
-    keys = KeyStore(tmp_path, use_keyring=False)
+    keys = endpoint_keys(tmp_path, use_keyring=False)
     ring = MemoryKeyring()
-    keys._keyring = ring  # what _usable_keyring() returns on a machine with a keychain
+    keys._keyring = ring  # what usable_keyring() returns on a machine with a keychain
     keys.set("abc", "sk-2")
     assert ring.items == {("TurboSpark", "endpoint:abc"): "sk-2"}
     assert keys.get("abc") == "sk-2" and not (tmp_path / "endpoint-keys.json").exists()
@@ -63,7 +46,7 @@ def test_keys_use_the_keychain_when_there_is_one(tmp_path) -> None:
 
 def test_this_machine_has_no_keychain_so_the_file_is_used(tmp_path) -> None:
     # The CI machine runs keyring's fail backend: the app must notice it and say so.
-    keys = KeyStore(tmp_path)
+    keys = endpoint_keys(tmp_path)
     assert not keys.in_keychain or "keychain" in keys.location
 
 

@@ -17,7 +17,7 @@ from test_server_units import ApiFakeBackend
 from ui_fakes import FakeBackend
 
 from turbospark_app.server import ServerConfig
-from turbospark_app.ui.api_server import load_api_config, save_api_config
+from turbospark_app.ui.api_server import load_api_config, local_api_keys, save_api_config
 from turbospark_app.ui.api_widgets import ApiRequestsTable, ApiSettingsDialog
 
 
@@ -47,7 +47,7 @@ def _post(url: str, payload: dict[str, Any], out: dict[str, Any]) -> threading.T
 
 def _start(ui, qtbot, backend: FakeBackend, port: int = 0):
     settings = ui.settings()
-    save_api_config(settings, ServerConfig(port=port))
+    save_api_config(settings, ServerConfig(port=port), local_api_keys())
     settings.sync()
     w = ui.window(backend)
     action = w.findChild(type(w.open_model_action), "actionToggleApi")
@@ -113,8 +113,11 @@ def test_settings_are_checked_and_remembered_and_the_server_comes_back(ui, qtbot
     assert dialog.result() == 1
     w.api.set_config(dialog.config())
     qtbot.waitUntil(lambda: w.api.running and w.api.server.config.api_key == "sk-test", timeout=5000)
-    restored = load_api_config(ui.settings())
+    restored = load_api_config(ui.settings(), local_api_keys())
     assert restored.api_key == "sk-test" and restored.host == "0.0.0.0"
+    ui.settings().sync()
+    settings_file = ui.settings().fileName()
+    assert "sk-test" not in open(settings_file, encoding="utf-8").read()  # the key store has it
     assert restored.allowed_origins == ("http://localhost:3000", "app://x")
     ui.close(w)
     qtbot.waitUntil(lambda: not w.api.running, timeout=5000)

@@ -2,8 +2,10 @@
 
 The server (turbospark_app.server) runs on the app's qasync loop, i.e. the GUI thread's
 event loop, and its jobs go to the same engine thread as the panes, stepped fairly with
-them. Its settings (port, key, network access, allowed origins) live in QSettings under
-"api/…", as does whether it was running, so it comes back at the next start.
+them. Its settings (port, network access, allowed origins) live in QSettings under "api/…", as
+does whether it was running, so it comes back at the next start; its key is in the system
+keychain (or a user-only file where there is none: turbospark_app.host.keystore), moved there
+from QSettings, where earlier versions kept it, at the first start.
 
 `install_api_server(window)` adds the Server menu, the status-bar item ("API :8080 · 2
 active") and the QA panel's "API requests" table; the window only calls it and `shutdown()`.
@@ -14,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from keyring.errors import KeyringError
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMenu
 
+from ..host.keystore import KeyStore, default_folder
 from ..server import ApiServer, ServerConfig
 from ..server.jobs import ApiJob
 from .api_widgets import ApiRequestsTable, ApiSettingsDialog
@@ -27,9 +32,41 @@ from .settings import read_json, write_json
 
 log = logging.getLogger(__name__)
 
+LOCAL_API_KEY_NAME = "local-api"
+LOCAL_API_KEYS_FILE = "local-api-key.json"
 
-def load_api_config(settings: QSettings) -> ServerConfig:
-    """The remembered server settings (defaults: 127.0.0.1:8080, no key, no CORS)."""
+
+def local_api_keys(folder: Path | None = None, *, use_keyring: bool = True) -> KeyStore:
+    """Where the local API's key is kept: the keychain entry "local-api", else
+    `local-api-key.json` (user-only) in the config folder."""
+    return KeyStore(default_folder() if folder is None else folder, LOCAL_API_KEYS_FILE,
+                    use_keyring=use_keyring)
+
+
+def _stored_key(settings: QSettings, saved: dict[str, Any], keys: KeyStore) -> str | None:
+    """The key from the key store, after moving a plain-text one out of QSettings (versions
+    before the keychain kept it there). A key the store refuses stays where it was: nothing is
+    lost, and the next start tries again."""
+    legacy = str(saved.get("api_key") or "")
+    if "api_key" in saved:
+        try:
+            if legacy:
+                keys.set(LOCAL_API_KEY_NAME, legacy)
+        except (KeyringError, OSError) as e:
+            log.warning("the local API key stays in the settings: %s could not store it: %s",
+                        keys.location, e)
+            return legacy
+        write_json(settings, "api/config", {k: v for k, v in saved.items() if k != "api_key"})
+    try:
+        return keys.get(LOCAL_API_KEY_NAME) or None
+    except KeyringError as e:
+        log.warning("the local API key could not be read from %s: %s", keys.location, e)
+        return None
+
+
+def load_api_config(settings: QSettings, keys: KeyStore) -> ServerConfig:
+    """The remembered server settings (defaults: 127.0.0.1:8080, no key, no CORS); the key comes
+    from `keys` (see `local_api_keys`)."""
     saved = read_json(settings, "api/config", {})
     base = ServerConfig()
     if not isinstance(saved, dict):
@@ -39,7 +76,7 @@ def load_api_config(settings: QSettings) -> ServerConfig:
             base,
             host=str(saved.get("host") or base.host),
             port=int(saved.get("port", base.port)),
-            api_key=str(saved["api_key"]) if saved.get("api_key") else None,
+            api_key=_stored_key(settings, saved, keys),
             allowed_origins=tuple(str(o) for o in saved.get("allowed_origins") or ()),
         )
         config.check()
@@ -48,10 +85,12 @@ def load_api_config(settings: QSettings) -> ServerConfig:
         return base
 
 
-def save_api_config(settings: QSettings, config: ServerConfig) -> None:
-    """Remember the server settings (the key too: it is the user's own, on their machine)."""
+def save_api_config(settings: QSettings, config: ServerConfig, keys: KeyStore) -> None:
+    """Remember the server settings; the key goes to `keys`, never to QSettings. Raises
+    KeyringError or OSError (settings unchanged) when the key cannot be stored."""
+    keys.set(LOCAL_API_KEY_NAME, config.api_key or "")
     write_json(settings, "api/config", {
-        "host": config.host, "port": config.port, "api_key": config.api_key or "",
+        "host": config.host, "port": config.port,
         "allowed_origins": list(config.allowed_origins),
     })
 
@@ -63,11 +102,13 @@ class ApiServerController(QObject):
     jobChanged = Signal(object)  # ApiJob
     failed = Signal(str)  # could not start (port taken, unsafe settings)
 
-    def __init__(self, engine: Any, settings: QSettings, parent: QObject | None = None) -> None:
+    def __init__(self, engine: Any, settings: QSettings, parent: QObject | None = None,
+                 keys: KeyStore | None = None) -> None:
         super().__init__(parent)
         self.engine = engine
         self.settings = settings
-        self.config = load_api_config(settings)
+        self.keys = local_api_keys() if keys is None else keys
+        self.config = load_api_config(settings, self.keys)
         self.server: ApiServer | None = None
         self._busy = False
         self.closing: asyncio.Task[None] | None = None  # the listener closing after shutdown()
@@ -87,8 +128,8 @@ class ApiServerController(QObject):
     def set_config(self, config: ServerConfig) -> None:
         """New settings (checked); a running server restarts with them."""
         config.check()
+        save_api_config(self.settings, config, self.keys)
         self.config = config
-        save_api_config(self.settings, config)
         if self.running:
             self._run(self._stop, self._start)
 
@@ -170,14 +211,14 @@ def install_api_server(window: Any) -> ApiServerController:
     menu.addAction(configure)
 
     def open_settings() -> None:
-        dialog = ApiSettingsDialog(api.config, window)
+        dialog = ApiSettingsDialog(api.config, window, key_location=api.keys.location)
         dialog.accepted.connect(lambda: _apply(dialog))
         dialog.open()
 
     def _apply(dialog: ApiSettingsDialog) -> None:
         try:
             api.set_config(dialog.config())
-        except ValueError as e:
+        except (ValueError, OSError, KeyringError) as e:
             window._warn("Local API settings", str(e))
 
     configure.triggered.connect(open_settings)

@@ -32,7 +32,8 @@ MAX_ROWS = 200
 class ApiSettingsDialog(QDialog):
     """Port, key, network access and CORS origins of the local API."""
 
-    def __init__(self, config: ServerConfig, parent: QWidget | None = None) -> None:
+    def __init__(self, config: ServerConfig, parent: QWidget | None = None, *,
+                 key_location: str = "") -> None:
         super().__init__(parent)
         self.setObjectName("apiSettingsDialog")
         self.setWindowTitle("Local API Settings")
@@ -58,6 +59,10 @@ class ApiSettingsDialog(QDialog):
         form = QFormLayout(self)
         form.addRow("Port", self.port)
         form.addRow("API key", key_row)
+        if key_location:
+            where = QLabel(f"Kept in {key_location}.", objectName="apiKeyLocation")
+            where.setWordWrap(True)
+            form.addRow("", where)
         form.addRow("", self.network)
         form.addRow("Allowed origins", self.origins)
         form.addRow(self.error)

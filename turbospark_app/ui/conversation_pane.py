@@ -16,15 +16,14 @@ import sqlite3
 import time
 from typing import Any, Mapping
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
     QProgressBar,
     QPushButton,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -44,6 +43,7 @@ from .context import (
     turns_to_drop,
     usage_from_messages,
 )
+from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_raw import PaneRawMode
@@ -52,6 +52,12 @@ from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
 
 __all__ = ["ConversationPane", "model_identity"]
+
+STATUS_SPACING = 10
+FOOTER_MARGIN = 12
+STATE_TEXT_RESERVE = 230
+"""What the state text ("Generating · 120 tok · 45.2 tok/s") is given before the pane puts its
+buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
 class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
@@ -104,6 +110,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
         source_changed = getattr(bridge, "sourceChanged", None)  # a PaneEngine (remote engines)
         if source_changed is not None:
             source_changed.connect(self._update_actions)
+            source_changed.connect(self._source_changed)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -127,9 +134,8 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
         self.continue_button.setToolTip("Resume the last reply where it stopped (Ctrl+Shift+Enter)")
         self.continue_button.setAutoRaise(True)
         self.continue_button.clicked.connect(self.continue_reply)
-        self.state_label = QLabel(self)
+        self.state_label = ElidedLabel(self)
         self.state_label.setObjectName("stateLabel")
-        self.state_label.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.prefill_bar = QProgressBar(self)
         self.prefill_bar.setObjectName("prefillBar")
         self.prefill_bar.setFixedWidth(180)
@@ -162,23 +168,32 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
 
         status_row = QHBoxLayout()
         self.status_row = status_row  # the window adds the model source picker (remote engines)
-        status_row.setSpacing(10)
+        status_row.setSpacing(STATUS_SPACING)
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
         self.context_meter = ContextMeter(self)
-        status_row.addWidget(self.context_meter)
-        status_row.addWidget(self.regenerate_button)
-        status_row.addWidget(self.continue_button)
-        status_row.addWidget(self.settings_button)
-        self._build_raw_controls(status_row, badge_at=0)
+        # The meter and the buttons share the status row when the pane is wide enough for all of
+        # it, and go to a row of their own below it when not (two panes side by side): nothing
+        # is squeezed below its size. `_place_actions` decides, on every resize.
+        self.actions_row = QHBoxLayout()
+        self.actions_row.setSpacing(STATUS_SPACING)
+        self.actions_row.addStretch(1)
+        self._row_widgets = (self.context_meter, self.regenerate_button, self.continue_button,
+                             self.settings_button)
+        for widget in self._row_widgets:
+            status_row.addWidget(widget)
+        self.wrapped = False
+        self._build_raw_controls(status_row, badge_at=0)  # the badge stays with the state text
+        self._row_widgets = (*self._row_widgets, self.raw_toggle)  # the toggle moves with the buttons
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
         input_row.addWidget(self.input, 1)
         input_row.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
         footer = QVBoxLayout()
-        footer.setContentsMargins(12, 4, 12, 12)
+        footer.setContentsMargins(FOOTER_MARGIN, 4, FOOTER_MARGIN, 12)
         footer.setSpacing(6)
         footer.addLayout(status_row)
+        footer.addLayout(self.actions_row)
         footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
         layout = QVBoxLayout(self)
@@ -187,6 +202,41 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
         layout.addWidget(self.transcript, 1)
         layout.addLayout(footer)
         self.setFocusProxy(self.input)
+
+    def one_row_width(self) -> int:
+        """The width the status row needs to hold everything on one line: every widget at its
+        size hint, the state text at `STATE_TEXT_RESERVE` (a fixed figure, so the rows do not
+        flip while the text changes during a reply) and the prefill bar even while hidden."""
+        in_row = [self.status_row.itemAt(i).widget() for i in range(self.status_row.count())]
+        widgets = dict.fromkeys(w for w in [*in_row, *self._row_widgets] if w is not None)
+        shown = [w for w in widgets if w is not self.state_label
+                 and (w.isVisibleTo(self) or w is self.prefill_bar)]
+        width = sum(w.sizeHint().width() for w in shown)
+        return width + STATE_TEXT_RESERVE + STATUS_SPACING * len(shown) + 2 * FOOTER_MARGIN
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._place_actions()
+
+    def status_row_changed(self) -> None:
+        """Something in the status row came or went (the raw badge): wrap again if needed."""
+        if hasattr(self, "wrapped"):  # (not while the widgets are being built)
+            QTimer.singleShot(0, self, self._place_actions)
+
+    def _source_changed(self, *_: Any) -> None:
+        # A remote source shows the model picker too (once the picker has refreshed): the
+        # status row may have to wrap now.
+        QTimer.singleShot(0, self, self._place_actions)
+
+    def _place_actions(self) -> None:
+        wrap = self.width() < self.one_row_width()
+        if wrap == self.wrapped:
+            return
+        self.wrapped = wrap
+        source, target = (self.status_row, self.actions_row) if wrap else (self.actions_row, self.status_row)
+        for widget in self._row_widgets:
+            source.removeWidget(widget)
+            target.addWidget(widget)
 
     # -- public ----------------------------------------------------------------------------
 

@@ -38,6 +38,9 @@ class PaneRawMode:
     _store: Store
     _bridge: Any
 
+    def status_row_changed(self) -> None:
+        """The badge came or went: the pane may have to re-lay its status row (ConversationPane)."""
+
     def _build_raw_controls(self, row: QHBoxLayout, badge_at: int) -> None:
         """The badge (inserted at `badge_at` in `row`) and the toggle (appended to `row`)."""
         self.raw_badge = QLabel("Raw completion", self)  # type: ignore[arg-type]
@@ -96,3 +99,4 @@ class PaneRawMode:
         self.raw_toggle.setToolTip(BASE_MODEL_TIP if forced else TOGGLE_TIP)
         # The input says what the text is for: continued as is, not answered.
         self.input.setPlaceholderText(RAW_PLACEHOLDER if raw else self._chat_placeholder)  # type: ignore[attr-defined]
+        self.status_row_changed()

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMainWindow,
     QMessageBox,
     QPushButton,
     QSplitter,
@@ -54,6 +55,9 @@ from .theme import is_dark
 POLL_MS = 250  # level readings while the panel is visible
 FLUSH_MS = 100  # series are redrawn at most this often (a repaint per token would cost more)
 WINDOW_S = 60.0  # the plot shows the last minute
+PANES_MIN_HEIGHT = 400
+"""What the docked panel leaves the panes above it: tab bar, a transcript of at least 200 px and
+the pane's footer with its status rows and input (two panes side by side: two status rows)."""
 # The ladder's steps (engine.power): memory "warning" shares step 2 with thermal "serious".
 STEP_LABELS = ("nominal", "fair", "serious", "critical")
 
@@ -326,9 +330,22 @@ class QAPanel(QDockWidget):
             self.flush_timer.start()
             self.poll()
             self.flush()
+            QTimer.singleShot(0, self.share_height)  # once the dock is laid out
         else:
             self.poll_timer.stop()
             self.flush_timer.stop()
+
+    def share_height(self) -> None:
+        """Docked at the bottom of a window, take what the conversation panes can spare: they
+        keep `PANES_MIN_HEIGHT` (a readable transcript, the status rows, the input) and the
+        panel never goes below its own minimum (its chart) nor above what it asks for."""
+        window = self.parentWidget()
+        if (not isinstance(window, QMainWindow) or self.isFloating() or not self.isVisible()
+                or window.dockWidgetArea(self) != Qt.DockWidgetArea.BottomDockWidgetArea):
+            return
+        room = window.height() - window.menuBar().height() - window.statusBar().height()
+        height = max(self.minimumSizeHint().height(), min(self.sizeHint().height(), room - PANES_MIN_HEIGHT))
+        window.resizeDocks([self], [height], Qt.Orientation.Vertical)
 
     def remote_event(self, event: Any) -> None:
         """A remote turn's event (RemoteHub.engineEvent): its cadence and Stop are recorded

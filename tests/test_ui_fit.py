@@ -1,0 +1,104 @@
+"""The default window as a new user meets it (#21): 1280x820, View › Split Right, the QA panel
+open, a reply in each pane. Every control and status text in the panes is readable (whole, or
+elided with the whole text in its tooltip) and the transcripts keep a usable height."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QWidget
+from ui_fakes import FakeBackend, send, wait_idle
+
+from turbospark_app.ui.conversation_pane import ConversationPane
+from turbospark_app.ui.elided_label import ElidedLabel
+from turbospark_app.ui.main_window import DEFAULT_SIZE
+
+MIN_TRANSCRIPT_HEIGHT = 200
+
+
+def cut_widgets(root: QWidget) -> list[str]:
+    """Visible labels, buttons and combo boxes under `root` narrower than their text needs
+    (an ElidedLabel may be narrower when its tooltip holds the whole text)."""
+    cut = []
+    kinds = (QLabel, QAbstractButton, QComboBox)
+    for widget in root.findChildren(QWidget):
+        if not isinstance(widget, kinds) or not widget.isVisible() or widget.window() is not root.window():
+            continue
+        if isinstance(widget, QLabel) and (widget.wordWrap() or not widget.text()):
+            continue
+        if isinstance(widget, ElidedLabel) and widget.elided:
+            if widget.toolTip() != widget.text():
+                cut.append(f"{widget.objectName()}: elided without its text in the tooltip")
+            continue
+        needed = widget.sizeHint().width()
+        if widget.width() < needed:
+            text = widget.currentText() if isinstance(widget, QComboBox) else widget.text()
+            cut.append(f"{type(widget).__name__} {widget.objectName() or text!r}: "
+                       f"{widget.width()} px < {needed} px for {text!r}")
+    return cut
+
+
+def _default_window_two_panes_and_qa(ui: Any, qtbot: Any) -> tuple[Any, list[ConversationPane]]:
+    backend = FakeBackend(replies=("Paris is the capital of France.",), max_context=8192)
+    w = ui.window(backend)
+    w.resize(*DEFAULT_SIZE)
+    left = w.area.current_pane()
+    send(qtbot, left, "What is the capital of France?")
+    wait_idle(qtbot, left)
+    w.findChild(type(w.open_model_action), "actionSplitRight").trigger()
+    right = w.area.current_pane()
+    send(qtbot, right, "Name three colours.")
+    wait_idle(qtbot, right)
+    w.findChild(type(w.open_model_action), "actionQAPanel").trigger()
+    qtbot.waitUntil(lambda: w.qa_panel.isVisible())
+    qtbot.wait(50)  # the dock's height is settled on the next turn of the event loop
+    assert (w.width(), w.height()) == DEFAULT_SIZE
+    return w, [left, right]
+
+
+def test_two_panes_and_the_qa_panel_fit_the_default_window(ui, qtbot) -> None:
+    w, panes = _default_window_two_panes_and_qa(ui, qtbot)
+    for pane in panes:
+        assert pane.isVisible() and pane.state == "done"
+        assert pane.state_label.text().startswith("Done · ")
+        assert pane.context_meter.label.text().endswith(" / 8,192 tok")
+        assert cut_widgets(pane) == [], pane.conversation_id
+        assert pane.transcript.height() >= MIN_TRANSCRIPT_HEIGHT, pane.transcript.height()
+    # The QA panel keeps room for its chart.
+    assert w.qa_panel.height() >= w.qa_panel.minimumSizeHint().height()
+    assert w.qa_panel.view.height() >= w.qa_panel.view.minimumHeight()
+
+
+def test_narrow_panes_put_their_buttons_on_a_second_row(ui, qtbot) -> None:
+    w, (left, right) = _default_window_two_panes_and_qa(ui, qtbot)
+    assert left.wrapped and right.wrapped  # ~500 px each: too narrow for one row
+    w.area.unsplit()
+    qtbot.waitUntil(lambda: len(w.area.groups()) == 1)
+    pane = w.area.current_pane()
+    qtbot.waitUntil(lambda: not pane.wrapped)  # the whole width: one row again
+    assert cut_widgets(pane) == []
+
+
+def test_an_elided_state_keeps_its_text_in_the_tooltip(qtbot) -> None:
+    label = ElidedLabel()
+    qtbot.addWidget(label)
+    label.setToolTip("what the state means")
+    label.setText("Done · 111.7 tok/s · stop max_tokens · reused 96 of 120 prompt tokens")
+    label.resize(60, 20)
+    label.show()
+    assert label.elided and label.toolTip() == label.text()
+    assert label.text().startswith("Done · 111.7")  # text() stays whole
+    label.resize(label.sizeHint().width() + 10, 20)
+    assert not label.elided and label.toolTip() == "what the state means"
+    assert label.minimumSizeHint().width() < label.sizeHint().width()
+
+
+def test_the_fit_check_notices_a_cut_label(qtbot) -> None:
+    """cut_widgets is a real check: a label squeezed below its text is reported."""
+    box = QWidget()
+    qtbot.addWidget(box)
+    label = QLabel("This computer · Done · 36.6 tok/s", box)
+    label.setObjectName("squeezed")
+    box.show()
+    label.resize(40, 20)
+    assert cut_widgets(box) and "squeezed" in cut_widgets(box)[0]
