@@ -169,3 +169,10 @@ def test_missing_pre_name_is_the_default_fallback_and_unknown_names_are_refused(
     assert bpe_tok(tmp_path, None).encode("12345") == bpe_tok(tmp_path, "gpt2").encode("12345")
     with pytest.raises(TokenizerError, match=r"unsupported pre-tokenizer 'deepseek-llm'.*supported: .*gpt-4o"):
         bpe_tok(tmp_path, "deepseek-llm")
+
+
+def test_bos_wanted_without_a_bos_id_is_a_clear_error(tmp_path):
+    path = write_tokenizer_gguf(tmp_path / "nobos.gguf", model="gpt2", pre="llama3", tokens=TOKENS,
+                                types=TYPES, merges=MERGES, ids={"eos": 0})
+    with pytest.raises(TokenizerError, match=r"adds a BOS token .*bos_token_id is not set"):
+        GGUFTokenizer.from_gguf(path, use_cache=False)

@@ -150,6 +150,10 @@ def check_spec(spec: TokenizerSpec) -> None:
                                   or not 0 <= value < n):
             raise TokenizerError(f"tokenizer.ggml.{name} = {value!r} is outside the vocabulary "
                                  f"of {n:,} tokens")
+    if spec.add_bos and spec.bos_id is None:  # llama.cpp refuses such a file too
+        raise TokenizerError("the tokenizer adds a BOS token (tokenizer.ggml.add_bos_token, or its "
+                             f"default for a {spec.model!r} vocabulary) but tokenizer.ggml.bos_token_id "
+                             "is not set")
     if spec.model != "gpt2":
         return
     known = set(spec.tokens)
