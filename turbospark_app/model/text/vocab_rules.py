@@ -178,7 +178,7 @@ def special_ids(tokens: Sequence[str], token_types: Sequence[int], *, eos_id: in
                       token_types=types)
 
 
-_PHI3_NAME = re.compile(r"phi[- _]?3", re.IGNORECASE)
+_PHI3_NAME = re.compile(r"\bphi[- _]?3", re.IGNORECASE)
 
 
 def strips_after_special(model_name: str | None) -> bool:
