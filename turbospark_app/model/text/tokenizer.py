@@ -51,6 +51,7 @@ from .vocab_rules import (
     SUPPORTED_PRE,
     UNKNOWN,
     USER_DEFINED,
+    SpecialIds,
     build_pre_tokenizer,
     default_add_bos,
     pre_tokenizer_rule,
@@ -287,7 +288,7 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
     return tok
 
 
-def _ids_of(spec: TokenizerSpec) -> Any:
+def _ids_of(spec: TokenizerSpec) -> SpecialIds:
     """The special ids and effective token types of `spec` (`vocab_rules.special_ids`)."""
     return special_ids(spec.tokens, spec.token_types, eos_id=spec.eos_id, eot_id=spec.eot_id,
                        eom_id=spec.eom_id)
