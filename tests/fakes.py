@@ -165,6 +165,10 @@ class _FakeTokenizer:
     tool_call_ids: frozenset[int]
     eos_ids: frozenset[int]
 
+    @property
+    def eog_ids(self) -> frozenset[int]:
+        return self.end_of_turn_ids | self.eos_ids
+
     def _piece(self, token_id: int) -> bytes:
         raise NotImplementedError
 

@@ -77,3 +77,35 @@ def test_a_reply_ended_by_a_stop_string_is_retokenized_next_turn() -> None:
     assert reply_token_ids(StopReason.STOP_STRING, [1, 2, 3]) is None
     for reason in (StopReason.END_OF_TURN, StopReason.MAX_TOKENS, StopReason.CANCELLED):
         assert reply_token_ids(reason, [1, 2, 3]) == (1, 2, 3)
+
+
+def qwen3() -> ChatTemplate:
+    from chat_templates import QWEN3
+
+    return ChatTemplate(QWEN3)
+
+
+def spelled(ids: list[int]) -> str:
+    return "".join(chr(i) if i < 9000 else "|" for i in ids)
+
+
+def test_a_template_that_rewrites_an_old_reply_gets_its_own_text() -> None:
+    # Qwen3 drops the reasoning of replies before the last question: the model must see that,
+    # not the ids it generated (which hold the <think> block).
+    reply = "<think>\nplan\n</think>\n\nHello!"
+    msgs = [ChatMessage("user", "Hi"), ChatMessage("assistant", reply, (9001, 9002)),
+            ChatMessage("user", "Bye")]
+    ids = build_prompt_ids(qwen3(), CharTokenizer(), msgs)
+    assert 9001 not in ids
+    assert spelled(ids) == ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
+                            "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n")
+    # A reply the template writes as it is keeps its ids.
+    plain = [msgs[0], ChatMessage("assistant", "Hello!", (9001, 9002)), msgs[2]]
+    assert "<|im_start|>assistant\n||<|im_end|>" in spelled(build_prompt_ids(qwen3(), CharTokenizer(), plain))
+
+
+def test_continuing_a_reply_the_template_keeps_whole_splices_its_ids() -> None:
+    reply = "<think>\nplan\n</think>\n\nHel"
+    msgs = [ChatMessage("user", "Hi"), ChatMessage("assistant", reply, (9001, 9002, 9003))]
+    ids = build_prompt_ids(qwen3(), CharTokenizer(), msgs, continue_final=True)
+    assert spelled(ids) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n|||"

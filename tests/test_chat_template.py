@@ -103,7 +103,7 @@ def test_hf_helpers_and_whitespace_control():
     ("{{ messages.__class__ }}{{ cycler.__init__.__globals__ }}", "unsafe operation"),
     ("{% set _ = messages.append({'role': 'x'}) %}", "unsafe operation"),
     ("{{ raise_exception('Only user and assistant roles are supported') }}",
-     "refused the messages: Only user and assistant roles are supported"),
+     "failed: Only user and assistant roles are supported"),
     ("{{ messages[0]['content'] + 1 }}", "failed: TypeError"),
     ("{{ nothing.deeper }}", "failed: UndefinedError"),
 ])

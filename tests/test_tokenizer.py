@@ -10,6 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tiny_gguf import write_tokenizer_gguf
 from turbospark_app.engine.tokenizer import EngineTokenizer
 from turbospark_app.model.gguf import header as gguf_header
 from turbospark_app.model.gguf.header import ModelFileError
@@ -36,26 +37,9 @@ def write_gguf(path: Path, *, model: str, tokens: list[str], types: list[int], p
                bos: int | None = None, eos: int | None = None, eot: int | None = None,
                add_bos: bool | None = None) -> Path:
     """A GGUF holding only tokenizer metadata."""
-    w = gguf.GGUFWriter(str(path), arch="llama")
-    w.add_tokenizer_model(model)
-    if pre is not None:
-        w.add_tokenizer_pre(pre)
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    if merges is not None:
-        w.add_token_merges(merges)
-    if scores is not None:
-        w.add_token_scores(scores)
-    for value, add in ((bos, w.add_bos_token_id), (eos, w.add_eos_token_id), (eot, w.add_eot_token_id)):
-        if value is not None:
-            add(value)
-    if add_bos is not None:
-        w.add_add_bos_token(add_bos)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    ids = {k: v for k, v in (("bos", bos), ("eos", eos), ("eot", eot)) if v is not None}
+    return write_tokenizer_gguf(path, model=model, tokens=tokens, types=types, pre=pre, merges=merges,
+                                scores=scores, ids=ids, add_bos=add_bos)
 
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]

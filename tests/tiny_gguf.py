@@ -262,3 +262,49 @@ def add_tiny_tokenizer(
     w.add_add_bos_token(False)
     if template is not None:
         w.add_chat_template(template)
+
+
+def write_tokenizer_gguf(
+    path: Path,
+    *,
+    model: str,
+    tokens: list[str],
+    types: list[int],
+    pre: str | None = None,
+    merges: list[str] | None = None,
+    scores: list[float] | None = None,
+    ids: dict[str, int] | None = None,
+    add_bos: bool | None = None,
+    add_space_prefix: bool | None = None,
+    name: str | None = None,
+    template: str | None = None,
+) -> Path:
+    """A GGUF holding only tokenizer metadata (`ids`: bos / eos / eot / eom / unknown -> id);
+    a key left as None is not written, so the reader's defaults apply."""
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    if name is not None:
+        w.add_name(name)
+    w.add_tokenizer_model(model)
+    if pre is not None:
+        w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    if merges is not None:
+        w.add_token_merges(merges)
+    if scores is not None:
+        w.add_token_scores(scores)
+    adders = {"bos": w.add_bos_token_id, "eos": w.add_eos_token_id, "eot": w.add_eot_token_id,
+              "eom": w.add_eom_token_id, "unknown": w.add_unk_token_id}
+    for kind, value in (ids or {}).items():
+        adders[kind](value)
+    if add_bos is not None:
+        w.add_add_bos_token(add_bos)
+    if add_space_prefix is not None:
+        w.add_add_space_prefix(add_space_prefix)
+    if template is not None:
+        w.add_chat_template(template)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

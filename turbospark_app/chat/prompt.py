@@ -1,14 +1,16 @@
 """Conversation -> prompt token ids, keeping every assistant turn's generated ids.
 
-The chat template is rendered with each assistant message replaced by a placeholder; the text
-between placeholders is tokenized on its own and the assistant's original token ids are spliced
-in. Every earlier segment renders to the same text in every later turn, so turn N+1's prompt
-starts with exactly the ids turn N's KV holds: prefix reuse by construction, with no
-re-tokenization drift (a generated id sequence rarely equals encode(decode(ids))).
+The chat template is rendered with a marker after each assistant message's text; the text
+between replies is tokenized on its own and, where the template wrote the reply as it is (its
+text ends right at the marker), the assistant's original token ids are spliced in. Every earlier segment renders to the same text in
+every later turn, so turn N+1's prompt starts with exactly the ids turn N's KV holds: prefix
+reuse by construction, with no re-tokenization drift (a generated id sequence rarely equals
+encode(decode(ids))). A template that rewrites a reply (Qwen3 drops the <think> block of replies
+before the last question) gets what it wrote: that text is tokenized, as the model was trained.
 
 `continue_final`: the last message is an assistant reply to be continued (Hugging Face's
 `continue_final_message`). The conversation is rendered WITHOUT a generation prompt and cut
-right after that reply's placeholder, so no end-of-turn follows it: the prompt is the previous
+right after that reply's end marker, so no end-of-turn follows it: the prompt is the previous
 prompt + the reply's ids, exactly what the KV slot holds after the reply stopped.
 
 Raw completion (`raw_conversation_ids`): a base model (no chat template) or a pane switched to
@@ -25,7 +27,9 @@ from typing import Any, Protocol, Sequence
 from ..engine.errors import EngineError
 from .api import ChatMessage
 
-_PLACEHOLDER = "\u27e6ts-assistant-{}\u27e7"  # ⟦ts-assistant-N⟧: survives templates untouched
+# ⟦/ts-assistant-N⟧ after reply N: a marker templates leave untouched. Only an end marker, so
+# a template sees the reply's real beginning (Qwen3 looks for <think>, Gemma trims).
+_CLOSE = "\u27e6/ts-assistant-{}\u27e7"
 
 
 class NoChatTemplate(EngineError):
@@ -87,36 +91,43 @@ def build_prompt_ids(
     rendered: list[dict[str, Any]] = []
     if system_prompt:
         rendered.append({"role": "system", "content": system_prompt})
-    spliced: dict[str, Sequence[int]] = {}
+    spliced: dict[int, tuple[str, Sequence[int] | None]] = {}
     for i, m in enumerate(messages):
         if m.role == "system" and system_prompt:
             continue  # the per-conversation system prompt wins
         open_reply = continue_final and i == len(messages) - 1
         if m.role == "assistant" and (m.token_ids is not None or open_reply):
-            key = _PLACEHOLDER.format(i)
-            spliced[key] = m.token_ids if m.token_ids is not None else tokenizer.encode(m.content)
-            rendered.append({"role": "assistant", "content": key})
+            spliced[i] = (m.content, m.token_ids)
+            rendered.append({"role": "assistant", "content": m.content + _CLOSE.format(i)})
         else:
             rendered.append({"role": m.role, "content": m.content})
     text = template.render(rendered, add_generation_prompt=not continue_final)
     if continue_final:
-        last = _PLACEHOLDER.format(len(messages) - 1)
+        last = _CLOSE.format(len(messages) - 1)
         if last not in text:
             raise EngineError("the chat template left out the reply to continue")
         text = text[: text.index(last) + len(last)]  # the reply stays open: no end-of-turn
 
     ids: list[int] = []
+    pending = ""  # text not yet tokenized: it runs up to the next reply spliced as ids
     rest = text
-    for key, token_ids in spliced.items():
-        head, sep, tail = rest.partition(key)
+    for i, (content, token_ids) in spliced.items():
+        before, sep, after = rest.partition(_CLOSE.format(i))
         if not sep:
-            continue  # the template left this message out (some drop old reasoning turns)
-        if head:
-            ids.extend(tokenizer.encode(head))
-        ids.extend(token_ids)
-        rest = tail
-    if rest:
-        ids.extend(tokenizer.encode(rest))
+            continue  # the template left this message out (some drop old turns)
+        if not before.endswith(content):  # rewritten (Qwen3 drops old reasoning): its text
+            pending += before
+            rest = after
+            continue
+        pending += before[: len(before) - len(content)]
+        if pending:
+            ids.extend(tokenizer.encode(pending))
+            pending = ""
+        ids.extend(token_ids if token_ids is not None else tokenizer.encode(content))
+        rest = after
+    pending += rest
+    if pending:
+        ids.extend(tokenizer.encode(pending))
     return ids
 
 

@@ -107,6 +107,7 @@ class TokenSink:
         # Precedence if an id is listed twice: end-of-turn, then tool call, then EOS.
         self._special: dict[int, StopReason] = {}
         for ids, reason in (
+            (tokenizer.eog_ids, StopReason.END_OF_TURN),  # every end of generation stops
             (tokenizer.eos_ids, StopReason.EOS),
             (tokenizer.tool_call_ids, StopReason.TOOL_CALLS),
             (tokenizer.end_of_turn_ids, StopReason.END_OF_TURN),

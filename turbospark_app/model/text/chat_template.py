@@ -12,6 +12,17 @@ extra keyword given to `render`, e.g. `tools`).
 template a user may choose (`chat_template="chatml"`). A GGUF without a template is a base model
 and loads with none (raw completion, see `consistency`), not with ChatML.
 
+Errors name the template: "the model's chat template (Gemma 2 2b It) failed: Conversation roles
+must alternate user/assistant/user/assistant/..." (the name is the GGUF's general.name), or "the
+built-in ChatML template ...". They are `TemplateError`s (EngineErrors): the window shows them
+inline and puts the typed message back in the input box; `turbospark chat` prints them and keeps
+the conversation as it was.
+
+A system message the template refuses (Gemma 2: `raise_exception('System role not supported')`)
+is folded into the first user message ("system\n\nuser"), as llama.cpp's template polyfills do
+(only a single, leading system message: two would be reordered). If the template still refuses
+the folded messages, that refusal is reported (it is about the rest of the conversation).
+
 Rendering is bounded (`RenderBudget`): a template is code from a downloaded file, and the sandbox
 caps one `range`, not nested loops. Every render counts the Python steps it runs (a trace hook on
 the rendering thread), checks the clock and an optional cancel predicate every 1024 steps, counts
@@ -227,18 +238,24 @@ class ChatTemplate:
     """A compiled chat template; `render` turns messages into the prompt text."""
 
     def __init__(self, source: str | None, *, bos_token: str = "", eos_token: str = "",
-                 budget: RenderBudget = DEFAULT_BUDGET) -> None:
-        """Compile `source` (None or empty: the built-in ChatML); raises TemplateError on a syntax error."""
+                 budget: RenderBudget = DEFAULT_BUDGET, name: str | None = None) -> None:
+        """Compile `source` (None or empty: the built-in ChatML); raises TemplateError on a syntax
+        error. `name` (the model's general.name) is said in error messages."""
         self.is_fallback = not source
         self.source = source or CHATML_TEMPLATE
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.budget = budget
+        self.name = name
+        if self.is_fallback:
+            self.label = "the built-in ChatML template"
+        else:
+            self.label = f"the model's chat template ({name})" if name else "the model's chat template"
         try:
             self._template = _environment(budget).from_string(self.source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(
-                f"the chat template does not compile (line {exc.lineno}): {exc.message}"
+                f"{self.label} does not compile (line {exc.lineno}): {exc.message}"
             ) from exc
 
     @classmethod
@@ -249,7 +266,8 @@ class ChatTemplate:
         def text(token_id: int | None) -> str:
             return spec.tokens[token_id] if token_id is not None and 0 <= token_id < len(spec.tokens) else ""
 
-        return cls(spec.chat_template, bos_token=text(spec.bos_id), eos_token=text(spec.eos_id))
+        return cls(spec.chat_template, bos_token=text(spec.bos_id), eos_token=text(spec.eos_id),
+                   name=getattr(spec, "model_name", None))
 
     @classmethod
     def from_gguf(cls, path: str | Path) -> ChatTemplate:
@@ -266,21 +284,59 @@ class ChatTemplate:
         Raises TemplateError when the template fails, refuses the messages, or tries something
         the sandbox forbids; TemplateBudgetExceeded past the budget or when `cancel()` is true.
         """
+        dicts = [_as_dict(m) for m in messages]
+        try:
+            return self._render(dicts, add_generation_prompt, cancel, extra)
+        except _RaisedByTemplate as exc:
+            refusal = exc
+            folded = _fold_system(dicts)
+        if folded is not None:
+            try:
+                return self._render(folded, add_generation_prompt, cancel, extra)
+            except _RaisedByTemplate as exc:  # folded, what the template still refuses is the news
+                refusal = exc
+            except TemplateBudgetExceeded:
+                raise  # over budget or stopped: not a reason to blame the messages
+            except TemplateError:
+                pass  # the fold broke the template: the first refusal says more
+        raise TemplateError(f"{self.label} failed: {refusal}") from refusal
+
+    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool,
+                cancel: Callable[[], bool] | None, extra: dict[str, Any]) -> str:
+        """One render; _RaisedByTemplate passes through (render may retry), the rest are
+        TemplateErrors."""
         variables = {
             "bos_token": self.bos_token,
             "eos_token": self.eos_token,
             **extra,
-            "messages": [_as_dict(m) for m in messages],
+            "messages": messages,
             "add_generation_prompt": add_generation_prompt,
         }
         try:
             chunks = self._template.generate(**variables)
             return _render_bounded(chunks, self.budget, cancel)
-        except TemplateError:
+        except (TemplateError, _RaisedByTemplate):
             raise
-        except _RaisedByTemplate as exc:
-            raise TemplateError(f"the chat template refused the messages: {exc}") from exc
         except SecurityError as exc:
-            raise TemplateError(f"the chat template tried an unsafe operation: {exc}") from exc
+            raise TemplateError(f"{self.label} tried an unsafe operation: {exc}") from exc
         except Exception as exc:  # jinja errors, or e.g. a TypeError from `'a' + none`
-            raise TemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from exc
+            raise TemplateError(f"{self.label} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _fold_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The system message put in front of the first user message, or None when there is no
+    leading system message to fold (or no user message after it)."""
+    if not messages or messages[0].get("role") != "system":
+        return None
+    system, rest = messages[0], messages[1:]
+    if any(m.get("role") == "system" for m in rest):
+        return None  # more than one: folding would reorder them
+    first_user = next((i for i, m in enumerate(rest) if m.get("role") == "user"), None)
+    if first_user is None or not isinstance(system.get("content"), str):
+        return None
+    user = rest[first_user]
+    if not isinstance(user.get("content"), str):
+        return None
+    rest = list(rest)
+    rest[first_user] = {**user, "content": f"{system['content']}\n\n{user['content']}"}
+    return rest

@@ -2,23 +2,31 @@
 
 Vocabulary types:
 - `gpt2`: byte-level BPE (vocab + merges), pre-tokenization per `tokenizer.ggml.pre` following
-  llama.cpp's llama-vocab.cpp: `smollm` (and the StarCoder family) = individual digits, then the
-  GPT-2 regex; `llama-bpe`/`llama3` = the Llama-3 regex, merges ignored for whole-vocab words;
-  `qwen2` = the Qwen2 regex; `gpt2`/`default` = the GPT-2 regex (llama.cpp's own "default" regex is
-  a legacy fallback it warns about; the GPT-2 regex is what such byte-level vocabularies expect).
+  llama.cpp's llama-vocab.cpp (the table, and what an unknown name does: `vocab_rules`).
 - `llama`: SentencePiece BPE with `<0xNN>` byte fallback and '▁' for spaces; the merges are
-  derived from the piece scores, as Hugging Face's converter does.
+  derived from the piece scores, as Hugging Face's converter does (NORMAL and USER_DEFINED pieces:
+  llama.cpp's SPM merges into any piece of the vocabulary; control pieces are left out so text
+  never turns into a control token). With `tokenizer.ggml.add_space_prefix` (absent: true;
+  Gemma's converter writes false) a ' ' goes in front of the first text fragment and of every
+  fragment that follows a special token, as llama.cpp does.
 Anything else raises `TokenizerError`.
 
-Tokens of type CONTROL are added as special tokens and USER_DEFINED ones as added tokens, so
-"<|im_start|>" in a rendered prompt encodes to its single id. `token_bytes` maps a token id to
-the exact bytes it adds to the text (CONTROL and UNKNOWN tokens add nothing); `decode` is the
-concatenation of those bytes.
+Tokens of type CONTROL (and UNKNOWN) are special tokens and USER_DEFINED ones added tokens, so
+"<|im_start|>" in a rendered prompt encodes to its single id. USER_DEFINED tokens are always
+split out before BPE; CONTROL ones only when parsing special tokens (`encode(parse_special=...)`).
+Phi-3's special tokens drop the whitespace after them (`vocab_rules.strips_after_special`).
+`token_bytes` maps a token id to the exact bytes it adds to the text (CONTROL and UNKNOWN tokens
+add nothing); `decode` is the concatenation of those bytes.
+
+End of generation: `eog_ids` (every id that ends a reply, found as llama.cpp finds them:
+`vocab_rules.special_ids`), split into `eos_ids` and `end_of_turn_ids` for the stop reason;
+`eot_id` is the end-of-turn token.
 
 BOS: `encode` never adds one: it turns text into ids, nothing more. `encode_prompt` is for a
 rendered chat prompt and adds BOS only when the GGUF asks for it (`tokenizer.ggml.add_bos_token`)
 and the template did not already put it there (as llama.cpp's chat path does). SmolLM2 says
-add_bos_token = false, and its template does not use BOS.
+add_bos_token = false, and its template does not use BOS. Without the key, llama.cpp's defaults:
+SentencePiece adds BOS, byte-level BPE only for the Llama 3 and Tekken pre-tokenizers.
 
 Building from a GGUF takes a few seconds (reading 49k tokens + 49k merges with gguf's reader), so
 `from_gguf` keeps the built tokenizer in `<cache dir>/tokenizers/`, keyed by the file's identity.
@@ -36,29 +44,25 @@ from typing import Any
 
 from ...engine.errors import EngineError
 
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # gguf.TokenType
-
-# The GPT-2 regex itself is built into `tokenizers`' ByteLevel pre-tokenizer (use_regex=True).
-_LLAMA3_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+from .vocab_rules import (
+    BYTE,
+    CONTROL,
+    NORMAL,
+    SUPPORTED_PRE,
+    UNKNOWN,
+    USER_DEFINED,
+    SpecialIds,
+    build_pre_tokenizer,
+    default_add_bos,
+    pre_tokenizer_rule,
+    special_ids,
+    strips_after_special,
 )
-_QWEN2_REGEX = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
-_DIGITS_THEN_GPT2 = ("smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva")
-_PLAIN_GPT2 = ("default", "gpt2", "gpt-2", "mpt", "olmo", "jais", "trillion")
-_LLAMA3 = ("llama3", "llama-v3", "llama-bpe", "dbrx", "smaug-bpe", "falcon3")
-_QWEN2 = ("qwen2", "stablelm2", "hunyuan")
-SUPPORTED_PRE = _DIGITS_THEN_GPT2 + _PLAIN_GPT2 + _LLAMA3 + _QWEN2
 
-# Like llama.cpp's end-of-generation heuristics: these texts end a turn / the sequence.
-_END_OF_TURN_TEXTS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>", "<EOT>")
-_EOS_TEXTS = ("<|endoftext|>", "<|end_of_text|>", "</s>")
-_TOOL_CALL_TEXTS = ("<tool_call>", "<|python_tag|>", "[TOOL_CALLS]", "<|tool_call|>", "<tool_calls>")
+__all__ = ["GGUFTokenizer", "TokenizerError", "TokenizerSpec", "SUPPORTED_PRE", "build_hf_tokenizer",
+           "check_spec", "read_field"]
 
-_CACHE_FORMAT = 2  # 2: specs are checked (check_spec) before an entry is written
+_CACHE_FORMAT = 3  # 3: EOG rules, pre-tokenizer table and SPM prefix of llama.cpp
 
 
 class TokenizerError(EngineError):
@@ -88,6 +92,7 @@ class TokenizerSpec:
     add_bos: bool
     add_space_prefix: bool
     chat_template: str | None = None  # kept here so a cached tokenizer needs no GGUF reader
+    model_name: str | None = None  # general.name: names the template in errors; Phi-3's rstrip
 
     @classmethod
     def from_reader(cls, reader: Any) -> TokenizerSpec:
@@ -101,15 +106,20 @@ class TokenizerSpec:
         if len(types) != len(tokens):
             raise TokenizerError(f"{len(tokens)} tokens but {len(types)} token types")
         pre = g("pre", "default")
+        # llama.cpp's SentencePiece defaults when a key is absent: <unk>=0, <s>=1, </s>=2.
+        spm = {"bos": 1, "eos": 2, "unk": 0} if model == "llama" else {}
+        default = lambda kind: spm[kind] if kind in spm and spm[kind] < len(tokens) else None  # noqa: E731
+        name = read_field(reader, "general.name")
         spec = cls(
             model=model, pre=pre, tokens=tokens, token_types=[int(t) for t in types],
             merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
-            bos_id=g("bos_token_id"), eos_id=g("eos_token_id"), eot_id=g("eot_token_id"),
-            eom_id=g("eom_token_id"), unk_id=g("unknown_token_id"),
-            # llama.cpp's defaults when the key is absent: SPM and Llama-3 add BOS, others not.
-            add_bos=bool(g("add_bos_token", model == "llama" or pre in _LLAMA3)),
+            bos_id=g("bos_token_id", default("bos")), eos_id=g("eos_token_id", default("eos")),
+            eot_id=g("eot_token_id"), eom_id=g("eom_token_id"),
+            unk_id=g("unknown_token_id", default("unk")),
+            add_bos=bool(g("add_bos_token", default_add_bos(model, pre))),
             add_space_prefix=bool(g("add_space_prefix", model == "llama")),
             chat_template=read_field(reader, "tokenizer.chat_template") or None,
+            model_name=name if isinstance(name, str) else None,
         )
         check_spec(spec)
         return spec
@@ -141,6 +151,10 @@ def check_spec(spec: TokenizerSpec) -> None:
                                   or not 0 <= value < n):
             raise TokenizerError(f"tokenizer.ggml.{name} = {value!r} is outside the vocabulary "
                                  f"of {n:,} tokens")
+    if spec.add_bos and spec.bos_id is None:  # llama.cpp refuses such a file too
+        raise TokenizerError("the tokenizer adds a BOS token (tokenizer.ggml.add_bos_token, or its "
+                             f"default for a {spec.model!r} vocabulary) but tokenizer.ggml.bos_token_id "
+                             "is not set")
     if spec.model != "gpt2":
         return
     known = set(spec.tokens)
@@ -178,11 +192,14 @@ def _byte_level_bytes(text: str) -> bytes:
         )
 
 
-def _token_bytes_table(spec: TokenizerSpec) -> list[bytes]:
+def _token_bytes_table(spec: TokenizerSpec, types: Sequence[int]) -> list[bytes]:
     table: list[bytes] = []
-    for text, ttype in zip(spec.tokens, spec.token_types, strict=True):
+    for text, ttype in zip(spec.tokens, types, strict=True):
         if ttype in (CONTROL, UNKNOWN):
             table.append(b"")
+        elif ttype == USER_DEFINED and spec.model == "llama":
+            # SPM merges may build a user-defined piece such as "▁▁" from spaces: give them back.
+            table.append(text.replace("\u2581", " ").encode("utf-8"))
         elif ttype == USER_DEFINED:
             table.append(text.encode("utf-8"))  # stored as raw text, like HF added tokens
         elif spec.model == "gpt2":
@@ -192,25 +209,6 @@ def _token_bytes_table(spec: TokenizerSpec) -> list[bytes]:
         else:
             table.append(text.replace("\u2581", " ").encode("utf-8"))
     return table
-
-
-def _pre_tokenizer(pre: str) -> Any:
-    from tokenizers import Regex
-    from tokenizers import pre_tokenizers as pt
-
-    if pre in _DIGITS_THEN_GPT2:
-        return pt.Sequence([pt.Digits(individual_digits=True), pt.ByteLevel(add_prefix_space=False)])
-    if pre in _PLAIN_GPT2:
-        return pt.ByteLevel(add_prefix_space=False)
-    regex = _LLAMA3_REGEX if pre in _LLAMA3 else _QWEN2_REGEX if pre in _QWEN2 else None
-    if regex is None:
-        raise TokenizerError(
-            f"unsupported pre-tokenizer {pre!r} (tokenizer.ggml.pre); supported: {', '.join(SUPPORTED_PRE)}"
-        )
-    return pt.Sequence([
-        pt.Split(Regex(regex), behavior="isolated", invert=False),
-        pt.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
 
 
 def _vocab(spec: TokenizerSpec) -> dict[str, int]:
@@ -226,7 +224,7 @@ def _spm_merges(spec: TokenizerSpec, vocab: dict[str, int]) -> list[tuple[str, s
         raise TokenizerError("a `llama` (SentencePiece) vocabulary needs tokenizer.ggml.scores")
     found: list[tuple[float, int, int, str, str]] = []
     for piece, pid in vocab.items():
-        if spec.token_types[pid] != NORMAL or len(piece) < 2:
+        if spec.token_types[pid] not in (NORMAL, USER_DEFINED) or len(piece) < 2:
             continue
         for k in range(1, len(piece)):
             left, right = piece[:k], piece[k:]
@@ -241,16 +239,21 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
 
     vocab = _vocab(spec)
+    rule = pre_tokenizer_rule(spec.pre) if spec.model == "gpt2" else None
+    if spec.model == "gpt2" and rule is None:
+        raise TokenizerError(
+            f"unsupported pre-tokenizer {spec.pre!r} (tokenizer.ggml.pre); supported: {', '.join(SUPPORTED_PRE)}"
+        )
     try:
-        if spec.model == "gpt2":
+        if rule is not None:
             merges = []
             for line in spec.merges:
                 cut = line.find(" ", 1)  # from 1: a merge's left part is never empty
                 if cut < 0:
                     raise TokenizerError(f"malformed merge {line!r} (tokenizer.ggml.merges)")
                 merges.append((line[:cut], line[cut + 1 :]))
-            tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=spec.pre in _LLAMA3))
-            tok.pre_tokenizer = _pre_tokenizer(spec.pre)
+            tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=rule.ignore_merges))
+            tok.pre_tokenizer = build_pre_tokenizer(rule)
             tok.decoder = decoders.ByteLevel()
         elif spec.model == "llama":
             unk = spec.tokens[spec.unk_id] if spec.unk_id is not None else None
@@ -259,6 +262,8 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
             ))
             steps = [normalizers.Replace(" ", "\u2581")]
             if spec.add_space_prefix:
+                # The normalizer runs on each fragment between added tokens: llama.cpp's rule
+                # (a space before the first fragment and before every one after a special token).
                 steps.insert(0, normalizers.Prepend("\u2581"))
             tok.normalizer = normalizers.Sequence(steps)
             tok.decoder = decoders.Sequence([
@@ -272,10 +277,21 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
         if isinstance(exc, TokenizerError):
             raise
         raise TokenizerError(f"could not build the {spec.model} tokenizer: {exc}") from exc
-    pick = lambda kind: [t for t, k in zip(spec.tokens, spec.token_types, strict=True) if k == kind]  # noqa: E731
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in pick(CONTROL)])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in pick(USER_DEFINED)])
+    types = _ids_of(spec).token_types
+    pick = lambda *kinds: [t for t, k in zip(spec.tokens, types, strict=True) if k in kinds]  # noqa: E731
+    strip = strips_after_special(spec.model_name)
+    keep = ("<unk>", "<s>", "<|endoftext|>")  # llama.cpp's Phi-3 exceptions
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False, rstrip=strip and t not in keep)
+                            for t in pick(CONTROL, UNKNOWN)])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False, rstrip=strip)
+                    for t in pick(USER_DEFINED)])
     return tok
+
+
+def _ids_of(spec: TokenizerSpec) -> SpecialIds:
+    """The special ids and effective token types of `spec` (`vocab_rules.special_ids`)."""
+    return special_ids(spec.tokens, spec.token_types, eos_id=spec.eos_id, eot_id=spec.eot_id,
+                       eom_id=spec.eom_id)
 
 
 def _gguf_identity(path: Path) -> str:
@@ -314,19 +330,15 @@ class GGUFTokenizer:
         self.eos_id: int | None = spec.eos_id
         self.add_bos: bool = spec.add_bos
         self._ids = _vocab(spec)
-        self._bytes = _token_bytes_table(spec)
-        special = {CONTROL, USER_DEFINED}
-
-        def named(texts: Sequence[str]) -> set[int]:
-            ids = (self._ids.get(t) for t in texts)
-            return {i for i in ids if i is not None and spec.token_types[i] in special}
-
-        eot = named(_END_OF_TURN_TEXTS) | {i for i in (spec.eot_id, spec.eom_id) if i is not None}
-        eos = named(_EOS_TEXTS) | ({spec.eos_id} if spec.eos_id is not None else set())
-        self.end_of_turn_ids: frozenset[int] = frozenset(eot)
-        # Disjoint: SmolLM2's eos_token_id IS <|im_end|>, and in a chat that ends a turn.
-        self.eos_ids: frozenset[int] = frozenset(eos - eot)
-        self.tool_call_ids: frozenset[int] = frozenset(named(_TOOL_CALL_TEXTS))
+        found = _ids_of(spec)
+        self._bytes = _token_bytes_table(spec, found.token_types)
+        self.eot_id: int | None = found.eot_id
+        # Every id that ends a reply; split (disjoint) into the two stop reasons.
+        self.eog_ids: frozenset[int] = found.eog_ids
+        self.end_of_turn_ids: frozenset[int] = found.end_of_turn_ids
+        self.eos_ids: frozenset[int] = found.eos_ids
+        self.tool_call_ids: frozenset[int] = found.tool_call_ids
+        self._literal_hf: Any = None  # built on first encode(parse_special=False)
         self._strip_first_space = spec.model == "llama" and spec.add_space_prefix
         self._hf_tail: Any = None  # the same tokenizer without the space prefix (built on first use)
         # Byte-level vocabularies may lack a few byte tokens (SmolLM2 lacks 21); HF's BPE would
@@ -398,13 +410,24 @@ class GGUFTokenizer:
             text = "".join(self._replacement if bad & set(c.encode("utf-8")) else c for c in text)
         return text
 
-    def encode(self, text: str, *, add_bos: bool = False) -> list[int]:
-        """Text to ids; special-token texts (e.g. "<|im_start|>") become their single ids.
+    def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = True) -> list[int]:
+        """Text to ids; special-token texts (e.g. "<|im_start|>") become their single ids, or,
+        with `parse_special=False`, are spelled as text (user-defined tokens are split out
+        either way, as llama.cpp does).
 
         A character the vocabulary cannot spell (SmolLM2 has no token for some C0 controls and
         for the lead bytes of planes 4-11) is encoded as U+FFFD instead of being mangled.
         """
-        ids = self._hf.encode(self._encodable(text), add_special_tokens=False).ids
+        hf = self._hf
+        if not parse_special:
+            if self._literal_hf is None:
+                from tokenizers import Tokenizer
+
+                literal = Tokenizer.from_str(self._hf.to_str())
+                literal.encode_special_tokens = True  # special tokens' texts are plain text here
+                self._literal_hf = literal
+            hf = self._literal_hf
+        ids = hf.encode(self._encodable(text), add_special_tokens=False).ids
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
     def encode_continuation(self, text: str) -> list[int]:
