@@ -39,12 +39,12 @@ BARS = {"exact_top1": 0.97, "exact_dlogp": 0.15, "default_top1": 0.94}
 # --- the llama.cpp side (child process, peer venv) ------------------------------------------
 
 
-def _llama_logits(gguf: str, ids: list[int], f32_kv: bool) -> np.ndarray:
+def _llama_logits(gguf: str, ids: list[int], f32_kv: bool, n_ctx: int) -> np.ndarray:
     import llama_cpp
     from llama_cpp import Llama
 
     kv = {"type_k": llama_cpp.GGML_TYPE_F32, "type_v": llama_cpp.GGML_TYPE_F32} if f32_kv else {}
-    llm = Llama(model_path=gguf, n_ctx=max(256, len(ids) + 8), n_batch=1, n_ubatch=1, n_threads=2,
+    llm = Llama(model_path=gguf, n_ctx=n_ctx, n_batch=1, n_ubatch=1, n_threads=2,
                 n_threads_batch=2, logits_all=False, verbose=False, **kv)
     vocab = llm.n_vocab()
     out = np.empty((len(ids), vocab), np.float32)
@@ -60,16 +60,17 @@ def _to_f32(src: str, dst: str) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_ALL_F32
     params.nthread = 2
+    params.allow_requantize = True  # dequantizing to F32 counts as re-quantizing to llama.cpp
     if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params) != 0:
         raise RuntimeError(f"llama.cpp could not convert {src} to F32")
 
 
 def child_main(args: argparse.Namespace) -> int:
     ids = json.loads(Path(args.ids).read_text())
-    np.save(args.out_native, _llama_logits(args.gguf, ids, f32_kv=False))
+    np.save(args.out_native, _llama_logits(args.gguf, ids, f32_kv=False, n_ctx=args.n_ctx))
     f32 = str(Path(args.out_f32).with_suffix(".gguf"))
     _to_f32(args.gguf, f32)
-    np.save(args.out_f32, _llama_logits(f32, ids, f32_kv=True))
+    np.save(args.out_f32, _llama_logits(f32, ids, f32_kv=True, n_ctx=args.n_ctx))
     return 0
 
 
@@ -107,13 +108,16 @@ def check_family(name: str, options: dict, peer_python: str, positions: int, fol
 
     path = folder / f"{name}.gguf"
     opts = {"tokenizer": {}, "vocab": 300, **options}
-    write_tiny_gguf(path, seed=7, **opts)
+    _, cfg = write_tiny_gguf(path, seed=7, **opts)
     ids = [int(t) for t in np.random.default_rng(11).integers(3, opts["vocab"], positions)]
     ids_file = folder / f"{name}.ids.json"
     ids_file.write_text(json.dumps(ids))
     native, f32 = folder / f"{name}.native.npy", folder / f"{name}.f32.npy"
     proc = subprocess.run([peer_python, __file__, "--child", str(path), "--ids", str(ids_file),
-                           "--out-native", str(native), "--out-f32", str(f32)],
+                           "--out-native", str(native), "--out-f32", str(f32),
+                           # the file's whole context, as TurboSpark's KV cache spans it (Phi-3's
+                           # LongRoPE picks its factors by this)
+                           "--n-ctx", str(cfg["context"])],
                           capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         return {"family": name, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ids", help=argparse.SUPPRESS)
     ap.add_argument("--out-native", help=argparse.SUPPRESS)
     ap.add_argument("--out-f32", help=argparse.SUPPRESS)
+    ap.add_argument("--n-ctx", type=int, default=1024, help=argparse.SUPPRESS)
     ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", "build/peer-venv/bin/python"))
     ap.add_argument("--positions", type=int, default=96)
     ap.add_argument("--family", action="append", help="only these (default: every family)")

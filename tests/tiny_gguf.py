@@ -26,7 +26,7 @@ FAMILY_VARIANTS: dict[str, dict[str, Any]] = {
     "gemma3": {"arch": "gemma3", "n_layers": 3, "head_dim": 96, "rope_base": 1e6, "linear_scale": 4.0,
                "meta": {"attention.sliding_window": 4, "attention.sliding_window_pattern": 3,
                         "rope.freq_base_swa": 10000.0, "final_logit_softcapping": 4.0}},
-    "gemma2": {"arch": "gemma2", "n_layers": 2, "tied": False,
+    "gemma2": {"arch": "gemma2", "n_layers": 2,  # its head is token_embd: no output.weight
                "meta": {"attention.sliding_window": 5, "attn_logit_softcapping": 2.0,
                         "final_logit_softcapping": 6.0}},
     "olmo2": {"arch": "olmo2", "n_layers": 2, "tied": False,
