@@ -34,12 +34,14 @@ def random_blocks(rows: int, cols: int, qtype: str, rng: np.random.Generator) ->
     return raw.reshape(rows, -1)
 
 
-def _add_vocab(w: gguf.GGUFWriter, vocab: int) -> None:
-    """A byte-level SentencePiece-style vocabulary llama.cpp can load."""
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+def _add_vocab(w: gguf.GGUFWriter, vocab: int, specials: tuple[str, ...] = ()) -> None:
+    """A byte-level SentencePiece-style vocabulary llama.cpp can load (plus `specials`, control
+    tokens a family's vocabulary loader looks up: Phi-3's <|end|>, ...)."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)] + list(specials)
     tokens += [f"tok{i}" for i in range(vocab - len(tokens))]
     types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (vocab - 259)
+    types += [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.CONTROL] * len(specials)
+    types += [gguf.TokenType.NORMAL] * (vocab - len(types))
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores([0.0] * vocab)
@@ -132,7 +134,8 @@ def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int
     for key, value in keys.items():
         (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"{arch}.{key}", value)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if qtype == "Q4_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
-    _add_vocab(w, vocab)
+    phi_specials = ("<|endoftext|>", "<|assistant|>", "<|end|>", "<|system|>", "<|user|>")
+    _add_vocab(w, vocab, phi_specials if arch == "phi3" else ())
     qt = Q[qtype]
     ones = lambda n: np.ones(n, np.float32)  # noqa: E731
     w.add_tensor("token_embd.weight", random_blocks(vocab, dim, qtype, rng), raw_dtype=qt)
