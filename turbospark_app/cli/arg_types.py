@@ -79,10 +79,10 @@ def non_empty(text: str) -> str:
     return text
 
 
-def read_lines() -> Iterable[str]:
-    """The interactive chat's user lines, until end of input."""
+def read_lines(read: Callable[[str], str] = input) -> Iterable[str]:
+    """The interactive chat's user lines, until end of input; `read(prompt)` reads one."""
     while True:
         try:
-            yield input("> ")
+            yield read("> ")
         except EOFError:
             return

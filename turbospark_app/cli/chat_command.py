@@ -2,8 +2,10 @@
 
 One prompt (`--prompt`), a script of turns (`--script FILE`, one user message per line), or an
 interactive session (neither). Replies stream to stdout; each turn ends with a one-line summary
-on stderr. Ctrl-C cancels the reply through the engine's cancel predicate: the partial reply is
-kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C at the prompt quits.
+on stderr. Ctrl-C cancels the reply through the engine's cancel predicate within milliseconds,
+even inside a prefill chunk (the turn runs on a worker thread, see `interrupt`): the partial reply
+is kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C during the same
+reply, or Ctrl-C at the interactive prompt, quits.
 
 `--raw`: raw completion. Each line is text the model continues, with no roles and no template;
 the prompt of a turn is everything so far (lines and replies, concatenated), so the next turn
@@ -14,9 +16,7 @@ this way, with or without the flag.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
@@ -29,11 +29,13 @@ from ..engine import (
     RawDecodeProgress,
     RawDecodeResult,
     Shaping,
+    StopReason,
     TailProgress,
     TokenProgress,
 )
 from ..engine.raw_completion import drive_raw_completion
 from .arg_types import float_in, int_at_least, non_empty, read_lines
+from .interrupt import CtrlC, leave_now
 
 
 def add_chat_arguments(p: argparse.ArgumentParser) -> None:
@@ -233,47 +235,55 @@ def chat_command(args: argparse.Namespace) -> int:
         print(f"turbospark: {path.name} has no chat template (a base model): raw completion, "
               "the text is continued as is", file=sys.stderr)
     conv = Conversation(backend, settings_from_args(args), raw=raw)
-    cancelled = threading.Event()
+    ctrl_c = CtrlC()
+    cancel = ctrl_c.cancelled.is_set
 
-    def on_sigint(signum: int, frame: object) -> None:
-        if cancelled.is_set():
-            raise KeyboardInterrupt
-        cancelled.set()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        turns = _user_turns(args)
-        interactive = turns is None
-        if interactive:
-            mode = ", raw completion: each line is continued, no roles" if raw else ""
-            print(f"TurboSpark chat with {path.name} ({engine_label(backend.model_info()) or '?'}"
-                  f"{mode}) — empty line or Ctrl-D quits, Ctrl-C stops a reply.",
-                  file=sys.stderr)
-        for user_text in turns if turns is not None else read_lines():
-            if interactive and not user_text.strip():
-                break
-            if not interactive:
-                print(f"> {user_text}", file=sys.stderr)
-            cancelled.clear()
-            try:
-                result, ttft = conv.turn(user_text, sys.stdout, cancelled.is_set)
-                if _cache_was_corrupt(conv, cache_problems):
-                    sys.stdout.write("\n")
-                    print("turbospark: the reply above came from that corrupt cache; answering "
-                          "again from the rebuilt weights", file=sys.stderr)
-                    conv.backend = load()  # the entry was set aside: this rebuilds it
-                    conv.messages = conv.messages[:-2]
-                    result, ttft = conv.turn(user_text, sys.stdout, cancelled.is_set)
-            except EngineError as e:
-                print(f"\nturbospark: {e}", file=sys.stderr)
-                if not interactive:
-                    return 1
-                continue
+    def one_turn(user_text: str) -> tuple[RawDecodeResult, float | None]:
+        result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        if result.reason is StopReason.CANCELLED:
+            # Not answered again, so no need to wait for the weight check's verdict (a cold
+            # machine takes seconds); the next turn reports it if the entry was bad.
+            return result, ttft
+        if _cache_was_corrupt(conv, cache_problems):
             sys.stdout.write("\n")
-            if not args.quiet_summary:
-                print(summary_line(result, ttft), file=sys.stderr)
+            print("turbospark: the reply above came from that corrupt cache; answering "
+                  "again from the rebuilt weights", file=sys.stderr)
+            conv.backend = load()  # the entry was set aside: this rebuilds it
+            conv.messages = conv.messages[:-2]
+            result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        return result, ttft
+
+    ended_by_ctrl_c = False
+    try:
+        with ctrl_c:
+            turns = _user_turns(args)
+            interactive = turns is None
+            if interactive:
+                mode = ", raw completion: each line is continued, no roles" if raw else ""
+                print(f"TurboSpark chat with {path.name} ({engine_label(backend.model_info()) or '?'}"
+                      f"{mode}) — empty line or Ctrl-D quits, Ctrl-C stops a reply (at the prompt: quits).",
+                      file=sys.stderr)
+            for user_text in turns if turns is not None else read_lines(ctrl_c.read_line):
+                if interactive and not user_text.strip():
+                    break
+                if not interactive:
+                    print(f"> {user_text}", file=sys.stderr)
+                try:
+                    # On a worker thread: the main thread stays free to take Ctrl-C at once.
+                    result, ttft = ctrl_c.run_turn(lambda: one_turn(user_text))
+                except EngineError as e:
+                    print(f"\nturbospark: {e}", file=sys.stderr)
+                    if not interactive:
+                        return 1
+                    continue
+                sys.stdout.write("\n")
+                if not args.quiet_summary:
+                    print(summary_line(result, ttft), file=sys.stderr)
+                # Only Ctrl-C cancels a turn here; if no turn follows, the session ends with it.
+                ended_by_ctrl_c = result.reason is StopReason.CANCELLED
     except KeyboardInterrupt:
         print("", file=sys.stderr)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        ended_by_ctrl_c = True
+    if ended_by_ctrl_c and getattr(args, "leave_at_once", False):
+        leave_now(0)  # the user asked to be gone: skip the interpreter's teardown
     return 0

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
+    script, `python -m turbospark_app`, the frozen app's launcher)."""
     args = build_parser().parse_args(argv)
     if args.command == "model":
         from .model_command import run_model_command
@@ -97,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "chat":
         from .chat_command import chat_command
 
+        # Called as the process itself (not by a test in-process): a session that Ctrl-C ended
+        # may skip the interpreter's teardown (interrupt.leave_now).
+        args.leave_at_once = argv is None
         return chat_command(args)
     if args.command == "serve":
         from .serve_command import serve_command
