@@ -29,6 +29,7 @@ from typing import Callable
 log = logging.getLogger(__name__)
 
 CHECKSUM_FILE = "checksums.json"
+_SKIP = {CHECKSUM_FILE, "usage.json"}  # bookkeeping (weight_cache.usage), rewritten on every use
 ALGORITHM = "blake2b-128"
 _CHUNK = 4 << 20
 
@@ -81,7 +82,8 @@ def _lower_priority() -> None:
 
 
 def _files(entry: Path) -> list[Path]:
-    return sorted(p for p in entry.iterdir() if p.is_file() and p.name != CHECKSUM_FILE)
+    return sorted(p for p in entry.iterdir()
+                  if p.is_file() and p.name not in _SKIP and not p.name.startswith("."))
 
 
 def write_checksums(entry: Path) -> None:
