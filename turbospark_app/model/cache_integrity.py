@@ -1,16 +1,17 @@
-"""Content checksums for weight-cache entries, checked in the background after a warm load.
+"""Content checksums for weight-cache entries, verified before a warm-loaded model's first token.
 
-A cache entry is a folder of files (whatever the weight format puts there). The cache layer
-calls two things: `write_checksums(folder)` when an entry is complete, and `note_warm_load` when
-it maps an entry it did not build; the model loader takes those entries (`take_warm_entries`)
-and verifies them. `write_checksums` records every file's size and BLAKE2b digest in
-`checksums.json`; the entry is then renamed into place, so the checksums always describe what
-was written. A warm load maps the files at once (the quick checks, header and size, are the
-weight loader's) and `verify_in_background` hashes them on a daemon thread: the user's first
-reply does not wait for it. A mismatch (a zeroed or flipped payload, a missing or extra file, an
-entry without checksums) sets the entry aside, so the next load rebuilds it, and calls
-`on_problem(message)`: the app shows it and reloads the model, the CLI says so on stderr and
-reloads. Format-agnostic on purpose: it hashes files, not arrays.
+A cache entry is a folder of files (whatever the weight format puts there; a compact entry's
+saved ONNX Runtime sessions are folders inside it with checksums of their own). The cache layer
+calls `write_checksums(folder)` when a folder is complete, and `note_warm_load` /
+`note_warm_part` when it maps one it did not build; the loader takes those (`take_warm_entries`)
+and verifies them on a daemon thread (`verify_in_background`) while the first prompt is read;
+the chat backend holds the first token back until the verdict (chat.backend), so no reply is
+shown from bytes that fail it. `write_checksums` records every file's size and sha256 (SHA-NI:
+~1.5x BLAKE2b's speed on this machine; entries written with BLAKE2b-128 still verify) in `checksums.json`;
+the folder is then renamed into place, so the checksums always describe what was written. A
+mismatch (a zeroed or flipped payload, a missing, truncated or extra file, a folder without
+checksums) sets the folder aside, so the next load rebuilds it, and calls `on_problem(message)`.
+Format-agnostic on purpose: it hashes files, not arrays; `usage.json` (bookkeeping) is skipped.
 """
 
 from __future__ import annotations
@@ -18,19 +19,22 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import mmap
 import os
 import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
 CHECKSUM_FILE = "checksums.json"
-_SKIP = {CHECKSUM_FILE, "usage.json"}  # bookkeeping (weight_cache.usage), rewritten on every use
-ALGORITHM = "blake2b-128"
+ALGORITHM = "sha256"
+_HASHERS: dict[str, Callable[[], Any]] = {
+    "sha256": hashlib.sha256,
+    "blake2b-128": lambda: hashlib.blake2b(digest_size=16),  # entries written before sha256
+}
+_SKIP = {CHECKSUM_FILE, "usage.json"}  # bookkeeping, rewritten on every use
 _CHUNK = 4 << 20
 
 
@@ -48,27 +52,33 @@ def note_warm_load(gguf: Path, entry: Path) -> None:
         _warm.setdefault(_key(gguf), []).append(Path(entry))
 
 
+def note_warm_part(entry: Path, part: Path) -> None:
+    """A folder inside `entry` (a saved session) was mapped without being built: verify it
+    with the entry (under the GGUF the entry was noted for, else on its own)."""
+    with _warm_lock:
+        for folders in _warm.values():
+            if Path(entry) in folders:
+                folders.append(Path(part))
+                return
+        _warm.setdefault(str(Path(entry)), []).append(Path(part))
+
+
 def take_warm_entries(gguf: Path) -> list[Path]:
     """The entries warm-loaded for `gguf` since the last call (the loader verifies them)."""
     with _warm_lock:
         return _warm.pop(_key(gguf), [])
 
 
-def file_digest(path: Path) -> str:
-    """BLAKE2b-128 of a file's bytes, hashed from a memory map (no copies; the GIL is released
-    for each 4 MiB slice, so the engine thread's Python keeps running beside it)."""
-    h = hashlib.blake2b(digest_size=16)
-    with path.open("rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return h.hexdigest()
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            view = memoryview(mm)
-            try:
-                for start in range(0, size, _CHUNK):
-                    h.update(view[start : start + _CHUNK])
-            finally:
-                view.release()
+def file_digest(path: Path, algorithm: str = ALGORITHM) -> str:
+    """The digest of a file's bytes, read in 4 MiB slices into one buffer (the GIL is released
+    for each read and each hash update, so the engine thread's Python keeps running beside it).
+    Read, not memory-mapped: a file truncated under a map would kill the process (SIGBUS)."""
+    h = _HASHERS[algorithm]()
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with path.open("rb", buffering=0) as fh:
+        while n := fh.readinto(buf):
+            h.update(view[:n])
     return h.hexdigest()
 
 
@@ -98,7 +108,8 @@ def verify_entry(entry: Path) -> list[str]:
     try:
         doc = json.loads((entry / CHECKSUM_FILE).read_text("utf-8"))
         recorded = doc["files"]
-        if doc.get("algorithm") != ALGORITHM or not isinstance(recorded, dict):
+        algorithm = doc.get("algorithm")
+        if algorithm not in _HASHERS or not isinstance(recorded, dict):
             return [f"{CHECKSUM_FILE}: unknown algorithm {doc.get('algorithm')!r}"]
     except FileNotFoundError:
         return [f"no {CHECKSUM_FILE} (an entry written without checksums)"]
@@ -113,7 +124,7 @@ def verify_entry(entry: Path) -> list[str]:
                 problems.append(f"{name} is missing")
             elif path.stat().st_size != meta["size"]:
                 problems.append(f"{name} has {path.stat().st_size:,} bytes, not {meta['size']:,}")
-            elif file_digest(path) != meta["digest"]:
+            elif file_digest(path, algorithm) != meta["digest"]:
                 problems.append(f"{name} does not match its checksum (its content changed)")
         except (OSError, KeyError, TypeError) as exc:
             problems.append(f"{name} cannot be checked ({exc})")
@@ -133,15 +144,24 @@ def set_aside(entry: Path) -> None:
 
 
 class CacheCheck:
-    """A background verification of one entry: `state` is "pending", "ok" or "mismatch"."""
+    """A background verification of the folders a warm load mapped: `state` is "pending",
+    "ok" or "mismatch" (`problems` says what, `bad` which folders were set aside)."""
 
-    def __init__(self, entry: Path, on_problem: Callable[[str], None] | None) -> None:
-        self.entry = entry
+    def __init__(self, entries: list[Path], on_problem: Callable[[str], None] | None) -> None:
+        self.entries = list(entries)
         self.state = "pending"
         self.problems: list[str] = []
+        self.bad: list[Path] = []
+        self.message = ""
         self.seconds = 0.0
         self._on_problem = on_problem
+        self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="turbospark-cache-check", daemon=True)
+
+    @property
+    def entry(self) -> Path:
+        """The first folder checked (the weight entry)."""
+        return self.entries[0]
 
     def start(self) -> "CacheCheck":
         self._thread.start()
@@ -149,32 +169,42 @@ class CacheCheck:
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the verdict; True when it is in."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._done.wait(timeout)
 
     def _run(self) -> None:
         import time
 
         _lower_priority()
         start = time.perf_counter()
-        self.problems = verify_entry(self.entry)
+        try:
+            for entry in self.entries:
+                problems = verify_entry(entry)
+                if problems:
+                    self.bad.append(entry)
+                    self.problems += [f"{entry.name}: {p}" for p in problems]
+        except Exception as exc:  # a check that cannot run is a failed check, never a pass
+            self.problems.append(f"the check failed ({exc})")
+            self.bad = list(self.entries)
         self.seconds = time.perf_counter() - start
         if not self.problems:
             self.state = "ok"
+            self._done.set()
             return
-        set_aside(self.entry)
+        for entry in self.bad:
+            set_aside(entry)
+        self.message = (f"the weight cache failed its integrity check ({'; '.join(self.problems)}): "
+                        "it was set aside and is rebuilt from the GGUF; no reply uses it")
         self.state = "mismatch"
-        message = (f"the weight cache {self.entry.name} failed its integrity check "
-                   f"({'; '.join(self.problems)}): it was set aside and is rebuilt from the "
-                   "GGUF as the model reloads")
-        log.warning(message)
+        self._done.set()
+        log.warning(self.message)
         if self._on_problem is not None:
             try:
-                self._on_problem(message)
+                self._on_problem(self.message)
             except Exception:  # a failing reporter must not hide the problem from the log
                 log.exception("cache problem callback failed")
 
 
-def verify_in_background(entry: Path, on_problem: Callable[[str], None] | None = None) -> CacheCheck:
-    """Start checking `entry` on a daemon thread; `on_problem(message)` runs there on a mismatch."""
-    return CacheCheck(entry, on_problem).start()
+def verify_in_background(entries: Path | list[Path],
+                         on_problem: Callable[[str], None] | None = None) -> CacheCheck:
+    """Start checking `entries` on a daemon thread; `on_problem(message)` runs there on a mismatch."""
+    return CacheCheck([entries] if isinstance(entries, Path) else entries, on_problem).start()

@@ -9,7 +9,10 @@ can page out (as llama.cpp maps its GGUF) instead of private memory.
 
 The blobs are specific to the ONNX Runtime version and to the CPU kernels it picked, so the
 folder's key covers both, the kernel mode and the graph itself; anything that fails to load is
-removed and the session is made from the graph again.
+removed and the session is made from the graph again. Each saved session carries its own
+`checksums.json` (model.onnx.data included): a mapped one is verified like the weights before
+the first token (`cache_integrity`), is leased while the session lives and is evicted on its
+own, least recently used first, under the cache budget (`weight_cache.store`).
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..cache_integrity import note_warm_part, write_checksums
+from ..weight_cache import leases, store, usage
 from .graph import make_session, session_options
 
 log = logging.getLogger(__name__)
 
 _KEEP = 3  # saved sessions kept per cache entry (one per kernel mode, say); older ones go
+# (the budget may evict more: they are the cache's biggest units)
 _MODEL = "model.onnx"
 _DATA = "model.onnx.data"
 _MANIFEST = "manifest.json"
@@ -90,7 +96,8 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
         try:
             session = _load_saved(folder, threads)
             if session is not None:
-                return session, "mapped"
+                note_warm_part(entry, folder)  # verified before the first token, like the weights
+                return _in_use(session, folder, kernels), "mapped"
         except Exception as exc:  # a damaged or foreign save: make it again
             log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
         shutil.rmtree(folder, ignore_errors=True)
@@ -105,6 +112,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
         so.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
         built = make_session(proto, entry, threads, so=so)
         (tmp / _MANIFEST).write_text(json.dumps({"data_bytes": (tmp / _DATA).stat().st_size}))
+        write_checksums(tmp)  # model.onnx.data included: a damaged blob is never used silently
         os.replace(tmp, folder)
         _prune(entry, keep=folder)
     except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
@@ -120,4 +128,16 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     if session is None:
         return built, "built"
     del built
+    _in_use(session, folder, kernels)
+    store.enforce_budget(entry.parent.parent)  # <cache>/weights/<entry>: the new one is leased
     return session, "saved"
+
+
+def _in_use(session: Any, folder: Path, kernels: str) -> Any:
+    """Lease the saved session's folder while `session` lives; note the use (for eviction)."""
+    try:
+        leases.hold(folder).tie_to([session])
+    except TypeError:  # a session type without weak references: held for the process
+        pass
+    usage.record_use(folder, kind=f"prepacked {kernels}")
+    return session
