@@ -2,6 +2,7 @@
 
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
+    turbospark model cache [list|clear [NAME]]   the weight cache: what it holds, freeing it
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -67,8 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
     sub = parser.add_subparsers(dest="command")
 
-    model = sub.add_parser("model", help="the embedded default model")
-    model.add_argument("action", choices=["fetch", "path", "info"])
+    model = sub.add_parser("model", help="the embedded default model; the weight cache")
+    model.add_argument("action", choices=["fetch", "path", "info", "cache"])
+    model.add_argument("cache_action", nargs="?", choices=["list", "clear"],
+                       help="with `cache`: list (the default) or clear")
+    model.add_argument("name", nargs="?", help="with `cache clear`: only this model's cache")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
@@ -86,7 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "model" and args.action != "cache" and (args.cache_action or args.name):
+        parser.error(f"`model {args.action}` takes no list / clear (that is `model cache`)")
+    if args.command == "model" and args.action == "cache":
+        from .cache_command import cache_command
+
+        return cache_command(args)
     if args.command == "model":
         from .model_command import run_model_command
 

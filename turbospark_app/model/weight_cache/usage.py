@@ -53,7 +53,7 @@ def record_use(folder: Path, *, model: str = "", kind: str = "", source: Path | 
     that cannot be written is not an error here: the weights are already loaded."""
     now = time.time() if now is None else now
     usage = read_usage(folder)
-    usage.model = model or usage.model
+    usage.model = usage.model or model  # the name it was built under stays (copies add sources)
     usage.kind = kind or usage.kind
     usage.last_used = now
     if source is not None:
