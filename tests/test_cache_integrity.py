@@ -137,3 +137,28 @@ def test_the_app_factory_passes_the_reporter_to_load_backend(monkeypatch) -> Non
     report = lambda message: None  # noqa: E731
     factory = real_backend_factory(__file__, 1, on_cache_problem=report)
     assert factory() == "b" and seen["on_cache_problem"] is report
+
+
+def test_pieces_are_checked_on_both_cores_and_old_entries_still_verify(tmp_path: Path, monkeypatch) -> None:
+    import hashlib
+    import json
+
+    monkeypatch.setattr(cache_integrity, "PIECE_BYTES", 1000)
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    (entry / "big.bin").write_bytes(bytes(range(256)) * 40)  # 10,240 bytes: 11 pieces
+    (entry / "small.bin").write_bytes(b"abc")
+    cache_integrity.write_checksums(entry)
+    doc = json.loads((entry / cache_integrity.CHECKSUM_FILE).read_text())
+    assert len(doc["files"]["big.bin"]["pieces"]) == 11 and doc["algorithm"] == "sha256"
+    assert cache_integrity.verify_entry(entry, workers=2) == []
+    data = bytearray((entry / "big.bin").read_bytes())
+    data[7500] ^= 1  # one bit, in the eighth piece
+    (entry / "big.bin").write_bytes(bytes(data))
+    assert cache_integrity.verify_entry(entry) == ["big.bin does not match its checksum (its content changed)"]
+    old = {"algorithm": "blake2b-128", "files": {  # written before sha256 pieces
+        name: {"size": (entry / name).stat().st_size,
+               "digest": hashlib.blake2b((entry / name).read_bytes(), digest_size=16).hexdigest()}
+        for name in ("big.bin", "small.bin")}}
+    (entry / cache_integrity.CHECKSUM_FILE).write_text(json.dumps(old))
+    assert cache_integrity.verify_entry(entry) == []
