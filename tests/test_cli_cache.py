@@ -31,7 +31,8 @@ def test_list_shows_each_model_its_kinds_sources_size_and_last_use(two_models, c
     assert main(["model", "cache", "list"]) == 0
     out = capsys.readouterr().out
     assert "(default budget)" in out and out.count("\n    f32 ") == 2
-    blocks = out.split("\n")[1:]  # after the summary line, a block per model
+    assert "prepacked sessions kept per model: the current kernel mode only" in out
+    blocks = out.split("\n")[2:]  # after the summary and policy lines, a block per model
     starts = [i for i, line in enumerate(blocks) if line and not line.startswith(" ")]
     by_model = {blocks[i].split()[0]: "\n".join(blocks[i:j])
                 for i, j in zip(starts, starts[1:] + [len(blocks)])}

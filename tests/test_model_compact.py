@@ -230,7 +230,8 @@ def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path
     third = LlamaModel.from_gguf(path, cache, weights="compact")
     assert third.session_origin == "saved"
     np.testing.assert_array_equal(third.forward(TOKENS, third.new_cache()), expected)
-    # Another kernel mode is another saved session, beside the first.
+    # Another kernel mode is another saved session, beside the first (in use by `third`, so
+    # it stays even under the default policy: the current mode's session only).
     LlamaModel.from_gguf(path, cache, weights="compact", kernels="int8")
     assert len(list(entry.glob("ort-*"))) == 2
 

@@ -77,3 +77,20 @@ def test_clear_cache_empties_it_now_but_keeps_the_model_in_use(qtbot, cached: Pa
     assert "Freed" in d.cache_box.result_label.text() and "kept 1 in use" in d.cache_box.result_label.text()
     assert "alpha" not in d.cache_box.details.toPlainText()
     assert held.wqkv is not None
+
+
+def test_the_session_policy_is_saved_on_ok_and_trims_saved_sessions(qtbot, tmp_path: Path,
+                                                                    isolated_dirs) -> None:
+    from turbospark_app.model.compact.forward import CompactLlamaModel
+
+    cache = isolated_dirs["cache"]
+    write_tiny_gguf(tmp_path / "m.gguf")
+    CompactLlamaModel.load(tmp_path / "m.gguf", cache, "int8")
+    gc.collect()
+    assert list((cache / "weights").glob("*/ort-*"))
+    d = _dialog(qtbot, cache)
+    combo = d.cache_box.sessions_combo
+    assert combo.currentData() == "current"
+    combo.setCurrentIndex(combo.findData("none"))
+    d.accept()
+    assert budget.session_policy() == "none" and not list((cache / "weights").glob("*/ort-*"))

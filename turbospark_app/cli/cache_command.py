@@ -25,6 +25,7 @@ def cache_command(args: argparse.Namespace) -> int:
         print(f"weight cache {store.weights_root(root)}: "
               + report.summary(total, budget.effective_budget(store.weights_root(root), total),
                                setting is None))
+        print(f"prepacked sessions kept per model: {budget.SESSION_POLICY_LABELS[budget.session_policy()]}")
         if not models:
             print("(empty)")
         for m in models:

@@ -1,10 +1,12 @@
 """The Settings dialog's Weight cache group: what the cache holds against its budget, the
-budget itself (default, or a size in GiB), and Clear Cache.
+budget itself (default, or a size in GiB), the prepacked sessions kept, and Clear Cache.
 
-The budget is app-wide and lives with the cache's own settings (`model.weight_cache.budget`,
-`cache.json` in the config folder), so `turbospark chat` and `serve` honour it too. It is
-saved, and the cache trimmed to it (least recently used first, never what a running model
-maps), when the dialog's OK is pressed; Clear Cache acts at once.
+The budget and how many prepacked sessions a model keeps (the current kernel mode's, every
+mode's, or none) are app-wide and live with the cache's own settings
+(`model.weight_cache.budget`, `cache.json` in the config folder), so `turbospark chat` and
+`serve` honour them too. They are saved, and the cache trimmed to them (least recently used
+first, never what a running model maps), when the dialog's OK is pressed; Clear Cache acts at
+once.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
@@ -56,6 +59,17 @@ class CacheBox(QGroupBox):
         row.addWidget(self.budget_spin, 1)
         row.addWidget(self.default_check)
         form.addRow("Budget", row)
+        self.sessions_combo = QComboBox(self)
+        self.sessions_combo.setObjectName("cacheSessions")
+        for policy, label in budget.SESSION_POLICY_LABELS.items():
+            self.sessions_combo.addItem(label, policy)
+        self._initial_policy = budget.session_policy()
+        self.sessions_combo.setCurrentIndex(self.sessions_combo.findData(self._initial_policy))
+        self.sessions_combo.setToolTip(
+            "ONNX Runtime's prepacked weights, saved per kernel mode: ~2.5x the GGUF each on disk, "
+            "and a warm load maps them instead of prepacking again (faster load, weights in "
+            "file-backed pages). None keeps the cache near the GGUF's size.")
+        form.addRow("Prepacked", self.sessions_combo)
         self.details = QPlainTextEdit(self)
         self.details.setObjectName("cacheDetails")
         self.details.setReadOnly(True)
@@ -108,9 +122,14 @@ class CacheBox(QGroupBox):
         self.refresh()
 
     def apply(self) -> None:
-        """OK: save a changed budget and evict down to it."""
+        """OK: save a changed budget or session policy and trim the cache to them."""
         chosen = self.budget_bytes()
         if chosen != self._initial:
             budget.set_budget(chosen)
             self._initial = chosen
+        policy = self.sessions_combo.currentData()
+        if policy != self._initial_policy:
+            budget.set_session_policy(policy)
+            self._initial_policy = policy
+            store.trim_sessions(self.cache_root, budget.SESSION_POLICIES[policy])
         store.enforce_budget(self.cache_root)

@@ -12,7 +12,10 @@ folder's key covers both, the kernel mode and the graph itself; anything that fa
 removed and the session is made from the graph again. Each saved session carries its own
 `checksums.json` (model.onnx.data included): a mapped one is verified like the weights before
 the first token (`cache_integrity`), is leased while the session lives and is evicted on its
-own, least recently used first, under the cache budget (`weight_cache.store`).
+own, least recently used first, under the cache budget (`weight_cache.store`). How many
+sessions a model keeps is a setting (`weight_cache.budget.session_policy`): the current kernel
+mode's only (default), every mode used, or none (no session saved: a smaller cache, a prepack
+on every load).
 """
 
 from __future__ import annotations
@@ -28,13 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ..cache_integrity import note_warm_part, write_checksums
-from ..weight_cache import leases, store, usage
+from ..weight_cache import budget, leases, store, usage
 from .graph import make_session, session_options
 
 log = logging.getLogger(__name__)
 
-_KEEP = 3  # saved sessions kept per cache entry (one per kernel mode, say); older ones go
-# (the budget may evict more: they are the cache's biggest units)
 _MODEL = "model.onnx"
 _DATA = "model.onnx.data"
 _MANIFEST = "manifest.json"
@@ -78,12 +79,15 @@ def _load_saved(folder: Path, threads: int) -> Any | None:
     return make_session(str(folder / _MODEL), None, so=so)
 
 
-def _prune(entry: Path, keep: Path) -> None:
-    """Remove all but the `_KEEP` newest saved sessions of `entry` (`keep` always stays)."""
+def _prune(entry: Path, keep: Path | None, count: int) -> None:
+    """Keep `count` saved sessions of `entry` (`keep` and the newest), remove the rest; one a
+    running model maps stays. `count` comes from the session policy (weight_cache.budget);
+    the budget may evict more (they are the cache's biggest units)."""
     saved = sorted((p for p in entry.glob("ort-*") if p != keep),
                    key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in saved[_KEEP - 1:]:
-        shutil.rmtree(old, ignore_errors=True)
+    for old in saved[max(0, count - (keep is not None)):]:
+        if not leases.in_use(old):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int) -> tuple[Any, str]:
@@ -91,12 +95,17 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     and saved for the next load) or "built" (no cache entry, or it cannot be written)."""
     if entry is None:
         return make_session(proto, None, threads), "built"
+    kept = budget.SESSION_POLICIES[budget.session_policy()]
+    if kept == 0:  # policy "none": the smallest cache, a prepack on every load
+        _prune(entry, None, 0)
+        return make_session(proto, entry, threads), "built"
     folder = entry / f"ort-{cache_key(proto, kernels, threads)}"
     if folder.is_dir():
         try:
             session = _load_saved(folder, threads)
             if session is not None:
                 note_warm_part(entry, folder)  # verified before the first token, like the weights
+                _prune(entry, folder, kept)
                 return _in_use(session, folder, kernels), "mapped"
         except Exception as exc:  # a damaged or foreign save: make it again
             log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
@@ -114,7 +123,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
         (tmp / _MANIFEST).write_text(json.dumps({"data_bytes": (tmp / _DATA).stat().st_size}))
         write_checksums(tmp)  # model.onnx.data included: a damaged blob is never used silently
         os.replace(tmp, folder)
-        _prune(entry, keep=folder)
+        _prune(entry, folder, kept)
     except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
         log.info("cannot save the ONNX Runtime session in %s (%s)", entry, exc)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""The weight cache's size budget: a setting (`cache.json` in the config folder) or the default.
+"""The weight cache's settings (`cache.json` in the config folder): the size budget, and how
+many of a model's prepacked ONNX Runtime sessions are kept (one per kernel mode used).
 
 Default: 20 GiB, but never more than half of what the disk has for the cache (its free space
 plus what the cache already holds). 20 GiB keeps, say, the default model in every kernel mode
@@ -18,6 +19,16 @@ DISK_FRACTION = 0.5
 MIN_BUDGET_BYTES = 256 << 20  # below this not even the default model's entry fits
 SETTING_FILE = "cache.json"
 
+# Prepacked sessions kept per model: each is ~2.5x the GGUF on disk (the compact entry ~1.14x),
+# and each makes a warm load map the kernels' layout instead of prepacking it again.
+SESSION_POLICIES = {"all": 3, "current": 1, "none": 0}
+DEFAULT_SESSION_POLICY = "current"  # the mode in use loads fast; 3.6x the GGUF, not 8.6x
+SESSION_POLICY_LABELS = {
+    "all": "every kernel mode used (fastest switching; ~1.1x + 2.5x per mode)",
+    "current": "the current kernel mode only (default; ~3.6x the GGUF)",
+    "none": "none (~1.1x the GGUF; every load prepacks again)",
+}
+
 
 class BudgetError(ValueError):
     """A budget that cannot be used (says which and why)."""
@@ -29,13 +40,41 @@ def _setting_path() -> Path:
     return config_dir() / SETTING_FILE
 
 
+def _read() -> dict:
+    try:
+        doc = json.loads(_setting_path().read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _write(**changes: object) -> None:
+    doc = _read()
+    doc.update(changes)
+    path = _setting_path()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc), "utf-8")
+    tmp.replace(path)
+
+
 def budget_setting() -> int | None:
     """The budget the user set in bytes, or None (the default applies)."""
-    try:
-        value = json.loads(_setting_path().read_text("utf-8")).get("budget_bytes")
-    except (OSError, ValueError, AttributeError):
-        return None
+    value = _read().get("budget_bytes")
     return int(value) if isinstance(value, int) and value >= MIN_BUDGET_BYTES else None
+
+
+def session_policy() -> str:
+    """"all", "current" or "none": which prepacked sessions a model keeps (default "current")."""
+    value = _read().get("sessions")
+    return value if value in SESSION_POLICIES else DEFAULT_SESSION_POLICY
+
+
+def set_session_policy(policy: str) -> None:
+    """Save the session policy; raises BudgetError for an unknown one."""
+    if policy not in SESSION_POLICIES:
+        raise BudgetError(f"unknown prepacked-session policy {policy!r} "
+                          f"(one of {', '.join(SESSION_POLICIES)})")
+    _write(sessions=policy)
 
 
 def set_budget(budget_bytes: int | None) -> None:
@@ -43,10 +82,7 @@ def set_budget(budget_bytes: int | None) -> None:
     if budget_bytes is not None and budget_bytes < MIN_BUDGET_BYTES:
         raise BudgetError(f"the cache budget must be at least {MIN_BUDGET_BYTES >> 20} MiB "
                           f"(got {budget_bytes / 2**20:.0f} MiB)")
-    path = _setting_path()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"budget_bytes": budget_bytes}), "utf-8")
-    tmp.replace(path)
+    _write(budget_bytes=budget_bytes)
 
 
 def default_budget(cache_root: Path, used_bytes: int) -> int:

@@ -190,6 +190,23 @@ def enforce_budget(cache_root: Path, budget: int | None = None) -> list[Path]:
     return removed
 
 
+def trim_sessions(cache_root: Path, keep: int) -> list[Path]:
+    """Keep each entry's `keep` most recently used prepacked sessions (the session policy
+    just changed); one in use stays. Returns what was removed."""
+    removed = []
+    for m in list_models(cache_root):
+        by_entry: dict[Path, list[CacheUnit]] = {}
+        for u in m.units:
+            if u.path != u.entry:
+                by_entry.setdefault(u.entry, []).append(u)
+        for sessions in by_entry.values():
+            sessions.sort(key=lambda u: u.last_used, reverse=True)
+            for u in sessions[keep:]:
+                if not u.in_use and _remove(u.path):
+                    removed.append(u.path)
+    return removed
+
+
 def remove_abandoned(cache_root: Path, now: float | None = None) -> None:
     """Delete temp and trash folders older than a day (left by a process that died)."""
     root = weights_root(cache_root)
