@@ -143,3 +143,12 @@ def test_another_process_sees_the_lease(tmp_path: Path) -> None:
                          timeout=60)
     assert out.stdout.strip() == ("True" if leases.fcntl is not None else "False"), out.stderr
     assert held.token_embd is not None
+
+
+def test_entries_keyed_the_old_way_go_when_a_new_one_is_built(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    legacy = cache / "weights" / "SmolLM2-135M-Instruct.Q4_1-30cd10ba-f32-4427f62ba4839225e5ec"
+    legacy.mkdir(parents=True)
+    (legacy / "wqkv.npy").write_bytes(b"old")
+    load_weights(_gguf(tmp_path / "m", "new.gguf", 0), cache)
+    assert not legacy.exists() and [m.model for m in store.list_models(cache)] == ["new"]

@@ -9,6 +9,7 @@ used unit goes first; a unit a running model maps (`leases.in_use`) never goes.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -207,10 +208,17 @@ def trim_sessions(cache_root: Path, keep: int) -> list[Path]:
     return removed
 
 
+_LEGACY = re.compile(r".+-[0-9a-f]{8}-(f32|compact)-[0-9a-f]{20}")  # keyed by path (before #19)
+
+
 def remove_abandoned(cache_root: Path, now: float | None = None) -> None:
-    """Delete temp and trash folders older than a day (left by a process that died)."""
+    """Delete temp and trash folders older than a day (left by a process that died), and
+    entries named by the old path-and-mtime key, which no load can find any more."""
     root = weights_root(cache_root)
     now = time.time() if now is None else now
+    for entry in _entries(root):
+        if _LEGACY.fullmatch(entry.name) and not in_use(entry):
+            _remove(entry)
     candidates = list(root.glob(".tmp-*")) + list(root.glob(".trash-*")) + list(root.glob("*/.ort-tmp-*"))
     for folder in candidates:
         try:
