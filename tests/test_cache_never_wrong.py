@@ -151,3 +151,26 @@ def test_stop_while_the_first_token_is_held_keeps_nothing(model: Path, tmp_path:
     timer.cancel()
     assert result.new_tokens == 0 and result.reason.value == "cancelled"
     assert not any(isinstance(e, TokenProgress) for e in shown)
+
+
+def test_a_cache_that_keeps_failing_is_an_error_not_a_loop(model: Path, tmp_path: Path,
+                                                          isolated_dirs,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from turbospark_app.chat.cache_gate import CacheRejected
+
+    cache = tmp_path / "cache"
+    load_backend(model, cache_dir=cache, session_slots=1)
+    monkeypatch.setattr(cache_integrity, "verify_entry", lambda entry: ["x.npy does not match"])
+    backend = load_backend(model, cache_dir=cache, session_slots=1)
+    rebuilds: list[int] = []
+    real = backend.reload_model
+
+    def reload_warm():  # as if every rebuilt entry failed too
+        rebuilds.append(1)
+        load_backend(model, cache_dir=cache, session_slots=1)  # (rebuilds, then maps it warm)
+        return real()
+
+    backend.reload_model = reload_warm
+    with pytest.raises(CacheRejected, match="3 times in a row.*check the disk"):
+        _reply(backend)
+    assert len(rebuilds) == 2

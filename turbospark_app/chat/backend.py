@@ -41,6 +41,7 @@ from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
+MAX_REBUILDS = 2  # per turn: a cache failing again after as many rebuilds means a bad disk
 
 
 class LlamaChatBackend:
@@ -132,18 +133,26 @@ class LlamaChatBackend:
     ) -> TurnStream:
         """The turn, its first token held until the weight-cache check is in (cache_gate); a
         failed check rebuilds the weights from the GGUF and runs the turn again."""
+        rebuilds = 0
         while True:
             generation = self._generation
-            if self.cache_check is not None and self.cache_check.state == "mismatch":
-                self._rebuild_model()  # found before this turn started: rebuild first
+            check = self.cache_check
+            if check is None or check.state != "mismatch":  # (else found before the turn: rebuild)
+                try:
+                    return (yield from self._run_turn_once(turn, config, cancel))
+                except CancelledAtGate:
+                    return _cancelled_before_start(turn)
+                except CacheRejected:
+                    pass
+            if generation != self._generation:  # a concurrent turn rebuilt meanwhile: run again
                 continue
-            try:
-                return (yield from self._run_turn_once(turn, config, cancel))
-            except CancelledAtGate:
-                return _cancelled_before_start(turn)
-            except CacheRejected:
-                if generation == self._generation:  # (a concurrent turn may have rebuilt already)
-                    self._rebuild_model()
+            if rebuilds == MAX_REBUILDS:  # failing again right after rebuilds: a suspect disk
+                raise CacheRejected(
+                    f"the weight cache failed its integrity check {rebuilds + 1} times in a row, "
+                    "even after being rebuilt from the GGUF: check the disk holding it "
+                    f"({self.cache_check.message if self.cache_check else ''})")
+            rebuilds += 1
+            self._rebuild_model()
 
     def _rebuild_model(self) -> None:
         """Load the model again: the folders that failed were set aside, so this rebuilds them
