@@ -51,6 +51,8 @@ _warm_lock = threading.Lock()
 def _start_early(folder: Path) -> None:
     """Begin verifying `folder` now, while the rest of the model loads (the first token waits
     for the verdict, so every second the check overlaps the load is a second off it)."""
+    if Path(folder) in _early:  # already started (`verify_early`)
+        return
     future: Future[list[str]] = Future()
 
     def run() -> None:
@@ -72,6 +74,19 @@ def note_warm_load(gguf: Path, entry: Path) -> None:
     with _warm_lock:
         _warm.setdefault(_key(gguf), []).append(Path(entry))
         _start_early(entry)
+
+
+def verify_early(folder: Path) -> None:
+    """Start verifying `folder` before it is even mapped (it is read while it loads); it counts
+    only once `note_warm_part` notes it, and `forget_early` drops it when the load fails."""
+    with _warm_lock:
+        _start_early(folder)
+
+
+def forget_early(folder: Path) -> None:
+    """The folder did not load after all (it is rebuilt): its early verdict means nothing."""
+    with _warm_lock:
+        _early.pop(Path(folder), None)
 
 
 def note_warm_part(entry: Path, part: Path) -> None:

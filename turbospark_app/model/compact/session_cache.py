@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..cache_integrity import note_warm_part, write_checksums
+from ..cache_integrity import forget_early, note_warm_part, verify_early, write_checksums
 from ..weight_cache import budget, leases, store, usage
 from .graph import make_session, session_options
 
@@ -101,6 +101,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
         return make_session(proto, entry, threads), "built"
     folder = entry / f"ort-{cache_key(proto, kernels, threads)}"
     if folder.is_dir():
+        verify_early(folder)  # hashed while ONNX Runtime maps it: the first token waits less
         try:
             session = _load_saved(folder, threads)
             if session is not None:
@@ -109,6 +110,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
                 return _in_use(session, folder, kernels), "mapped"
         except Exception as exc:  # a damaged or foreign save: make it again
             log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
+        forget_early(folder)
         shutil.rmtree(folder, ignore_errors=True)
     tmp = entry / f".ort-tmp-{uuid.uuid4().hex}"
     built = None
