@@ -3,7 +3,7 @@ many of a model's prepacked ONNX Runtime sessions are kept (one per kernel mode 
 
 Default: 20 GiB, but never more than half of what the disk has for the cache (its free space
 plus what the cache already holds). 20 GiB keeps, say, the default model in every kernel mode
-(~0.8 GiB) beside three 1B-class models with one prepacked session each (~3.4 GiB each) without
+(~0.8 GiB) beside three 1B-class models with one prepacked session each (~2.3 GiB each) without
 a rebuild when switching between them; the half-the-disk cap stops a cache from filling a
 nearly full laptop disk, where rebuilding an entry (seconds) is the cheaper thing to lose.
 """
