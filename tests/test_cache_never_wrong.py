@@ -17,6 +17,7 @@ from turbospark_app.chat.backend import LlamaChatBackend, load_backend
 from turbospark_app.engine import GenerationConfig, Shaping, TokenProgress
 from turbospark_app.engine.raw_completion import drive_raw_completion
 from turbospark_app.model import cache_integrity
+from turbospark_app.model.weight_cache import budget
 
 PROMPT = (1, 17, 42, 99, 5, 230, 64, 12)
 SETTINGS = TurnSettings(generation=GenerationConfig(
@@ -24,9 +25,10 @@ SETTINGS = TurnSettings(generation=GenerationConfig(
 
 
 @pytest.fixture
-def model(tmp_path: Path) -> Path:
+def model(tmp_path: Path, isolated_dirs) -> Path:
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, tokenizer={})
+    budget.set_session_policy("current")  # a saved session: its files are under test too
     return path
 
 

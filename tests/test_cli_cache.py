@@ -31,7 +31,7 @@ def test_list_shows_each_model_its_kinds_sources_size_and_last_use(two_models, c
     assert main(["model", "cache", "list"]) == 0
     out = capsys.readouterr().out
     assert "(default budget)" in out and out.count("\n    f32 ") == 2
-    assert "prepacked sessions kept per model: the current kernel mode only" in out
+    assert "prepacked sessions kept per model: none (default" in out
     blocks = out.split("\n")[2:]  # after the summary and policy lines, a block per model
     starts = [i for i, line in enumerate(blocks) if line and not line.startswith(" ")]
     by_model = {blocks[i].split()[0]: "\n".join(blocks[i:j])

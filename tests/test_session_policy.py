@@ -1,5 +1,5 @@
-"""How many prepacked ONNX Runtime sessions a model keeps: the current kernel mode's (default),
-every mode used, or none (issue #19: the cache's disk use against the GGUF)."""
+"""How many prepacked ONNX Runtime sessions a model keeps: none (default), the current kernel
+mode's, or every mode used (issue #19: the cache's disk use against the GGUF)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,16 @@ def _load(model: Path, cache: Path, kernels: str) -> str:
     return origin
 
 
-def test_by_default_only_the_current_modes_session_stays(model: Path, tmp_path: Path) -> None:
+def test_by_default_no_session_is_saved(model: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    assert budget.session_policy() == "current"
+    assert budget.session_policy() == "none"
+    assert _load(model, cache, "int8") == "built" and _load(model, cache, "int8") == "built"
+    assert _sessions(cache) == []
+
+
+def test_current_keeps_only_the_current_modes_session(model: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    budget.set_session_policy("current")
     assert _load(model, cache, "exact-prompt") == "saved"
     assert _load(model, cache, "int8") == "saved"
     assert _sessions(cache) == ["int8"]
@@ -52,6 +59,7 @@ def test_all_keeps_a_session_per_mode_used(model: Path, tmp_path: Path) -> None:
 
 def test_none_saves_no_session_and_drops_the_saved_ones(model: Path, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
+    budget.set_session_policy("current")
     _load(model, cache, "int8")
     assert _sessions(cache) == ["int8"]
     budget.set_session_policy("none")

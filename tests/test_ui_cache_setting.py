@@ -85,12 +85,13 @@ def test_the_session_policy_is_saved_on_ok_and_trims_saved_sessions(qtbot, tmp_p
 
     cache = isolated_dirs["cache"]
     write_tiny_gguf(tmp_path / "m.gguf")
+    budget.set_session_policy("current")
     CompactLlamaModel.load(tmp_path / "m.gguf", cache, "int8")
     gc.collect()
     assert list((cache / "weights").glob("*/ort-*"))
     d = _dialog(qtbot, cache)
     combo = d.cache_box.sessions_combo
-    assert combo.currentData() == "current"
+    assert combo.currentData() == "current" and combo.itemData(0) == "none"  # (the default first)
     combo.setCurrentIndex(combo.findData("none"))
     d.accept()
     assert budget.session_policy() == "none" and not list((cache / "weights").glob("*/ort-*"))

@@ -13,9 +13,9 @@ removed and the session is made from the graph again. Each saved session carries
 `checksums.json` (model.onnx.data included): a mapped one is verified like the weights before
 the first token (`cache_integrity`), is leased while the session lives and is evicted on its
 own, least recently used first, under the cache budget (`weight_cache.store`). How many
-sessions a model keeps is a setting (`weight_cache.budget.session_policy`): the current kernel
-mode's only (default), every mode used, or none (no session saved: a smaller cache, a prepack
-on every load).
+sessions a model keeps is a setting (`weight_cache.budget.session_policy`): none (the default:
+no session saved, a prepack on every load, ~1.1x the GGUF on disk instead of 3.6x per mode
+kept; measured as fast here), the current kernel mode's, or every mode used.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 many of a model's prepacked ONNX Runtime sessions are kept (one per kernel mode used).
 
 Default: 20 GiB, but never more than half of what the disk has for the cache (its free space
-plus what the cache already holds). 20 GiB keeps, say, the default model in every kernel mode
-(~0.8 GiB) beside three 1B-class models with one prepacked session each (~2.3 GiB each) without
-a rebuild when switching between them; the half-the-disk cap stops a cache from filling a
+plus what the cache already holds). 20 GiB keeps the compact entries of a couple of dozen
+1B-class models (~0.72 GiB each), or, with prepacked sessions kept, the default model in every
+kernel mode (~0.8 GiB) beside seven 1B-class models with one session each (~2.3 GiB each),
+without a rebuild when switching between them; the half-the-disk cap stops a cache from filling a
 nearly full laptop disk, where rebuilding an entry (seconds) is the cheaper thing to lose.
 """
 
@@ -19,14 +20,18 @@ DISK_FRACTION = 0.5
 MIN_BUDGET_BYTES = 256 << 20  # below this not even the default model's entry fits
 SETTING_FILE = "cache.json"
 
-# Prepacked sessions kept per model: each is ~2.5x the GGUF on disk (the compact entry ~1.14x),
-# and each makes a warm load map the kernels' layout instead of prepacking it again.
+# Prepacked sessions kept per model: each is ~2.5x the GGUF on disk (the compact entry ~1.1x)
+# and lets a warm load map the kernels' layout instead of prepacking it again. Default none:
+# measured on the 2-core box, a load that prepacks was as fast (default model: 1.03 vs 1.02 s;
+# 1B: 2.47 vs 2.67 s) with less RSS (1B exact-prompt: 1.26 vs 1.58 GB), so the 2.5x per mode
+# bought nothing there; "current" / "all" are for machines where prepacking is slow
+# (README, Weight cache: with the CPU contended, one 1B round mapped in 5.4 s vs 9.1 s).
 SESSION_POLICIES = {"all": 3, "current": 1, "none": 0}
-DEFAULT_SESSION_POLICY = "current"  # the mode in use loads fast; 3.6x the GGUF, not 8.6x
+DEFAULT_SESSION_POLICY = "none"
 SESSION_POLICY_LABELS = {
-    "all": "every kernel mode used (fastest switching; ~1.1x + 2.5x per mode)",
-    "current": "the current kernel mode only (default; ~3.6x the GGUF)",
-    "none": "none (~1.1x the GGUF; every load prepacks again)",
+    "none": "none (default; ~1.1x the GGUF; every load prepacks)",
+    "current": "the current kernel mode's (~3.6x the GGUF)",
+    "all": "every kernel mode used (~1.1x + 2.5x per mode)",
 }
 
 
