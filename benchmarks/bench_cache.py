@@ -1,6 +1,7 @@
-"""The weight cache's figures (issue #19): key cost, disk use against the GGUF, load time and
-memory with and without a saved prepacked session, and what verifying before the first token
-costs.
+"""The weight cache's figures (issue #19): key cost, disk use against the GGUF (per kind and
+per prepacked-session policy), load time and memory with and without a saved prepacked session
+(the model alone, and a whole backend up to its first token), and what verifying before the
+first token costs (the same with the check switched off).
 
     .venv/bin/python benchmarks/bench_cache.py [--model GGUF] [--runs 3] [--kernels exact-prompt,int8,exact]
     .venv/bin/python benchmarks/bench_cache.py --synthetic-1b [--kernels exact-prompt]
@@ -63,10 +64,24 @@ print(json.dumps({"load": load, "ttft": first[0], "rss": proc.memory_info().rss 
 """
 
 
-def child(path: Path, cache: Path, kernels: str, mode: str) -> dict:
+MODEL_ONLY = r"""
+import json, sys, time
+import psutil
+from turbospark_app.model.compact import forward as forward_mod
+from turbospark_app.model.compact.graph import make_session
+path, cache, kernels, mode = sys.argv[1:5]
+if mode == "unsaved":
+    forward_mod.cached_session = lambda proto, entry, k, threads: (make_session(proto, entry, threads), "built")
+t = time.perf_counter()
+model = forward_mod.CompactLlamaModel.load(path, cache, kernels)
+print(json.dumps({"load": time.perf_counter() - t, "rss": psutil.Process().memory_info().rss}))
+"""
+
+
+def child(path: Path, cache: Path, kernels: str, mode: str, code: str = CHILD) -> dict:
     env = dict(os.environ, TURBOSPARK_CACHE_DIR=str(cache), TURBOSPARK_CONFIG_DIR=str(cache / "config"),
                OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(cache), kernels, mode],
+    out = subprocess.run([sys.executable, "-c", code, str(path), str(cache), kernels, mode],
                          capture_output=True, text=True, env=env, timeout=3600)
     if out.returncode:
         raise SystemExit(out.stderr)
@@ -109,9 +124,22 @@ def disk_figures(path: Path, cache: Path, modes: list[str]) -> dict[str, dict]:
         print(f"  + prepacked session {mode}: {size / MIB:.1f} MiB = {size / gguf:.2f}x "
               f"-> entry + this session {(own + size) / gguf:.2f}x")
     print(f"  policy 'all' (entry + every session, {len(sessions)} modes): "
-          f"{(own + sum(sessions.values())) / gguf:.2f}x; 'current' (the default): "
-          f"{(own + max(sessions.values())) / gguf:.2f}x at most; 'none': {own / gguf:.2f}x")
+          f"{(own + sum(sessions.values())) / gguf:.2f}x; 'current': "
+          f"{(own + max(sessions.values())) / gguf:.2f}x at most; 'none' (the default): {own / gguf:.2f}x")
     return loads
+
+
+def model_load_figures(path: Path, cache: Path, mode: str, runs: int) -> None:
+    """The model load alone (no tokenizer, template or backend): mapped session vs prepacking."""
+    med = statistics.median
+    rows: dict[str, list[dict]] = {"saved": [], "unsaved": []}
+    for _ in range(runs):
+        for variant in rows:
+            rows[variant].append(child(path, cache, mode, variant, MODEL_ONLY))
+    print(f"  {mode:>12} model load alone: mapped session {med(x['load'] for x in rows['saved']):.2f} s "
+          f"/ RSS {med(x['rss'] for x in rows['saved']) / MIB:.0f} MiB; no saved session (prepacks) "
+          f"{med(x['load'] for x in rows['unsaved']):.2f} s / RSS "
+          f"{med(x['rss'] for x in rows['unsaved']) / MIB:.0f} MiB")
 
 
 def load_figures(path: Path, cache: Path, mode: str, runs: int) -> None:
@@ -156,7 +184,10 @@ def main() -> None:
         print(f"model {path.name}; load average {os.getloadavg()[0]:.1f}; runs {args.runs}")
         key_figures(path, args.runs)
         disk_figures(path, cache, modes)
-        print("warm loads (child processes; first token after a 41-token prompt):")
+        print("warm loads (child processes):")
+        for mode in modes:
+            model_load_figures(path, cache, mode, args.runs)
+        print("warm load_backend, then the first token after a 41-token prompt:")
         for mode in modes:
             load_figures(path, cache, mode, args.runs)
 
