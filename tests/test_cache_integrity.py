@@ -162,3 +162,19 @@ def test_pieces_are_checked_on_both_cores_and_old_entries_still_verify(tmp_path:
         for name in ("big.bin", "small.bin")}}
     (entry / cache_integrity.CHECKSUM_FILE).write_text(json.dumps(old))
     assert cache_integrity.verify_entry(entry) == []
+
+
+def test_only_a_verifying_load_hashes_at_once(model: Path, tmp_path: Path) -> None:
+    """A model loaded by a benchmark or tool starts no hashing beside what it measures; the
+    chat backend's loads do (their replies wait for the verdict)."""
+    cache = tmp_path / "cache"
+    load_weights(model, cache)
+    cache_integrity.take_warm_entries(model)
+    load_weights(model, cache)
+    (entry,) = cache_integrity.take_warm_entries(model)
+    assert cache_integrity._take_early(entry) is None
+    with cache_integrity.verifying_load():
+        load_weights(model, cache)
+    (entry,) = cache_integrity.take_warm_entries(model)
+    early = cache_integrity._take_early(entry)
+    assert early is not None and early.result(30) == []

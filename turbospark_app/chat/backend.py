@@ -26,7 +26,12 @@ from ..engine import (
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
-from ..model.cache_integrity import CacheCheck, take_warm_entries, verify_in_background
+from ..model.cache_integrity import (
+    CacheCheck,
+    take_warm_entries,
+    verify_in_background,
+    verifying_load,
+)
 from .cache_gate import CacheRejected, CancelledAtGate, verified_stream
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
@@ -329,7 +334,8 @@ def load_backend(
     take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
 
     def reload_model() -> LlamaModel:
-        return LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
+        with verifying_load():  # the cache folders it maps are hashed while it loads
+            return LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
 
     model = reload_model()
     tokenizer = GGUFTokenizer.from_gguf(path)

@@ -26,8 +26,9 @@ import shutil
 import threading
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,28 @@ _early: dict[Path, "Future[list[str]]"] = {}  # verifications started as a folde
 _warm_lock = threading.Lock()
 
 
+_eager = 0  # loads inside `verifying_load()`: only they start hashing at once
+
+
+@contextmanager
+def verifying_load() -> Iterator[None]:
+    """Around a load whose replies wait for the check (the chat backend's): folders mapped
+    meanwhile start verifying at once. Other loads (benchmarks, tools) only note them, so no
+    hashing runs beside what they measure unless someone asks for the verdict."""
+    global _eager
+    with _warm_lock:
+        _eager += 1
+    try:
+        yield
+    finally:
+        with _warm_lock:
+            _eager -= 1
+
+
 def _start_early(folder: Path) -> None:
     """Begin verifying `folder` now, while the rest of the model loads (the first token waits
     for the verdict, so every second the check overlaps the load is a second off it)."""
-    if Path(folder) in _early:  # already started (`verify_early`)
+    if Path(folder) in _early or _eager <= 0:  # already started, or nobody will wait for it
         return
     future: Future[list[str]] = Future()
 
