@@ -3,8 +3,8 @@
 A cache entry is a folder of files (whatever the weight format puts there; a compact entry's
 saved ONNX Runtime sessions are folders inside it with checksums of their own). The cache layer
 calls `write_checksums(folder)` when a folder is complete, and `note_warm_load` /
-`note_warm_part` when it maps one it did not build: its verification starts right then, on
-daemon threads beside the rest of the load; the loader takes those folders
+`note_warm_part` when it maps one it did not build: inside a `verifying_load()` (the chat
+backend's loads) its verification starts right then, on daemon threads beside the rest of the load; the loader takes those folders
 (`take_warm_entries`) and collects the verdict (`verify_in_background`), and the chat backend
 holds the first token back until it is in (chat.cache_gate), so no reply is shown from bytes
 that fail it. `write_checksums` records every file's size and a sha256 per 32 MiB piece (SHA-NI:
