@@ -216,7 +216,11 @@ def test_engine_stop_inside_a_chunk_reports_only_committed_tokens(pair) -> None:
     assert result.kv_backed_token_ids == prompt[:8] == list(producer.mirror)
 
 
-def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path: Path) -> None:
+def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path: Path,
+                                                                       isolated_dirs) -> None:
+    from turbospark_app.model.weight_cache import budget
+
+    budget.set_session_policy("current")  # (the default saves none)
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, seed=3)
     cache = tmp_path / "cache"
@@ -234,14 +238,18 @@ def test_the_session_is_saved_once_then_mapped_and_rebuilt_when_damaged(tmp_path
     third = LlamaModel.from_gguf(path, cache, weights="compact")
     assert third.session_origin == "saved"
     np.testing.assert_array_equal(third.forward(TOKENS, third.new_cache()), expected)
-    # Another kernel mode is another saved session, beside the first.
+    # Another kernel mode is another saved session, beside the first (in use by `third`, so
+    # it stays even under the policy "current": the current mode's session only).
     LlamaModel.from_gguf(path, cache, weights="compact", kernels="int8")
     assert len(list(entry.glob("ort-*"))) == 2
 
 
-def test_a_session_that_cannot_be_saved_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_session_that_cannot_be_saved_still_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   isolated_dirs) -> None:
     from turbospark_app.model.compact import session_cache as ort_cache
+    from turbospark_app.model.weight_cache import budget
 
+    budget.set_session_policy("current")  # (the default saves none)
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, seed=4)
     load_compact(path, tmp_path / "cache")  # the weight cache itself is written

@@ -88,7 +88,9 @@ def test_corrupt_entry_is_rebuilt(gguf_path: Path, tmp_path: Path, damage: str) 
     assert warm.origin == "cache"
 
 
-def test_changed_gguf_gets_a_new_entry_and_the_stale_one_goes(gguf_path: Path, tmp_path: Path) -> None:
+def test_changed_gguf_gets_a_new_entry(gguf_path: Path, tmp_path: Path) -> None:
+    """Keyed by content: the old entry stays (a copy elsewhere may still have that content)
+    until the budget evicts it (tests/test_weight_cache_store.py)."""
     cache = tmp_path / "cache"
     _, old = load_weights(gguf_path, cache)
     (old_entry,) = _entries(cache)
@@ -97,8 +99,8 @@ def test_changed_gguf_gets_a_new_entry_and_the_stale_one_goes(gguf_path: Path, t
     os.utime(gguf_path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     _, new = load_weights(gguf_path, cache)
     assert new.origin == "built"
-    (new_entry,) = _entries(cache)
-    assert new_entry != old_entry
+    (new_entry,) = set(_entries(cache)) - {old_entry}
+    assert new_entry.name.startswith("tiny-f32-")
     assert not np.array_equal(np.asarray(new.wqkv), np.asarray(old.wqkv))
 
 

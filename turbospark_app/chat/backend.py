@@ -26,7 +26,13 @@ from ..engine import (
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
-from ..model.cache_integrity import CacheCheck, take_warm_entries, verify_in_background
+from ..model.cache_integrity import (
+    CacheCheck,
+    take_warm_entries,
+    verify_in_background,
+    verifying_load,
+)
+from .cache_gate import CacheRejected, CancelledAtGate, verified_stream
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
 from ..model.reference.forward import LlamaModel
@@ -40,6 +46,7 @@ from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
+MAX_REBUILDS = 2  # per turn: a cache failing again after as many rebuilds means a bad disk
 
 
 class LlamaChatBackend:
@@ -69,13 +76,14 @@ class LlamaChatBackend:
             thermal, memory = thermal or env_thermal, memory or env_memory
         self.thermal = thermal
         self.memory = memory
-        self.pool: SessionPool[LlamaProducer] = SessionPool(
-            lambda: LlamaProducer(model, model.new_cache(self.max_context)),
-            slots=session_slots,
-            max_kv_bytes=max_kv_bytes,
-        )
+        self.pool = self._new_pool(model, session_slots, max_kv_bytes)
         self._load_seconds = load_seconds
         self.cache_check: CacheCheck | None = None  # the background weight-cache check, if warm
+        # Rebuilding the model after a failed cache check (set by load_backend): the loader,
+        # and how the next check reports. `_generation` counts rebuilds (concurrent turns).
+        self.reload_model: Callable[[], LlamaModel] | None = None
+        self.on_cache_problem: Callable[[str], None] | None = None
+        self._generation = 0
         self._snapshot_lock = threading.Lock()
         self._sessions: list[dict[str, Any]] = self.pool.describe()
         self._last_turn: dict[str, Any] | None = None
@@ -130,9 +138,58 @@ class LlamaChatBackend:
         config = self._with_probes(turn.settings.generation)
         return self._run_turn(turn, config, cancel)
 
+    def _new_pool(self, model: LlamaModel, slots: int, max_kv_bytes: int | None
+                  ) -> SessionPool[LlamaProducer]:
+        return SessionPool(lambda: LlamaProducer(model, model.new_cache(self.max_context)),
+                           slots=slots, max_kv_bytes=max_kv_bytes)
+
     def _run_turn(
         self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
     ) -> TurnStream:
+        """The turn, its first token held until the weight-cache check is in (cache_gate); a
+        failed check rebuilds the weights from the GGUF and runs the turn again."""
+        rebuilds = 0
+        while True:
+            generation = self._generation
+            check = self.cache_check
+            if check is None or check.state != "mismatch":  # (else found before the turn: rebuild)
+                try:
+                    return (yield from self._run_turn_once(turn, config, cancel))
+                except CancelledAtGate:
+                    return _cancelled_before_start(turn)
+                except CacheRejected:
+                    pass
+            if generation != self._generation:  # a concurrent turn rebuilt meanwhile: run again
+                continue
+            if rebuilds == MAX_REBUILDS:  # failing again right after rebuilds: a suspect disk
+                raise CacheRejected(
+                    f"the weight cache failed its integrity check {rebuilds + 1} times in a row, "
+                    "even after being rebuilt from the GGUF: check the disk holding it "
+                    f"({self.cache_check.message if self.cache_check else ''})")
+            rebuilds += 1
+            self._rebuild_model()
+
+    def _rebuild_model(self) -> None:
+        """Load the model again: the folders that failed were set aside, so this rebuilds them
+        from the GGUF. Every slot starts empty (their KV came from the failing weights)."""
+        check = self.cache_check
+        if self.reload_model is None:
+            raise CacheRejected((check.message if check else "")
+                                or "the weight cache failed its integrity check")
+        self.pool.release_all()
+        start = time.perf_counter()
+        self.model = self.reload_model()
+        self.pool = self._new_pool(self.model, len(self.pool.slots), self.pool.max_kv_bytes)
+        self._generation += 1
+        self.cache_check = start_cache_check(self.model_path, self.on_cache_problem)
+        self._load_seconds = time.perf_counter() - start
+        self._model_info = self._describe_model()
+        self._refresh_sessions()
+
+    def _run_turn_once(
+        self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
+    ) -> TurnStream:
+        check = self.cache_check
         while (producer := self.pool.checkout(turn.session_id)) is None:
             if cancel():
                 return _cancelled_before_start(turn)
@@ -147,6 +204,7 @@ class LlamaChatBackend:
                 stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size)
             else:
                 stream = stream_raw_completion(*args)
+            stream = verified_stream(stream, check, cancel, config.rate.clock)
             result = yield from (stream if tap is None else tap.scored(stream))
             self._record_turn(turn, producer, result)
             return result
@@ -276,16 +334,22 @@ def load_backend(
     The load checks (`model.consistency`) refuse a tokenizer that does not fit the weights or a
     template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead.
     A file without a template loads with none (`has_chat_template` False): raw completion.
-    A warm load's weight-cache entry is checked in the background (`backend.cache_check`);
-    on a mismatch the entry is set aside and `on_cache_problem(message)` is called (on the
-    checking thread): the caller reports it and loads again, which rebuilds the entry.
+    A warm load's weight-cache folders are checked in the background (`backend.cache_check`)
+    and each turn's first token waits for the verdict; on a mismatch the folders are set aside,
+    `on_cache_problem(message)` is called (on the checking thread) for the caller to show, and
+    the backend rebuilds the weights from the GGUF and runs the turn again (chat.cache_gate).
     `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact.
     `kernels`: the compact engine's kernel mode (model.kernels_choice); None = $TURBOSPARK_KERNELS
     or exact-prompt; ignored by float32 weights."""
     path = Path(model_path)
     start = time.perf_counter()
     take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
-    model = LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
+
+    def reload_model() -> LlamaModel:
+        with verifying_load():  # the cache folders it maps are hashed while it loads
+            return LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
+
+    model = reload_model()
     tokenizer = GGUFTokenizer.from_gguf(path)
     template = checked_template(path, model.config, tokenizer, chat_template)
     backend = LlamaChatBackend(
@@ -300,6 +364,13 @@ def load_backend(
         memory=memory,
         load_seconds=time.perf_counter() - start,
     )
-    for entry in take_warm_entries(path):  # whatever format the weight cache holds
-        backend.cache_check = verify_in_background(entry, on_cache_problem)
+    backend.reload_model, backend.on_cache_problem = reload_model, on_cache_problem
+    backend.cache_check = start_cache_check(path, on_cache_problem)
     return backend
+
+
+def start_cache_check(path: Path, on_problem: Callable[[str], None] | None) -> CacheCheck | None:
+    """Verify, in the background, every cache folder the last load of `path` mapped without
+    building it (whatever format the weight cache holds); None when it built everything."""
+    entries = take_warm_entries(path)
+    return verify_in_background(entries, on_problem) if entries else None

@@ -168,16 +168,13 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
     return None
 
 
-def _cache_was_corrupt(conv: Conversation, problems: list[str]) -> bool:
-    """After a turn: did the background weight-cache check find the entry corrupt? Waits for
-    its verdict (it is usually in long before the first reply ends); reports it on stderr."""
-    check = getattr(conv.backend, "cache_check", None)
-    if check is not None:
-        check.join()
-    if not problems:
-        return False
-    print(f"\nturbospark: {problems.pop()}", file=sys.stderr)
-    return True
+def _report_cache_problems(problems: list[str]) -> None:
+    """Say on stderr what the weight-cache check found. The backend held the reply's first
+    token until the check was in and, on a mismatch, answered from weights rebuilt from the
+    GGUF (chat.cache_gate): the reply printed is never the corrupt cache's."""
+    while problems:
+        print(f"\nturbospark: {problems.pop(0)} (the reply above was computed from the rebuilt "
+              "weights)", file=sys.stderr)
 
 
 def _raw_flag_problem(args: argparse.Namespace) -> str | None:
@@ -240,17 +237,7 @@ def chat_command(args: argparse.Namespace) -> int:
 
     def one_turn(user_text: str) -> tuple[RawDecodeResult, float | None]:
         result, ttft = conv.turn(user_text, sys.stdout, cancel)
-        if result.reason is StopReason.CANCELLED:
-            # Not answered again, so no need to wait for the weight check's verdict (a cold
-            # machine takes seconds); the next turn reports it if the entry was bad.
-            return result, ttft
-        if _cache_was_corrupt(conv, cache_problems):
-            sys.stdout.write("\n")
-            print("turbospark: the reply above came from that corrupt cache; answering "
-                  "again from the rebuilt weights", file=sys.stderr)
-            conv.backend = load()  # the entry was set aside: this rebuilds it
-            conv.messages = conv.messages[:-2]
-            result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        _report_cache_problems(cache_problems)
         return result, ttft
 
     ended_by_ctrl_c = False

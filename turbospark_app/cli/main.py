@@ -3,6 +3,7 @@
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
     turbospark model info [FILE]    the metadata of any GGUF, and whether TurboSpark runs it
+    turbospark model cache [list|clear [NAME]]   the weight cache: what it holds, freeing it
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -68,10 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
     sub = parser.add_subparsers(dest="command")
 
-    model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE)")
-    model.add_argument("action", choices=["fetch", "path", "info"])
-    model.add_argument("file", nargs="?", metavar="FILE",
-                       help="for info: any GGUF file (default: --model, else the default model)")
+    model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE); "
+                           "the weight cache (cache [list|clear [NAME]])")
+    model.add_argument("action", choices=["fetch", "path", "info", "cache"])
+    model.add_argument("operands", nargs="*", metavar="ARG",
+                       help="info: any GGUF FILE (default: --model, else the default model); "
+                       "cache: list (the default) or clear [NAME]")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
@@ -88,10 +91,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """`model`'s operands by action: info [FILE] (args.file), cache [list|clear [NAME]]
+    (args.cache_action, args.name); fetch and path take none (model_command says so, exit 2)."""
+    ops = list(args.operands)
+    args.file = args.cache_action = args.name = None
+    if args.action == "cache":
+        if ops and ops[0] not in ("list", "clear"):
+            parser.error(f"`model cache` takes list or clear, not {ops[0]!r}")
+        if len(ops) > (2 if ops and ops[0] == "clear" else 1):
+            parser.error("`model cache` takes list, or clear [NAME]")
+        args.cache_action = ops[0] if ops else None
+        args.name = ops[1] if len(ops) > 1 else None
+    elif ops:
+        if len(ops) > 1:
+            parser.error(f"`model {args.action}` takes at most one FILE")
+        args.file = ops[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "model":
+        _model_operands(parser, args)
+    if args.command == "model" and args.action == "cache":
+        from .cache_command import cache_command
+
+        return cache_command(args)
     if args.command == "model":
         from .model_command import run_model_command
 

@@ -9,6 +9,7 @@ May import: engine, host.
     choice/      which weights / kernels a load uses, and who chose them
     base.py      what both engines share (RoPE, the KV contract, Stop between layers)
     kv_cache.py  the caller-owned KV cache; producer.py: the engine's LogitProducer over a model
+    weight_cache/  the weight cache's keys (by content), usage, leases, budget and eviction
     fetch.py     the embedded default model; cache_integrity.py: weight-cache checksums
 
 Importing this package is cheap on purpose (the first-run dialog and `turbospark model` import

@@ -119,7 +119,9 @@ class EngineBridge(QObject):
     def report_cache_problem(self, message: str) -> None:
         """Any thread (the background weight-cache check): the loaded weights came from a
         corrupt cache entry, already set aside. On the GUI thread: `cacheProblem` (the status
-        bar shows it) and the engine reloads the same model, which rebuilds the entry."""
+        bar shows it). Nothing is reloaded here: the backend held every reply's first token
+        until this verdict and rebuilds the weights itself before answering (chat.cache_gate),
+        so a reply waiting now is computed again rather than stopped."""
         self._cache_relay.emit(message)
 
     @Slot(str)
@@ -127,7 +129,6 @@ class EngineBridge(QObject):
         if self._shut_down:
             return
         self.cacheProblem.emit(message)
-        self.switch_backend(self._engine.backend_factory)
 
     def force_thermal(self, level: Any) -> None:
         """Force the thermal level (None = the real reading); needs `power`."""

@@ -5,7 +5,8 @@ with "Use for new conversations too" (on by default), the app-wide defaults in Q
 (`defaults/generation`). Session slots are an engine setting: app-wide only
 (`engine/session_slots`), applied the next time a model is loaded. Weights (compact / float32)
 and Kernels (exact prompt / int8 / exact) are app-wide too (ui.weights_setting,
-ui.kernels_setting); changing them reloads the model once OK is pressed.
+ui.kernels_setting); changing them reloads the model once OK is pressed. The Weight cache group
+(ui.cache_setting) shows the cache against its budget, sets the budget (saved on OK) and clears it.
 
 Every field is parsed as it is typed (generation_settings.PARSERS): a bad value shows its
 message under the field and OK stays disabled until every field is valid. Values take effect
@@ -14,6 +15,7 @@ from the conversation's next turn; a reply streaming now keeps the settings it s
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from PySide6.QtCore import QSettings, Qt
@@ -44,6 +46,7 @@ from .generation_settings import (
     parse_session_slots,
     validate,
 )
+from .cache_setting import CacheBox
 from .settings import read_json, write_json
 from .kernels_setting import KernelsField
 from .weights_setting import WeightsField
@@ -121,11 +124,14 @@ class SettingsDialog(QDialog):
         weights: WeightsChoice | None = None,
         loaded_weights: str | None = None,
         kernels: KernelsChoice | None = None,
+        cache_root: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`weights`, `kernels`: the current choices (default: compact, exact-prompt, not
-        overridden); `loaded_weights`: the loaded model's mode, None when no model is loaded."""
+        overridden); `loaded_weights`: the loaded model's mode, None when no model is loaded;
+        `cache_root`: the weight cache's folder (default: the per-user cache folder)."""
         super().__init__(parent)
+        self._cache_root = cache_root
         self._weights = weights or WeightsChoice("compact", "default")
         self._kernels = kernels or KernelsChoice("exact-prompt", "default")
         self._loaded_weights = loaded_weights
@@ -259,6 +265,12 @@ class SettingsDialog(QDialog):
         left.addStretch(1)
         right.addWidget(prompt_box)
         right.addWidget(engine)
+        if self._cache_root is None:
+            from ..host.folders import cache_dir
+
+            self._cache_root = cache_dir()
+        self.cache_box = CacheBox(self._cache_root, self)
+        left.insertWidget(2, self.cache_box)  # (the left column has the room)
         right.addStretch(1)
         columns.addLayout(left, 1)
         columns.addLayout(right, 1)
@@ -270,6 +282,11 @@ class SettingsDialog(QDialog):
         layout.addLayout(columns, 1)
         layout.addLayout(footer)
         layout.addWidget(self.buttons)
+
+    def accept(self) -> None:
+        """OK: the cache budget applies at once (the rest is read by the caller)."""
+        self.cache_box.apply()
+        super().accept()
 
     # -- values ----------------------------------------------------------------------------
 

@@ -9,7 +9,13 @@ can page out (as llama.cpp maps its GGUF) instead of private memory.
 
 The blobs are specific to the ONNX Runtime version and to the CPU kernels it picked, so the
 folder's key covers both, the kernel mode and the graph itself; anything that fails to load is
-removed and the session is made from the graph again.
+removed and the session is made from the graph again. Each saved session carries its own
+`checksums.json` (model.onnx.data included): a mapped one is verified like the weights before
+the first token (`cache_integrity`), is leased while the session lives and is evicted on its
+own, least recently used first, under the cache budget (`weight_cache.store`). How many
+sessions a model keeps is a setting (`weight_cache.budget.session_policy`): none (the default:
+no session saved, a prepack on every load, ~1.1x the GGUF on disk instead of 3.6x per mode
+kept; measured as fast here), the current kernel mode's, or every mode used.
 """
 
 from __future__ import annotations
@@ -24,11 +30,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..cache_integrity import forget_early, note_warm_part, verify_early, write_checksums
+from ..weight_cache import budget, leases, store, usage
 from .graph import make_session, session_options
 
 log = logging.getLogger(__name__)
 
-_KEEP = 3  # saved sessions kept per cache entry (one per kernel mode, say); older ones go
 _MODEL = "model.onnx"
 _DATA = "model.onnx.data"
 _MANIFEST = "manifest.json"
@@ -72,12 +79,15 @@ def _load_saved(folder: Path, threads: int) -> Any | None:
     return make_session(str(folder / _MODEL), None, so=so)
 
 
-def _prune(entry: Path, keep: Path) -> None:
-    """Remove all but the `_KEEP` newest saved sessions of `entry` (`keep` always stays)."""
+def _prune(entry: Path, keep: Path | None, count: int) -> None:
+    """Keep `count` saved sessions of `entry` (`keep` and the newest), remove the rest; one a
+    running model maps stays. `count` comes from the session policy (weight_cache.budget);
+    the budget may evict more (they are the cache's biggest units)."""
     saved = sorted((p for p in entry.glob("ort-*") if p != keep),
                    key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in saved[_KEEP - 1:]:
-        shutil.rmtree(old, ignore_errors=True)
+    for old in saved[max(0, count - (keep is not None)):]:
+        if not leases.in_use(old):
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int) -> tuple[Any, str]:
@@ -85,14 +95,22 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     and saved for the next load) or "built" (no cache entry, or it cannot be written)."""
     if entry is None:
         return make_session(proto, None, threads), "built"
+    kept = budget.SESSION_POLICIES[budget.session_policy()]
+    if kept == 0:  # policy "none": the smallest cache, a prepack on every load
+        _prune(entry, None, 0)
+        return make_session(proto, entry, threads), "built"
     folder = entry / f"ort-{cache_key(proto, kernels, threads)}"
     if folder.is_dir():
+        verify_early(folder)  # hashed while ONNX Runtime maps it: the first token waits less
         try:
             session = _load_saved(folder, threads)
             if session is not None:
-                return session, "mapped"
+                note_warm_part(entry, folder)  # verified before the first token, like the weights
+                _prune(entry, folder, kept)
+                return _in_use(session, folder, kernels), "mapped"
         except Exception as exc:  # a damaged or foreign save: make it again
             log.warning("saved ONNX Runtime session in %s did not load (%s); rebuilding", folder, exc)
+        forget_early(folder)
         shutil.rmtree(folder, ignore_errors=True)
     tmp = entry / f".ort-tmp-{uuid.uuid4().hex}"
     built = None
@@ -105,8 +123,9 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
         so.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
         built = make_session(proto, entry, threads, so=so)
         (tmp / _MANIFEST).write_text(json.dumps({"data_bytes": (tmp / _DATA).stat().st_size}))
+        write_checksums(tmp)  # model.onnx.data included: a damaged blob is never used silently
         os.replace(tmp, folder)
-        _prune(entry, keep=folder)
+        _prune(entry, folder, kept)
     except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
         log.info("cannot save the ONNX Runtime session in %s (%s)", entry, exc)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -120,4 +139,16 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     if session is None:
         return built, "built"
     del built
+    _in_use(session, folder, kernels)
+    store.enforce_budget(entry.parent.parent)  # <cache>/weights/<entry>: the new one is leased
     return session, "saved"
+
+
+def _in_use(session: Any, folder: Path, kernels: str) -> Any:
+    """Lease the saved session's folder while `session` lives; note the use (for eviction)."""
+    try:
+        leases.hold(folder).tie_to([session])
+    except TypeError:  # a session type without weak references: held for the process
+        pass
+    usage.record_use(folder, kind=f"prepacked {kernels}")
+    return session

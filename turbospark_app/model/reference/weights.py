@@ -20,9 +20,11 @@ contiguously and the tied output head can share `token_embd`):
     wd          (L, dim, ffn)
     rope_freq_factors (rope_dims/2,)        only when the GGUF has rope_freqs.weight
 
-The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<path hash>-<kind>-<key>/`,
+The cache entry for a GGUF lives in `<cache_dir>/weights/<stem>-<kind>-<content key>/`,
 where kind is "f32" (these arrays) or "compact" (`compact_weights.py`: the GGUF's blocks) and the
-key covers the file's size, mtime, a hash of its first MiB and `LAYOUT_VERSION`. Every entry is
+content key (`weight_cache.keys`) depends on the file's bytes only, so a copy, move or rename
+finds the same entry; the manifest's identity adds `LAYOUT_VERSION`. Entries are evicted least
+recently used first under the cache budget (`weight_cache.store`), never one in use. Every entry is
 written by `_build_entry` and read by `_load_entry` (one place for both kinds): written into a
 temporary folder and renamed into place, so a half-written entry never looks valid; an entry
 that fails validation (bad manifest, truncated .npy, wrong shape or dtype) is rebuilt. Each entry
@@ -32,7 +34,6 @@ background check after a warm load.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -47,11 +48,12 @@ import numpy as np
 
 from ..cache_integrity import note_warm_load, write_checksums
 from ..gguf.file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
+from ..weight_cache import keys as cache_keys
+from ..weight_cache import leases, store, usage
 
 log = logging.getLogger(__name__)
 
 LAYOUT_VERSION = 2
-HEADER_HASH_BYTES = 1 << 20
 _ARRAY_NAMES = ("token_embd", "output", "output_norm", "wqkv", "bqkv", "wo", "wgu", "wd",
                 "rope_freq_factors", "q_norm", "k_norm", "post_attn_norm", "post_ffw_norm")
 
@@ -218,29 +220,34 @@ def default_cache_dir() -> Path:
 
 
 def file_identity(path: Path, kind: str = "f32") -> dict[str, Any]:
-    """What makes a cache entry valid for `path`: size, mtime, a hash of the first MiB, kind."""
-    st = path.stat()
-    with path.open("rb") as fh:
-        head = fh.read(HEADER_HASH_BYTES)
-    return {
-        "layout_version": LAYOUT_VERSION,
-        "kind": kind,
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "header_sha256": hashlib.sha256(head).hexdigest(),
-    }
+    """What makes a cache entry valid for `path`: its content key (not its name, place or
+    mtime: a copy or rename reuses the entry), the kind and `LAYOUT_VERSION`."""
+    return {"layout_version": LAYOUT_VERSION, "kind": kind,
+            "content_key": cache_keys.content_key(path)}
 
 
 def cache_entry_dir(path: Path, cache_dir: Path, identity: dict[str, Any]) -> Path:
-    """The cache folder for this GGUF identity."""
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
-    return cache_dir / "weights" / f"{_entry_prefix(path, identity.get('kind', 'f32'))}{key}"
-
-
-def _entry_prefix(path: Path, kind: str) -> str:
+    """The cache folder for this GGUF content: `<stem>-<kind>-<content key>` (the stem of the
+    file that first built it is only there for people reading the folder)."""
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in path.stem)[:60]
-    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:8]
-    return f"{safe}-{where}-{kind}-"
+    return cache_dir / "weights" / f"{safe}-{identity.get('kind', 'f32')}-{identity['content_key']}"
+
+
+def _entry_for(path: Path, cache_root: Path, identity: dict[str, Any]) -> Path:
+    """The existing entry of this content under any stem (a renamed copy), else a new name."""
+    suffix = f"-{identity.get('kind', 'f32')}-{identity['content_key']}"
+    root = cache_root / "weights"
+    try:
+        found = sorted(p for p in root.iterdir() if p.name.endswith(suffix) and not p.name.startswith("."))
+    except OSError:
+        found = []
+    return found[0] if found else cache_entry_dir(path, cache_root, identity)
+
+
+def _in_use(path: Path, entry: Path, kind: str, arrays: dict[str, np.ndarray]) -> None:
+    """Lease the entry for as long as its arrays live (never evicted meanwhile); note the use."""
+    leases.hold(entry).tie_to(arrays.values())
+    usage.record_use(entry, model=path.stem, kind=kind, source=path)
 
 
 @dataclass
@@ -334,22 +341,6 @@ def _build_entry(gf: GGUFFile, entry: Path, identity: dict[str, Any], prepare: P
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _remove_stale(entry: Path) -> None:
-    """Delete other entries of the same GGUF path and kind, and temp folders older than a day."""
-    prefix = entry.name[: entry.name.rfind("-") + 1]
-    now = time.time()
-    for other in entry.parent.iterdir():
-        try:
-            stale = other.name.startswith(prefix) and other != entry
-            abandoned = other.name.startswith((".tmp-", ".trash-")) and (
-                now - other.stat().st_mtime > 86400
-            )
-            if stale or abandoned:
-                shutil.rmtree(other, ignore_errors=True)
-        except OSError:
-            pass
-
-
 def cached_arrays(
     path: str | os.PathLike[str],
     cache_dir: str | os.PathLike[str] | None,
@@ -366,10 +357,11 @@ def cached_arrays(
     check_magic(path)
     cache_root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     identity = file_identity(path, kind)
-    entry = cache_entry_dir(path, cache_root, identity)
+    entry = _entry_for(path, cache_root, identity)
     hit = _load_entry(entry, identity)
     if hit is not None:
-        note_warm_load(path, entry)  # verified in the background by the loader
+        note_warm_load(path, entry)  # verified by the loader before the first token
+        _in_use(path, entry, kind, hit.arrays)
         return hit.config, hit, "cache", hit.arrays, hit.layout
 
     gf = open_gguf(path)
@@ -391,7 +383,9 @@ def cached_arrays(
     hit = _load_entry(entry, identity)
     if hit is None:
         raise ModelFileError(path, f"the weight cache {entry} could not be read back")
-    _remove_stale(entry)
+    _in_use(path, entry, kind, hit.arrays)
+    store.remove_abandoned(cache_root)
+    store.enforce_budget(cache_root)  # least recently used first; this entry is leased
     return hit.config, hit, "built", hit.arrays, hit.layout
 
 
