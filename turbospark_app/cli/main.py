@@ -104,6 +104,8 @@ def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         args.cache_action = ops[0] if ops else None
         args.name = ops[1] if len(ops) > 1 else None
     elif ops:
+        if ops[0] in ("list", "clear"):
+            parser.error(f"`model {args.action}` takes no {ops[0]} (that is `model cache`)")
         if len(ops) > 1:
             parser.error(f"`model {args.action}` takes at most one FILE")
         args.file = ops[0]
