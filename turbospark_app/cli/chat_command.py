@@ -32,6 +32,7 @@ from ..engine import (
     StopReason,
     TailProgress,
     TokenProgress,
+    load_progress,
 )
 from ..engine.raw_completion import drive_raw_completion
 from .arg_types import float_in, int_at_least, non_empty, read_lines
@@ -168,6 +169,25 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
     return None
 
 
+class StderrProgress:
+    """A long load's progress on stderr: "turbospark: Preparing model… 40%", a line per tenth
+    (rewritten in place on a terminal, a line per step in a log)."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self._last: tuple[str, int] | None = None
+
+    def __call__(self, phase: str, fraction: float) -> None:
+        step = (phase, int(fraction * 10))
+        if step == self._last:
+            return
+        self._last = step
+        text = f"turbospark: {phase}… {step[1] * 10}%"
+        tty = self.stream.isatty()
+        end = "\n" if not tty or fraction >= 1.0 else ""
+        print(("\r" if tty else "") + text, end=end, file=self.stream, flush=True)
+
+
 def _report_cache_problems(problems: list[str]) -> None:
     """Say on stderr what the weight-cache check found. The backend held the reply's first
     token until the check was in and, on a mismatch, answered from weights rebuilt from the
@@ -193,10 +213,10 @@ def _raw_flag_problem(args: argparse.Namespace) -> str | None:
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
-    from ..model.fetch import resolve_model_path
-    from ..model.choice.kernels import choose_kernels
     from ..model.choice.common import LoadChoiceError, engine_label
+    from ..model.choice.kernels import choose_kernels
     from ..model.choice.weights import choose_weights
+    from ..model.fetch import resolve_model_path
 
     problem = _raw_flag_problem(args)
     if problem is not None:
@@ -223,7 +243,8 @@ def chat_command(args: argparse.Namespace) -> int:
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
         kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
         path = resolve_model_path(args.model)
-        backend = load()
+        with load_progress.reporting(StderrProgress()):
+            backend = load()
     except (EngineError, OSError, LoadChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2

@@ -68,9 +68,12 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
 def _report(event: Any) -> None:
     """Backend load events to stderr (engine thread). Requests are never logged."""
     from ..model.choice.common import engine_label
-    from ..service.events import BackendFailed, BackendReady
+    from ..service.events import BackendFailed, BackendProgress, BackendReady
 
-    if isinstance(event, BackendReady):
+    if isinstance(event, BackendProgress):
+        if round(event.fraction * 100) % 10 == 0:  # a line per tenth
+            print(f"turbospark: {event.label}", file=sys.stderr, flush=True)
+    elif isinstance(event, BackendReady):
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
               f"({engine_label(event.model_info) or 'weights: ?'}, {event.load_seconds:.1f} s, "
               f"context {event.max_context})", file=sys.stderr, flush=True)

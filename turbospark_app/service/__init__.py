@@ -8,6 +8,7 @@ from .engine_thread import EngineThread
 from .events import (
     BackendFailed,
     BackendLoading,
+    BackendProgress,
     BackendReady,
     EngineEvent,
     Failed,
@@ -25,6 +26,7 @@ from .events import (
 __all__ = [
     "BackendFailed",
     "BackendLoading",
+    "BackendProgress",
     "BackendReady",
     "EngineEvent",
     "EngineThread",

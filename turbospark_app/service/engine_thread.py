@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 import psutil
 
 from ..chat.api import ChatBackend
+from ..engine import load_progress
 from ..engine.errors import EngineError
 from ..engine.progress import (
     PaceWait,
@@ -49,6 +50,7 @@ from .events import (
     AnyRequest,
     BackendFailed,
     BackendLoading,
+    BackendProgress,
     BackendReady,
     EngineEvent,
     Failed,
@@ -299,13 +301,21 @@ class EngineThread:
             except Exception:
                 log.exception("backend close failed")
 
+    def _report_progress(self, phase: str, fraction: float) -> None:
+        """A load's progress as events, one per whole percent (the UI shows a bar)."""
+        step = (phase, round(fraction * 100))
+        if step != getattr(self, "_last_progress", None):
+            self._last_progress = step
+            self._emit(BackendProgress(phase, fraction))
+
     def _load_backend(self) -> None:
         self._state = "loading"
         self._load_error = None
         self._emit(BackendLoading())
         t0 = time.monotonic()
         try:
-            backend = self._factory()
+            with load_progress.reporting(self._report_progress):
+                backend = self._factory()
             model_info = dict(backend.model_info())
             max_context = int(backend.max_context)
         except Exception as e:  # reported, never raised: the app stays up without a model

@@ -6,7 +6,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..chat.api import ChatMessage, TurnSettings
-from ..engine.errors import ContextOverflow, EmptyPrompt, EngineError, ProducerError, ZeroBudget
+from ..engine.errors import (
+    ContextOverflow,
+    EmptyPrompt,
+    EngineError,
+    ProducerError,
+    ZeroBudget,
+)
 from ..engine.progress import RawDecodeResult
 
 
@@ -96,6 +102,19 @@ class TurnStats:
 @dataclass(frozen=True, slots=True)
 class BackendLoading:
     """The engine thread started loading the backend (the model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendProgress:
+    """How far a long load is: `phase` ("Preparing model", "Preparing kernels"), `fraction` 0-1."""
+
+    phase: str
+    fraction: float
+
+    @property
+    def label(self) -> str:
+        """What to show: "Preparing model… 40%"."""
+        return f"{self.phase}… {round(self.fraction * 100)}%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +224,7 @@ class Failed:
 
 
 EngineEvent = (
-    BackendLoading | BackendReady | BackendFailed | Queued | Retrying | Started | Prefilling | Token
+    BackendLoading | BackendProgress | BackendReady | BackendFailed | Queued | Retrying | Started | Prefilling | Token
     | Tail | Finished | Failed
 )
 TERMINAL_EVENTS = (Finished, Failed)

@@ -29,10 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 
 from ..model.choice.common import engine_label
-from ..service import BackendFailed, BackendLoading, BackendReady, Finished, Token
+from ..service import (
+    BackendFailed,
+    BackendLoading,
+    BackendProgress,
+    BackendReady,
+    Finished,
+    Token,
+)
 from .bridge import EngineBridge
 from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome
 
@@ -88,7 +95,16 @@ class EngineStatusBar(QStatusBar):
             label.setContentsMargins(6, 0, 6, 0)
             self.labels[key] = label
             if key == "model":
-                self.addWidget(label, 1)
+                self.addWidget(label)
+                # A first open builds the weight cache: "Preparing model… 40%" and a bar.
+                self.load_bar = QProgressBar(self)
+                self.load_bar.setObjectName("status_load_bar")
+                self.load_bar.setRange(0, 100)
+                self.load_bar.setTextVisible(False)
+                self.load_bar.setMaximumWidth(160)
+                self.load_bar.hide()
+                self.addWidget(self.load_bar)
+                self.addWidget(QWidget(self), 1)  # the rest of the row
             else:
                 self.addPermanentWidget(label)
         self.labels["model"].setText("Starting…")
@@ -162,7 +178,12 @@ class EngineStatusBar(QStatusBar):
             self.poll()  # the engine refreshed its snapshot at the end of the turn
         elif isinstance(event, BackendLoading):
             self.labels["model"].setText("Loading model…")
+        elif isinstance(event, BackendProgress):
+            self.labels["model"].setText(event.label)
+            self.load_bar.setValue(round(event.fraction * 100))
+            self.load_bar.setVisible(event.fraction < 1.0)
         elif isinstance(event, BackendReady):
+            self.load_bar.hide()
             self.labels["model"].setText(model_label(event.model_info))
             self.labels["model"].setToolTip(
                 "\n".join(f"{k}: {v}" for k, v in event.model_info.items() if not isinstance(v, (dict, list)))
@@ -170,6 +191,7 @@ class EngineStatusBar(QStatusBar):
             )
             self.poll()  # the backend's first snapshot: thermal, memory, sessions
         elif isinstance(event, BackendFailed):
+            self.load_bar.hide()
             self.labels["model"].setText("Model failed to load")
             self.labels["model"].setToolTip(f"{event.error_type}: {event.message}")
 

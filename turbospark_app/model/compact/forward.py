@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...engine.load_progress import KERNELS, report
 from ..base import ForwardCancelled, LlamaBase
 from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
 from ..gguf.file import LlamaConfig
@@ -51,12 +52,14 @@ class CompactLlamaModel(LlamaBase):
         self._init_common(config, weights.rope_freq_factors)
         self.kernels = kernel_mode(kernels)
         t0 = time.perf_counter()
+        report(KERNELS, 0.0)  # prepacking has no finer grain: the phase is said, then done
         self._threads = default_threads()
         proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
                                   weights.external_ref, self.kernels, self.has_local_rope)
         self._session, self.session_origin = cached_session(
             proto, weights.cache_path, self.kernels, self._threads)
         self.session_seconds = time.perf_counter() - t0
+        report(KERNELS, 1.0)
         self._cos_sin: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # local? -> (rot, cos, sin)
 
     @classmethod

@@ -30,7 +30,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..cache_integrity import forget_early, note_warm_part, verify_early, write_checksums
+from ..cache_integrity import (
+    forget_early,
+    note_warm_part,
+    verify_early,
+    write_checksums,
+)
 from ..weight_cache import budget, leases, store, usage
 from .graph import make_session, session_options
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.load_progress import PREPARING, report
 from ..gguf.file import GGUFFile, LlamaConfig
 from ..gguf.quant_blocks import (
     BlockMatrix,
@@ -131,6 +132,7 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
     if gf.has_tensor(c.rope_factors):
         put("rope_freq_factors", vec(c.rope_factors))
     for i in range(c.n_layers):
+        report(PREPARING, i / c.n_layers)
         p = f"blk.{i}."
         if c.fused:  # Phi-3: one attn_qkv; its q and k rows permuted like separate ones
             groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", [fused_qkv(p + "attn_qkv.weight")])
@@ -159,6 +161,7 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
             bias = [vec(p + "attn_q.bias", c.n_heads), vec(p + "attn_k.bias", c.n_kv_heads),
                     vec(p + "attn_v.bias")]
             put(f"L{i}.bqkv", np.concatenate(bias))
+    report(PREPARING, 1.0)
     return {"groups": groups}
 
 

@@ -46,6 +46,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ...engine.load_progress import PREPARING, report
 from ..cache_integrity import note_warm_load, write_checksums
 from ..gguf.file import GGUFFile, LlamaConfig, ModelFileError, check_magic, open_gguf
 from ..weight_cache import keys as cache_keys
@@ -156,6 +157,7 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
         return w.reshape(n_heads, c.head_dim, *w.shape[1:])[:, perm].reshape(w.shape)
 
     for i in range(c.n_layers):
+        report(PREPARING, i / c.n_layers)
         p = f"blk.{i}."
         attn_norm = deq(p + "attn_norm.weight") if c.pre_norms else ones  # (dim,)
         if c.fused:  # Phi-3: one attn_qkv, rows [q | k | v]
@@ -184,6 +186,7 @@ def prepare_weights(gf: GGUFFile, alloc: Alloc | None = None) -> dict[str, np.nd
             wgu[i, : c.ffn_dim] = deq(p + "ffn_gate.weight") * ffn_norm
             wgu[i, c.ffn_dim :] = deq(p + "ffn_up.weight") * ffn_norm
         wd[i] = deq(p + "ffn_down.weight")
+    report(PREPARING, 1.0)
     return {k: v for k, v in out.items() if v is not None}
 
 

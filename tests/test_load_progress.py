@@ -1,0 +1,96 @@
+"""A long model load says how far it is: the model layers report, the engine thread turns that
+into BackendProgress events, the status bar shows "Preparing model… 40%" with a bar, and
+`turbospark chat` prints the steps on stderr."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from tiny_gguf import write_tiny_gguf
+from ui_fakes import FakeBackend
+
+from turbospark_app.engine import load_progress
+from turbospark_app.engine.load_progress import KERNELS, PREPARING
+from turbospark_app.model.reference.forward import LlamaModel
+from turbospark_app.service import BackendProgress, BackendReady, EngineThread
+
+
+def test_reports_go_to_the_caller_of_reporting_only() -> None:
+    seen: list[tuple[str, float]] = []
+    load_progress.report(PREPARING, 0.5)  # nobody asked: nothing happens
+    with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
+        load_progress.report(PREPARING, 1.7)  # clamped
+        other = threading.Thread(target=load_progress.report, args=(PREPARING, 0.3))
+        other.start()
+        other.join()  # another thread's load reports to nobody
+    load_progress.report(PREPARING, 0.9)  # after the block: nobody again
+    assert seen == [(PREPARING, 1.0)]
+
+
+@pytest.mark.parametrize("weights", ["compact", "f32"])
+def test_a_first_open_reports_each_layer_then_the_kernels(tmp_path: Path, weights: str) -> None:
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, n_layers=4)
+    seen: list[tuple[str, float]] = []
+    with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
+        LlamaModel.from_gguf(path, tmp_path / "cache", weights=weights)
+    preparing = [f for p, f in seen if p == PREPARING]
+    assert preparing == [0.0, 0.25, 0.5, 0.75, 1.0]
+    kernels = [f for p, f in seen if p == KERNELS]
+    assert kernels == ([0.0, 1.0] if weights == "compact" else [])
+    seen.clear()
+    with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
+        LlamaModel.from_gguf(path, tmp_path / "cache", weights=weights)  # warm: nothing to build
+    assert [p for p, _ in seen if p == PREPARING] == []
+
+
+def test_the_engine_thread_sends_progress_before_ready() -> None:
+    events: list[object] = []
+
+    def factory() -> FakeBackend:
+        for i in range(5):
+            load_progress.report(PREPARING, i / 4)
+            load_progress.report(PREPARING, i / 4)  # the same percent twice: one event
+        return FakeBackend()
+
+    engine = EngineThread(factory, events.append)
+    engine.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not any(isinstance(e, BackendReady) for e in events) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        engine.shutdown(5)
+    progress = [e for e in events if isinstance(e, BackendProgress)]
+    assert [round(e.fraction * 100) for e in progress] == [0, 25, 50, 75, 100]
+    assert progress[2].label == "Preparing model… 50%"
+    ready = next(i for i, e in enumerate(events) if isinstance(e, BackendReady))
+    assert events.index(progress[-1]) < ready
+
+
+def test_the_status_bar_shows_the_step_and_a_bar(ui, qtbot) -> None:
+    w = ui.window(FakeBackend())
+    status = w.status
+    status._on_event(BackendProgress(PREPARING, 0.4))
+    assert status.text("model") == "Preparing model… 40%"
+    assert status.load_bar.isVisible() and status.load_bar.value() == 40
+    status._on_event(BackendReady({"file_name": "m.gguf"}, 2048, 1.0))
+    assert not status.load_bar.isVisible()
+
+
+def test_chat_prints_the_steps_on_stderr() -> None:
+    from turbospark_app.cli.chat_command import StderrProgress
+
+    out = io.StringIO()  # not a terminal: a line per tenth
+    progress = StderrProgress(out)
+    for i in range(21):
+        progress(PREPARING, i / 20)
+    progress(KERNELS, 0.0)
+    progress(KERNELS, 1.0)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "turbospark: Preparing model… 0%" and lines[10] == "turbospark: Preparing model… 100%"
+    assert len(lines) == 13 and lines[-1] == "turbospark: Preparing kernels… 100%"
