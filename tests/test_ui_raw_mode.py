@@ -36,6 +36,7 @@ def test_a_base_model_opens_and_its_pane_streams_a_raw_continuation(ui, qtbot, t
     assert pane.raw_badge.isVisible() and pane.raw_badge.text() == "Raw completion"
     assert pane.raw_toggle.isChecked() and not pane.raw_toggle.isEnabled()
     assert "no chat template" in pane.raw_toggle.toolTip()
+    assert "to continue" in pane.input.placeholderText()  # says so from the start
     assert pane.apply_settings({"max_new_tokens": 8}, None)  # two turns fit the tiny context
     send(qtbot, pane, "the cat")
     wait_idle(qtbot, pane, timeout=60000)

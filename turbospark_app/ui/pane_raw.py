@@ -99,4 +99,5 @@ class PaneRawMode:
         self.raw_toggle.setToolTip(BASE_MODEL_TIP if forced else TOGGLE_TIP)
         # The input says what the text is for: continued as is, not answered.
         self.input.setPlaceholderText(RAW_PLACEHOLDER if raw else self._chat_placeholder)  # type: ignore[attr-defined]
+        self.input.viewport().update()  # type: ignore[attr-defined]  # an empty input repaints its placeholder
         self.status_row_changed()
