@@ -85,8 +85,11 @@ def test_the_status_bar_shows_the_step_and_a_bar(ui, qtbot) -> None:
 def test_chat_prints_the_steps_on_stderr() -> None:
     from turbospark_app.cli.chat_command import StderrProgress
 
+    quiet = io.StringIO()
+    StderrProgress(quiet)(PREPARING, 0.5)  # within its first half second: a quick load says nothing
+    assert quiet.getvalue() == ""
     out = io.StringIO()  # not a terminal: a line per tenth
-    progress = StderrProgress(out)
+    progress = StderrProgress(out, quiet_for=0.0)
     for i in range(21):
         progress(PREPARING, i / 20)
     progress(KERNELS, 0.0)

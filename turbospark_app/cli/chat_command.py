@@ -171,15 +171,17 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
 
 class StderrProgress:
     """A long load's progress on stderr: "turbospark: Preparing model… 40%", a line per tenth
-    (rewritten in place on a terminal, a line per step in a log)."""
+    (rewritten in place on a terminal, a line per step in a log). A load that is over within
+    `quiet_for` seconds says nothing: a warm or a tiny model's open is not worth a line."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, quiet_for: float = 0.5) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self._last: tuple[str, int] | None = None
+        self._speak_after = time.monotonic() + quiet_for
 
     def __call__(self, phase: str, fraction: float) -> None:
         step = (phase, int(fraction * 10))
-        if step == self._last:
+        if step == self._last or time.monotonic() < self._speak_after:
             return
         self._last = step
         text = f"turbospark: {phase}… {step[1] * 10}%"
