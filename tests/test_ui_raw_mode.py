@@ -49,6 +49,8 @@ def test_a_base_model_opens_and_its_pane_streams_a_raw_continuation(ui, qtbot, t
     reply = w.store.messages(pane.conversation_id)[-1]
     assert reply.role == "assistant" and reply.token_ids == first.generated_ids
     assert reply.content == first.text and first.text in pane.transcript.document().toPlainText()
+    shown = pane.transcript.document().toPlainText()  # no roles in raw completion
+    assert "Continuation" in shown and "Assistant" not in shown and "You" not in shown
     send(qtbot, pane, " he")
     wait_idle(qtbot, pane, timeout=60000)
     second = done[-1]
@@ -80,8 +82,11 @@ def test_the_raw_toggle_is_remembered_per_conversation(ui, qtbot) -> None:
     send(qtbot, pane2, " Then it")
     wait_idle(qtbot, pane2)
     assert bytes(done2[-1].prompt_ids) == b"The cat sat on the mat. Then it"
+    assert "Continuation" in pane2.transcript.document().toPlainText()
     qtbot.mouseClick(pane2.raw_toggle, LEFT)  # back to chat mode
     assert not pane2.raw_badge.isVisible() and not w2.store.conversation(cid).raw
+    shown = pane2.transcript.document().toPlainText()  # the same entries, headed by roles again
+    assert "Assistant" in shown and "Continuation" not in shown
     assert pane2.input.placeholderText().startswith("Message the model")
     send(qtbot, pane2, "and?")
     wait_idle(qtbot, pane2)

@@ -100,4 +100,5 @@ class PaneRawMode:
         # The input says what the text is for: continued as is, not answered.
         self.input.setPlaceholderText(RAW_PLACEHOLDER if raw else self._chat_placeholder)  # type: ignore[attr-defined]
         self.input.viewport().update()  # type: ignore[attr-defined]  # an empty input repaints its placeholder
+        self.transcript.set_raw_labels(raw)  # type: ignore[attr-defined]  # no roles: Text / Continuation
         self.status_row_changed()

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 from .code_blocks import code_block_text, style_code
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
+RAW_ROLE_NAMES = {"user": "Text", "assistant": "Continuation", "system": "System"}  # raw completion
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
     "continue": "Continue",
@@ -84,6 +85,7 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.setPlaceholderText("No messages yet. Type below and press Enter: the model runs on this computer.")
         self._entries: list[Entry] = []
+        self._role_names = ROLE_NAMES  # RAW_ROLE_NAMES in raw completion (set_raw_labels)
         self._spans: list[tuple[int, int]] = []  # each entry's document range
         self._streaming: Entry | None = None
         self._stream_cursor: QTextCursor | None = None
@@ -139,6 +141,16 @@ class Transcript(QTextBrowser):
         return True
 
     # -- building --------------------------------------------------------------------------
+
+    def set_raw_labels(self, raw: bool) -> None:
+        """Head entries "Text" / "Continuation" (raw completion: no roles) or "You" / "Assistant";
+        re-rendered at once unless a reply is streaming (then from the next entry on)."""
+        names = RAW_ROLE_NAMES if raw else ROLE_NAMES
+        if names is self._role_names:
+            return
+        self._role_names = names
+        if self._streaming is None and self._entries:
+            self.set_entries(list(self._entries))
 
     def set_entries(self, entries: list[Entry]) -> None:
         """Replace everything (load, palette change). The only full render."""
@@ -279,7 +291,7 @@ class Transcript(QTextBrowser):
             cursor.setBlockCharFormat(fmt)
         else:
             cursor.insertBlock(block, fmt)
-        label = ROLE_NAMES.get(role, "Error" if role == "error" else role.title())
+        label = self._role_names.get(role, "Error" if role == "error" else role.title())
         cursor.insertText(label, fmt)
 
     def _insert_boxed(self, cursor: QTextCursor, entry: Entry) -> None:
