@@ -7,5 +7,6 @@ model, engine, host.
     serve_command  `turbospark serve` (the local OpenAI-compatible API)
     model_command  `turbospark model fetch|path|info`; cache_command: `model cache list|clear`
     arg_types      argparse type functions and the console's line reader
+    progress       a long model load's steps on stderr (chat and serve); interrupt: Ctrl-C in chat
     self_test      `turbospark --self-test` for an installed or frozen app
 """

@@ -37,6 +37,7 @@ from ..engine import (
 from ..engine.raw_completion import drive_raw_completion
 from .arg_types import float_in, int_at_least, non_empty, read_lines
 from .interrupt import CtrlC, leave_now
+from .progress import StderrProgress
 
 
 def add_chat_arguments(p: argparse.ArgumentParser) -> None:
@@ -167,27 +168,6 @@ def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
     if args.script is not None:
         return [ln for ln in args.script.read_text(encoding="utf-8").splitlines() if ln.strip()]
     return None
-
-
-class StderrProgress:
-    """A long load's progress on stderr: "turbospark: Preparing model… 40%", a line per tenth
-    (rewritten in place on a terminal, a line per step in a log). A load that is over within
-    `quiet_for` seconds says nothing: a warm or a tiny model's open is not worth a line."""
-
-    def __init__(self, stream: TextIO | None = None, quiet_for: float = 0.5) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self._last: tuple[str, int] | None = None
-        self._speak_after = time.monotonic() + quiet_for
-
-    def __call__(self, phase: str, fraction: float) -> None:
-        step = (phase, int(fraction * 10))
-        if step == self._last or time.monotonic() < self._speak_after:
-            return
-        self._last = step
-        text = f"turbospark: {phase}… {step[1] * 10}%"
-        tty = self.stream.isatty()
-        end = "\n" if not tty or fraction >= 1.0 else ""
-        print(("\r" if tty else "") + text, end=end, file=self.stream, flush=True)
 
 
 def _report_cache_problems(problems: list[str]) -> None:

@@ -344,8 +344,8 @@ def format_summary(report: SelfTestReport) -> str:
 
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
-    from ..model.choice.kernels import choose_kernels
     from ..model.choice.common import LoadChoiceError
+    from ..model.choice.kernels import choose_kernels
     from ..model.choice.weights import choose_weights
 
     try:

@@ -11,10 +11,12 @@ import asyncio
 import os
 import signal
 import sys
+from functools import partial
 from typing import Any, Callable
 
 from ..server.config import DEFAULT_PORT, ServerConfig
 from .arg_types import float_in, int_at_least, int_in
+from .progress import StderrProgress
 
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,14 +67,15 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
     return load
 
 
-def _report(event: Any) -> None:
-    """Backend load events to stderr (engine thread). Requests are never logged."""
+def _report(event: Any, progress: Callable[[str, float], None] | None = None) -> None:
+    """Backend load events to stderr (engine thread), a long load's steps through `progress`
+    (the same printer as `chat`'s). Requests are never logged."""
     from ..model.choice.common import engine_label
     from ..service.events import BackendFailed, BackendProgress, BackendReady
 
     if isinstance(event, BackendProgress):
-        if round(event.fraction * 100) % 10 == 0:  # a line per tenth
-            print(f"turbospark: {event.label}", file=sys.stderr, flush=True)
+        if progress is not None:
+            progress(event.phase, event.fraction)
     elif isinstance(event, BackendReady):
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
               f"({engine_label(event.model_info) or 'weights: ?'}, {event.load_seconds:.1f} s, "
@@ -120,7 +123,7 @@ def serve_command(args: argparse.Namespace) -> int:
     slots = getattr(args, "session_slots", None) or 4
     engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
                                           kernels),
-                          _report, max_active=slots)
+                          partial(_report, progress=StderrProgress()), max_active=slots)
     engine.start()
     try:
         asyncio.run(serve(engine, config))

@@ -115,6 +115,7 @@ class EngineThread:
         self._shutdown = False
         self._state = "idle"  # idle -> loading -> ready | failed
         self._load_error: tuple[str, str] | None = None
+        self._last_progress: tuple[str, int] | None = None  # the load step last sent (a percent)
         self._backend: ChatBackend | None = None
         self._facts: tuple[dict[str, Any], int, Any] | None = None  # set when ready
         self._listeners: dict[int, Listener] = {}
@@ -304,7 +305,7 @@ class EngineThread:
     def _report_progress(self, phase: str, fraction: float) -> None:
         """A load's progress as events, one per whole percent (the UI shows a bar)."""
         step = (phase, round(fraction * 100))
-        if step != getattr(self, "_last_progress", None):
+        if step != self._last_progress:
             self._last_progress = step
             self._emit(BackendProgress(phase, fraction))
 

@@ -70,6 +70,9 @@ class LlamaModel(LlamaBase):
         self._bqkv = None if weights.bqkv is None else list(weights.bqkv)  # (nqkv,) each
         self._qk_norm = None if weights.q_norm is None or weights.k_norm is None else (
             list(weights.q_norm), list(weights.k_norm))  # (head_dim,) each, q's scale folded in
+        # Which RoPE table each layer reads, decided once: "global", "local" or "none" (NoPE).
+        self._layer_rope = tuple("none" if not config.rope_on(i) else "local" if config.is_local(i)
+                                 else "global" for i in range(config.n_layers))
         self._post_attn = None if weights.post_attn_norm is None else list(weights.post_attn_norm)
         self._post_ffw = None if weights.post_ffw_norm is None else list(weights.post_ffw_norm)
         self._embd = weights.token_embd  # (vocab, dim)
@@ -208,16 +211,18 @@ class LlamaModel(LlamaBase):
     def _layer_rotations(self, start: int, end: int) -> list[np.ndarray]:
         """Each layer's RoPE factors for positions [start, end): the global or the local table,
         or ones for a layer without RoPE. (rope_dims/2,) for one position, else (T, 1, rope_dims/2)."""
-        c = self.config
         one = end - start == 1
 
         def rows(table: np.ndarray) -> np.ndarray:
             return table[start] if one else table[start:end, None, :]
 
-        glob = rows(self._rope_table(end))
-        local = rows(self._rope_table(end, local=True)) if self.has_local_rope else glob
-        none = np.ones_like(glob)
-        return [none if not c.rope_on(i) else local if c.is_local(i) else glob for i in range(c.n_layers)]
+        tables = {"global": rows(self._rope_table(end))}
+        kinds = self._layer_rope
+        if "local" in kinds:
+            tables["local"] = rows(self._rope_table(end, local=True)) if self.has_local_rope else tables["global"]
+        if "none" in kinds:
+            tables["none"] = np.ones_like(tables["global"])
+        return [tables[kind] for kind in kinds]
 
     def _branch(self, y: np.ndarray, post: list[np.ndarray] | None, i: int) -> np.ndarray:
         """A branch's output before its residual add: the post norm (Gemma, OLMo 2) and the
