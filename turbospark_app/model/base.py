@@ -149,6 +149,25 @@ class LlamaBase:
             return None
         return self._head(x, logits_out, ids.size > 1)
 
+    def forward_rows(self, tokens: Sequence[int] | np.ndarray, cache: KVCache,
+                     logits_out: np.ndarray) -> np.ndarray:
+        """Feed `tokens` with the logits after EVERY one, (T, vocab) into `logits_out` (a
+        draft's verification). Here: one decode step per token, the numerics of `forward`."""
+        ids = self._check_tokens(tokens, cache)
+        for t, token in enumerate(ids):
+            self.forward((int(token),), cache, True, logits_out[t])
+        return logits_out
+
+    def forward_batch(self, tokens: Sequence[int], caches: Sequence[KVCache],
+                      logits_out: np.ndarray) -> np.ndarray:
+        """One decode step for each (token, cache) pair, row b's logits into logits_out[b].
+        Here: one step after the other (the compact model runs them as one pass)."""
+        if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
+            raise ValueError("forward_batch needs one token and one logits row per cache")
+        for b, (token, cache) in enumerate(zip(tokens, caches)):
+            self.forward((int(token),), cache, True, logits_out[b])
+        return logits_out
+
     def _check_tokens(self, tokens: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
         """The token ids as an (T,) intp array, after checking them and the cache's shape."""
         c = self.config

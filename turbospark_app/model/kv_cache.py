@@ -168,3 +168,159 @@ class KVCache:
             f"KVCache(offset={self._offset}, capacity={self.capacity}, "
             f"max_context={self.max_context}, nbytes={self.nbytes})"
         )
+
+
+class ArenaKVCache(KVCache):
+    """A KVCache whose storage is one row of a `KVArena` (see there); same contract."""
+
+    def __init__(self, arena: "KVArena") -> None:
+        self._arena = arena
+        self.row: int | None = None  # the arena row, once this cache holds memory
+        super().__init__(arena.n_layers, arena.n_kv_heads, arena.head_dim, arena.max_context,
+                         arena.step, keys_transposed=False)
+
+    def _alloc(self, capacity: int) -> None:  # storage is the arena's: no row until reserve()
+        self.k_layers, self.v_layers = [], []
+        self.generation += 1
+
+    def _attach(self, k: np.ndarray, v: np.ndarray) -> None:
+        """Point this cache's layer views at its arena row (the arena reallocated)."""
+        assert self.row is not None
+        self.k_layers = [k[i, self.row] for i in range(self.n_layers)]  # (n_kv, cap, hd) each
+        self.v_layers = [v[i, self.row] for i in range(self.n_layers)]
+        self.generation += 1
+
+    @property
+    def capacity(self) -> int:
+        return self._arena.capacity if self.row is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        """This row's share of the arena (the arena's rows all have its capacity)."""
+        return self._arena.row_nbytes if self.row is not None else 0
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    @property
+    def arena(self) -> "KVArena":
+        return self._arena
+
+    def reserve(self, n_tokens: int) -> None:
+        if self.row is not None and n_tokens <= self.capacity:
+            return
+        if n_tokens > self.max_context:
+            raise KVCacheFull(n_tokens, self.max_context)
+        self._arena.make_room(self, n_tokens)
+
+    def shrink(self) -> None:
+        self._arena.shrink()
+
+    def release(self) -> None:
+        self._offset = 0
+        self._arena.leave(self)
+
+
+class KVArena:
+    """The KV storage of several caches in ONE buffer per layer, one row per cache:
+
+        keys, values: (n_layers, rows, n_kv_heads, capacity, head_dim)
+
+    so that the caches of streams decoding at once can be bound as one (B, n_kv, capacity,
+    head_dim) tensor per layer (`rows(r0, r1)`) and stepped by one batched forward pass. A
+    cache takes a row when it first reserves memory and gives it back on `release`; every row
+    has the arena's capacity, grown (like a KVCache) to what the longest member needs. Growing,
+    adding a row or dropping the last ones reallocates and copies the members' valid positions:
+    their views go stale (each member's `generation` moves, as after a KVCache reallocation).
+    Memory is rows x capacity: a short conversation beside a long one holds the long one's room.
+    """
+
+    def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_context: int,
+                 step: int = 256) -> None:
+        if step <= 0 or max_context <= 0:
+            raise ValueError("step and max_context must be positive")
+        self.n_layers, self.n_kv_heads, self.head_dim = n_layers, n_kv_heads, head_dim
+        self.max_context, self.step = max_context, step
+        self.generation = 0  # bumped by every reallocation (batched bindings go stale)
+        self._members: list[ArenaKVCache | None] = []  # by row; None = a free row
+        self._layout(0, 0)
+
+    def new_cache(self) -> ArenaKVCache:
+        """An empty cache stored in this arena (no memory until it reserves some)."""
+        return ArenaKVCache(self)
+
+    @property
+    def capacity(self) -> int:
+        return self._k.shape[3]
+
+    @property
+    def n_rows(self) -> int:
+        return self._k.shape[1]
+
+    @property
+    def row_nbytes(self) -> int:
+        return 2 * self.n_layers * self.n_kv_heads * self.capacity * self.head_dim * 4
+
+    @property
+    def nbytes(self) -> int:
+        return self._k.nbytes + self._v.nbytes
+
+    def rows(self, r0: int, r1: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per layer, rows [r0, r1) of the keys and of the values: (r1 - r0, n_kv, cap, hd) each."""
+        return ([self._k[i, r0:r1] for i in range(self.n_layers)],
+                [self._v[i, r0:r1] for i in range(self.n_layers)])
+
+    def make_room(self, cache: ArenaKVCache, n_tokens: int) -> None:
+        """Give `cache` a row (the first free one) and at least `n_tokens` positions."""
+        n_rows = self.n_rows
+        if cache.row is None:
+            free = [r for r, m in enumerate(self._members) if m is None]
+            cache.row = free[0] if free else len(self._members)
+            if cache.row == len(self._members):
+                self._members.append(cache)
+            else:
+                self._members[cache.row] = cache
+            n_rows = max(n_rows, cache.row + 1)
+        cap = self.capacity
+        if n_tokens > cap:
+            want = max(n_tokens, cap + max(self.step, cap // 4))
+            cap = min(-(-want // self.step) * self.step, self.max_context)
+        if (n_rows, cap) != (self.n_rows, self.capacity):
+            self._layout(n_rows, cap)
+        else:
+            cache._attach(self._k, self._v)
+
+    def leave(self, cache: ArenaKVCache) -> None:
+        """`cache` gives its row back; trailing free rows and unused capacity are freed."""
+        if cache.row is not None:
+            self._members[cache.row] = None
+            cache.row = None
+            cache._alloc(0)
+        while self._members and self._members[-1] is None:
+            self._members.pop()
+        self.shrink()
+
+    def shrink(self) -> None:
+        """Drop trailing free rows and capacity beyond the longest member (rounded to a step)."""
+        need = max((m.offset for m in self._members if m is not None), default=0)
+        cap = min(-(-need // self.step) * self.step, self.max_context) if self._members else 0
+        if (len(self._members), cap) != (self.n_rows, self.capacity) and cap <= self.capacity:
+            self._layout(len(self._members), cap)
+
+    def _layout(self, n_rows: int, cap: int) -> None:
+        shape = (self.n_layers, n_rows, self.n_kv_heads, cap, self.head_dim)
+        old = getattr(self, "_k", None), getattr(self, "_v", None)
+        self._k, self._v = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        for m in self._members:
+            if m is None:
+                continue
+            n = m.offset
+            if n and old[0] is not None and m.row < old[0].shape[1]:
+                self._k[:, m.row, :, :n] = old[0][:, m.row, :, :n]
+                self._v[:, m.row, :, :n] = old[1][:, m.row, :, :n]
+            m._attach(self._k, self._v)
+        self.generation += 1
+
+    def __repr__(self) -> str:
+        return f"KVArena(rows={self.n_rows}, capacity={self.capacity}, nbytes={self.nbytes})"

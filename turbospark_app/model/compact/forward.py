@@ -25,7 +25,7 @@ from ...engine.load_progress import KERNELS, report
 from ..base import ForwardCancelled, LlamaBase
 from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
 from ..gguf.file import LlamaConfig
-from ..kv_cache import KVCache
+from ..kv_cache import ArenaKVCache, KVArena, KVCache
 from .graph import build_model_proto, default_threads, supports
 from .session_cache import cached_session
 from .weights import CompactWeights, embed_rows, load_compact
@@ -73,6 +73,11 @@ class CompactLlamaModel(LlamaBase):
         config, weights = load_compact(path, cache_dir)
         return cls(config, weights, kernels)
 
+    def new_kv_arena(self, max_context: int | None = None, step: int = 256) -> KVArena:
+        """A KV arena for this model: caches made by it can decode in one batched step."""
+        c = self.config
+        return KVArena(c.n_layers, c.n_kv_heads, c.head_dim, max_context or c.context_length, step)
+
     def forward(
         self,
         tokens: Sequence[int] | np.ndarray,
@@ -86,24 +91,9 @@ class CompactLlamaModel(LlamaBase):
         ids = self._check_tokens(tokens, cache)
         t_len, p = ids.size, cache.offset
         cache.reserve(p + t_len)
-        io, logits = self._binding(cache)
-        cos, sin = self._rope_inputs(p + t_len)
-        x = embed_rows(self.weights.embd, ids)  # (T, dim)
-        seqlens = np.array([p + t_len - 1], np.int32)
-        total = np.array(p + t_len, np.int32)
-        io.bind_cpu_input("x", x)
-        if self.kernels == "exact-prompt":
-            exact = np.array(ids.size > 1 if prompt is None else prompt, np.bool_)
-            io.bind_cpu_input("exact", exact)
-        io.bind_cpu_input("seqlens_k", seqlens)
-        io.bind_cpu_input("total", total)
-        io.bind_cpu_input("cos", cos)
-        io.bind_cpu_input("sin", sin)
-        if self.has_local_rope:
-            cos_local, sin_local = self._rope_inputs(p + t_len, local=True)
-            io.bind_cpu_input("cos_local", cos_local)
-            io.bind_cpu_input("sin_local", sin_local)
-        self._run(io, cancel if t_len > 1 else None)
+        bound = self._binding(cache)
+        logits = self._run_rows(bound, ids, [p], t_len, 1, ids.size > 1 if prompt is None else prompt,
+                                cancel if t_len > 1 else None)
         cache.advance(t_len)
         if not want_logits:
             return None
@@ -111,6 +101,70 @@ class CompactLlamaModel(LlamaBase):
             return logits[0].copy()
         np.copyto(logits_out, logits[0])
         return logits_out
+
+    def forward_rows(self, tokens: Sequence[int] | np.ndarray, cache: KVCache,
+                     logits_out: np.ndarray) -> np.ndarray:
+        """Feed `tokens` like `forward`, with the logits after EVERY one: (T, vocab) into
+        `logits_out` (a draft's verification). Decode numerics: the plain kernels, not the
+        prompt's exact split, so row t is what a one-token step would give there."""
+        ids = self._check_tokens(tokens, cache)
+        t_len, p = ids.size, cache.offset
+        cache.reserve(p + t_len)
+        logits = self._run_rows(self._binding(cache), ids, [p], t_len, t_len, False, None)
+        cache.advance(t_len)
+        np.copyto(logits_out, logits)
+        return logits_out
+
+    def forward_batch(self, tokens: Sequence[int], caches: Sequence[KVCache],
+                      logits_out: np.ndarray) -> np.ndarray:
+        """One decode step for each (token, cache) pair: row b's logits into logits_out[b].
+
+        Caches of one KVArena whose rows are adjacent run as ONE session run (the weights are
+        read once for all of them); the others run apart. Same numerics as `forward`'s step.
+        """
+        if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
+            raise ValueError("forward_batch needs one token and one logits row per cache")
+        for t, cache in zip(tokens, caches):
+            self._check_tokens((t,), cache)
+            cache.reserve(cache.offset + 1)  # before binding: growing the arena moves every row
+        for run in _adjacent_runs(caches):
+            if len(run) == 1:
+                b = run[0]
+                self.forward((tokens[b],), caches[b], True, logits_out[b])
+                continue
+            first = caches[run[0]]
+            assert isinstance(first, ArenaKVCache) and first.row is not None
+            ids = np.array([tokens[b] for b in run], np.intp)
+            offsets = [caches[b].offset for b in run]
+            bound = self._arena_binding(first.arena, first.row, len(run))
+            logits = self._run_rows(bound, ids, offsets, 1, len(run), False, None)
+            for i, b in enumerate(run):
+                caches[b].advance(1)
+                np.copyto(logits_out[b], logits[i])
+        return logits_out
+
+    def _run_rows(self, bound: "_Binding", ids: np.ndarray, offsets: list[int], t_len: int,
+                  n_logits: int, prompt: bool, cancel: Callable[[], bool] | None) -> np.ndarray:
+        """One session run over len(offsets) sequences of t_len tokens each (B = 1, or T = 1),
+        the sequence b starting at offsets[b]; returns the last n_logits rows' logits."""
+        io = bound.io
+        total = max(offsets) + t_len
+        cos, sin = self._rope_inputs(total)
+        io.bind_cpu_input("x", embed_rows(self.weights.embd, ids))  # (B*T, dim)
+        if self.kernels == "exact-prompt":
+            io.bind_cpu_input("exact", np.array(prompt, np.bool_))
+        io.bind_cpu_input("seqlens_k", np.array([p + t_len - 1 for p in offsets], np.int32))
+        io.bind_cpu_input("total", np.array(total, np.int32))
+        io.bind_cpu_input("rows", np.array([-n_logits], np.int64))
+        io.bind_cpu_input("cos", cos)
+        io.bind_cpu_input("sin", sin)
+        if self.has_local_rope:
+            cos_local, sin_local = self._rope_inputs(total, local=True)
+            io.bind_cpu_input("cos_local", cos_local)
+            io.bind_cpu_input("sin_local", sin_local)
+        logits = bound.logits(n_logits)
+        self._run(io, cancel)
+        return logits
 
     def _run(self, io: Any, cancel: Callable[[], bool] | None) -> None:
         if cancel is None:
@@ -142,26 +196,27 @@ class CompactLlamaModel(LlamaBase):
             done.set()
             watcher.join()
 
-    def _binding(self, cache: KVCache) -> tuple[Any, np.ndarray]:
-        """The cache's IOBinding for this session (KV buffers bound as past AND present) and the
-        logits buffer it writes; rebuilt when the cache reallocated."""
-        import onnxruntime as ort
-
+    def _binding(self, cache: KVCache) -> "_Binding":
+        """The cache's IOBinding for this session (KV buffers bound as past AND present);
+        rebuilt when the cache reallocated."""
         held = getattr(cache, "_ort_binding", None)
         if held is not None and held[0] is self._session and held[1] == cache.generation:
-            return held[2], held[3]
-        io = self._session.io_binding()
-        keep = []
-        for i in range(self.config.n_layers):
-            for name, buf in ((f"k{i}", cache.k_layers[i]), (f"v{i}", cache.v_layers[i])):
-                value = ort.OrtValue.ortvalue_from_numpy(buf[None])  # (1, n_kv, cap, hd), shared
-                io.bind_ortvalue_input(name, value)
-                io.bind_ortvalue_output(f"{name}_out", value)
-                keep.append(value)
-        logits = np.empty((1, self.config.vocab_size), _F32)
-        io.bind_ortvalue_output("logits", ort.OrtValue.ortvalue_from_numpy(logits))
-        cache._ort_binding = (self._session, cache.generation, io, logits, keep)  # type: ignore[attr-defined]
-        return io, logits
+            return held[2]
+        bound = _Binding(self._session, [k[None] for k in cache.k_layers],  # (1, n_kv, cap, hd)
+                         [v[None] for v in cache.v_layers], self.config.vocab_size)
+        cache._ort_binding = (self._session, cache.generation, bound)  # type: ignore[attr-defined]
+        return bound
+
+    def _arena_binding(self, arena: KVArena, r0: int, n: int) -> "_Binding":
+        """The binding of arena rows [r0, r0 + n) as one batch; rebuilt when the arena moved."""
+        held = getattr(arena, "_ort_bindings", None)
+        if held is None or held[0] is not self._session or held[1] != arena.generation:
+            held = arena._ort_bindings = (self._session, arena.generation, {})  # type: ignore[attr-defined]
+        bound = held[2].get((r0, n))
+        if bound is None:
+            keys, values = arena.rows(r0, r0 + n)  # (n, n_kv, cap, hd) per layer
+            bound = held[2][(r0, n)] = _Binding(self._session, keys, values, self.config.vocab_size)
+        return bound
 
     def _rope_inputs(self, n_positions: int, local: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """cos and sin of the (global or local) RoPE table, (>= n_positions, rope_dims/2) float32 each."""
@@ -170,6 +225,57 @@ class CompactLlamaModel(LlamaBase):
         if held is None or held[0] is not rot:
             held = self._cos_sin[local] = (rot, np.ascontiguousarray(rot.real), np.ascontiguousarray(rot.imag))
         return held[1], held[2]
+
+
+class _Binding:
+    """An IOBinding with the KV buffers bound as past AND present of every layer (ONNX
+    Runtime's attention then writes the new positions in place), and the logits buffers."""
+
+    def __init__(self, session: Any, keys: list[np.ndarray], values: list[np.ndarray], vocab: int) -> None:
+        import onnxruntime as ort
+
+        self._ort = ort
+        self.io = io = session.io_binding()
+        self._keep = []
+        for i, (k, v) in enumerate(zip(keys, values)):
+            for name, buf in ((f"k{i}", k), (f"v{i}", v)):
+                value = ort.OrtValue.ortvalue_from_numpy(buf)  # shares the buffer
+                io.bind_ortvalue_input(name, value)
+                io.bind_ortvalue_output(f"{name}_out", value)
+                self._keep.append(value)
+        self._vocab = vocab
+        self._logits: dict[int, tuple[np.ndarray, Any]] = {}
+        self._bound = 0
+
+    def logits(self, n: int) -> np.ndarray:
+        """The (n, vocab) buffer the next run writes its logits into (bound when n changes)."""
+        held = self._logits.get(n)
+        if held is None:
+            if len(self._logits) > 4:  # drafts of many lengths: keep the one-row buffer only
+                self._logits = {k: v for k, v in self._logits.items() if k == 1}
+            buf = np.empty((n, self._vocab), _F32)
+            held = self._logits[n] = (buf, self._ort.OrtValue.ortvalue_from_numpy(buf))
+        if n != self._bound:
+            self.io.bind_ortvalue_output("logits", held[1])
+            self._bound = n
+        return held[0]
+
+
+def _adjacent_runs(caches: Sequence[KVCache]) -> list[list[int]]:
+    """Indices of `caches` grouped into runs that one batched call can bind: arena caches of
+    one arena on adjacent rows, in row order; any other cache is a run of its own."""
+    arena = [i for i, c in enumerate(caches) if isinstance(c, ArenaKVCache) and c.row is not None]
+    runs: list[list[int]] = [[i] for i in range(len(caches)) if i not in set(arena)]
+    arena.sort(key=lambda i: (id(caches[i].arena), caches[i].row))  # type: ignore[attr-defined]
+    for i in arena:
+        c = caches[i]
+        last = caches[runs[-1][-1]] if runs and runs[-1][-1] in arena else None
+        if (last is not None and last.arena is c.arena  # type: ignore[attr-defined]
+                and last.row + 1 == c.row):  # type: ignore[attr-defined]
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def kernel_mode(explicit: str | None = None) -> str:

@@ -261,12 +261,15 @@ def build_model_proto(
 ) -> bytes:
     """The serialized ONNX model of a whole forward pass (see the module docstring).
 
-    Inputs: x (T, dim) embeddings; exact () bool, true for prompt tokens (exact-prompt mode
-    only); seqlens_k (1,) int32 = offset + T - 1; total () int32 =
-    offset + T; cos, sin (positions >= offset + T, rope_dims/2) of the RoPE table (and
-    cos_local, sin_local of the sliding-window layers' own table when `local_rope`); per layer i
-    k{i}, v{i} (1, n_kv, capacity, head_dim), the KV cache's buffers. Outputs: logits
-    (1, vocab) of the last row and k{i}_out, v{i}_out (bound to the same buffers).
+    Inputs: x (B*T, dim) embeddings of B sequences of T tokens each (B = 1: a prompt chunk,
+    a decode step or a draft to verify; T = 1: a batched decode step, one row per stream); exact
+    () bool, true for prompt tokens (exact-prompt mode only); seqlens_k (B,) int32 = each
+    row's offset + T - 1; total () int32 = the largest offset + T; rows (1,) int64 = -n, the
+    head runs on the last n rows; cos, sin (positions >= total, rope_dims/2) of the RoPE table
+    (and cos_local, sin_local of the sliding-window layers' own table when `local_rope`); per
+    layer i k{i}, v{i} (B, n_kv, capacity, head_dim), the KV caches' buffers (B rows of one
+    arena when B > 1, see kv_cache.KVArena). Outputs: logits (n, vocab) and k{i}_out,
+    v{i}_out (bound to the same buffers).
     """
     from onnx import TensorProto
 
@@ -274,15 +277,19 @@ def build_model_proto(
     f32, i32 = TensorProto.FLOAT, TensorProto.INT32
     g = _Graph(external, kernels)
     x = g.input("x", f32, ["T", c.dim])
-    seqlens = g.input("seqlens_k", i32, [1])
+    seqlens = g.input("seqlens_k", i32, ["B"])
     total = g.input("total", i32, [])
+    rows = g.input("rows", TensorProto.INT64, [1])
     cos, sin = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos", "sin"))
     if local_rope:  # the sliding-window layers' own table (Gemma)
         cos_local, sin_local = (g.input(n, f32, ["P", c.rope_dims // 2]) for n in ("cos_local", "sin_local"))
     else:
         cos_local, sin_local = cos, sin
-    kv_shape = [1, c.n_kv_heads, "C", c.head_dim]
+    kv_shape = ["B", c.n_kv_heads, "C", c.head_dim]
     i64 = np.int64
+    nqkv = c.q_dim + 2 * c.kv_dim
+    # (B, T, nqkv): B from seqlens_k, so one graph serves a chunk and a batch of streams
+    by_row = g.node("Concat", [g.node("Shape", [seqlens])[0], g.small(np.array([-1, nqkv], i64))], axis=0)[0]
 
     def pre_norm(h: str, weight: np.ndarray | None) -> str:
         return h if weight is None else g.rms(h, weight, c.norm_eps)
@@ -327,12 +334,12 @@ def build_model_proto(
         return g.node("Add", [x1, branch(g.linear(act, layer.down), layer.post_ffw_norm)])[0]
 
     def head_of(h: str) -> str:
-        last = g.node("Slice", [h, g.small(np.array([-1], i64)), g.small(np.array([2**62], i64)),
-                                g.small(np.array([0], i64))])[0]  # (1, dim)
+        last = g.node("Slice", [h, rows, g.small(np.array([2**62], i64)),
+                                g.small(np.array([0], i64))])[0]  # (n, dim)
         logits = scaled(g.linear(g.rms(last, output_norm, c.norm_eps), head), 1.0 / c.logit_scale)
         if c.final_softcap > 0:  # Gemma: c * tanh(logits / c)
             logits = scaled(g.node("Tanh", [scaled(logits, 1.0 / c.final_softcap)])[0], c.final_softcap)
-        return logits  # (1, vocab)
+        return logits  # (n, vocab)
 
     x = scaled(x, c.embedding_scale)
 
@@ -342,7 +349,7 @@ def build_model_proto(
     logits = ""
     for i, layer in enumerate(layers):
         past_k, past_v = g.input(f"k{i}", f32, kv_shape), g.input(f"v{i}", f32, kv_shape)
-        qkv3 = g.node("Unsqueeze", [qkv, g.small(np.array([0], i64))])[0]  # (1, T, nqkv)
+        qkv3 = g.node("Reshape", [qkv, by_row])[0]  # (B, T, nqkv)
         # present = the graph outputs themselves (no Identity): bound to the past's buffers,
         # GroupQueryAttention then writes the new positions in place.
         rope = c.rope_on(i)  # SmolLM3's NoPE layers: no rotary, keys cached unrotated
@@ -370,7 +377,7 @@ def build_model_proto(
             x, qkv = g.segment(step)
         else:
             (logits,) = g.segment(lambda h=x, a=a, layer=layer: [head_of(rest_of_layer(h, a, layer))])
-    g.output(logits, "logits", f32, [1, c.vocab_size])
+    g.output(logits, "logits", f32, ["N", c.vocab_size])
     return _model(g)
 
 
