@@ -42,10 +42,11 @@ def verified_stream(stream: Generator[Any, None, RawDecodeResult], check: CacheC
     """`stream`'s events, the first token held until `check` is "ok" (see the module docstring).
     Raises CacheRejected on a mismatch, CancelledAtGate on Stop while holding."""
     verified = check is None or check.state == "ok"
+    reply = None  # what the driver sent back for the last event (a batched DecodeStep: True)
     try:
         while True:
             try:
-                event = next(stream)
+                event = stream.send(reply)
             except StopIteration as stop:
                 if not verified:  # a reply with no token still leaves KV and ids behind
                     yield from _await_verdict(check, cancel, clock)  # type: ignore[arg-type]
@@ -53,6 +54,6 @@ def verified_stream(stream: Generator[Any, None, RawDecodeResult], check: CacheC
             if not verified and isinstance(event, (TokenProgress, TailProgress)):
                 yield from _await_verdict(check, cancel, clock)  # type: ignore[arg-type]
                 verified = True
-            yield event
+            reply = yield event
     finally:
         stream.close()

@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 import numpy as np
 
-from ..engine.progress import TokenProgress
+from ..engine.progress import DecodeStep, TokenProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +91,8 @@ class LogprobTap:
             while True:
                 if isinstance(event, TokenProgress):
                     event = self.score(event)
+                elif isinstance(event, DecodeStep):  # a batched step fills it without produce()
+                    self._logits = event.logits
                 event = stream.send((yield event))
         except StopIteration as done:
             return done.value

@@ -20,6 +20,7 @@ from .pacing import THERMAL_POLL_TOKENS, Pacer
 from .power import MemoryPressure, ThermalLevel, stepped_cap
 from .producer import ChunkedPrefillRunner, LogitProducer
 from .progress import (
+    DecodeStep,
     PaceWait,
     PrefillProgress,
     RawDecodeProgress,
@@ -61,6 +62,7 @@ __all__ = [
     "MemoryPressure",
     "MemoryProbe",
     "NEVER",
+    "DecodeStep",
     "PaceWait",
     "Pacer",
     "PrefillProgress",

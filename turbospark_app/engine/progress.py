@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from .power import MemoryPressure
 
@@ -54,6 +57,20 @@ class PaceWait:
     (on the rate config's clock). The blocking call sleeps; a scheduler may serve others."""
 
     until: float
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DecodeStep:
+    """Streaming-layer only: the decode step's forward pass, offered to the driver before the
+    loop runs it — feed `token` at `position`, write the next logits into `logits`. A driver
+    that batches streams runs it together with other streams' steps and sends back True; any
+    other driver sends nothing (None) and the loop runs the step itself. Yielded only for a
+    producer whose `batchable` is true."""
+
+    producer: Any
+    token: int
+    position: int
+    logits: np.ndarray
 
 
 @dataclass

@@ -34,7 +34,14 @@ from .errors import (
 from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
 from .power import MemoryPressure, ThermalLevel, stepped_cap
 from .producer import LogitProducer
-from .progress import PaceWait, PrefillProgress, RawDecodeProgress, RawDecodeResult, StopReason
+from .progress import (
+    DecodeStep,
+    PaceWait,
+    PrefillProgress,
+    RawDecodeProgress,
+    RawDecodeResult,
+    StopReason,
+)
 from .selection import Sampler, make_sampler
 from .token_sink import TokenSink
 from .tokenizer import EngineTokenizer
@@ -44,8 +51,8 @@ CancelFlag = Callable[[], bool]
 
 ProgressCallback = Callable[[RawDecodeProgress], None]
 
-RawCompletionStream = Generator[RawDecodeProgress | PaceWait, None, RawDecodeResult]
-"""Yields progress events and PaceWait; returns the result (StopIteration.value)."""
+RawCompletionStream = Generator[RawDecodeProgress | PaceWait | DecodeStep, Any, RawDecodeResult]
+"""Yields progress events, PaceWait and DecodeStep; returns the result (StopIteration.value)."""
 
 _T = TypeVar("_T")
 
@@ -143,6 +150,16 @@ def _read_probes(rate: RateConfig) -> tuple[ThermalLevel, MemoryPressure]:
     return ThermalLevel(thermal), MemoryPressure(memory)
 
 
+def forward_step(producer: LogitProducer, token: int, position: int, logits: np.ndarray
+                 ) -> Generator[DecodeStep, Any, None]:
+    """One decode step's forward pass. A batchable producer's step is first offered to the
+    driver (`DecodeStep`): a batching driver that ran it sends back True."""
+    if getattr(producer, "batchable", False):
+        if (yield DecodeStep(producer, token, position, logits)):
+            return
+    call_producer(producer.produce, token, position, logits)
+
+
 def decode(
     producer: LogitProducer,
     tokenizer: EngineTokenizer,
@@ -202,7 +219,7 @@ def decode(
                     yield from sink.finish(StopReason.CANCELLED)
                     reason = StopReason.CANCELLED
                     break
-        call_producer(producer.produce, token, position, logits)
+        yield from forward_step(producer, token, position, logits)
         position += 1
 
     # The last committed token was emitted but never fed: it is not KV-resident.
@@ -354,6 +371,8 @@ def drive_raw_completion(
                 return done.value
             if isinstance(event, PaceWait):
                 wait_until(event.until, rate.clock, rate.sleep, cancel)
+            elif isinstance(event, DecodeStep):
+                continue  # alone: the loop runs its own step (next() sends None)
             elif on_progress is not None:
                 on_progress(event)
     finally:

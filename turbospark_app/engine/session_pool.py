@@ -74,6 +74,15 @@ class SessionProducer:
     def slot_index(self) -> int:
         return self._slot.index
 
+    @property
+    def batchable(self) -> bool:
+        """Whether the slot's producer can join a batched decode step (`inner_producer`)."""
+        return bool(getattr(self._inner, "batchable", False))
+
+    @property
+    def inner_producer(self) -> Any:
+        return self._inner
+
     def produce(self, token: int, position: int, logits_out: np.ndarray) -> None:
         self._inner.produce(token, position, logits_out)
 

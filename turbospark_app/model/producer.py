@@ -96,6 +96,11 @@ class LlamaProducer:
         self.model.forward((token,), self._cache, True, logits_out)
         self._mirror.append(int(token))
 
+    @property
+    def batchable(self) -> bool:
+        """Decode steps of several producers can run as one pass (`produce_batch`)."""
+        return True
+
     def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
         """Feed a prompt token; the output head is skipped (`logits_out` is left untouched)."""
         self._check(position, 1)
@@ -157,3 +162,31 @@ class LlamaProducer:
         """Reset AND give the KV memory back."""
         self._mirror.clear()
         self._cache.release()
+
+
+def innermost(producer: object) -> object:
+    """The producer under any wrappers (a session slot's, a log-probability tap's)."""
+    while True:
+        inner = getattr(producer, "inner_producer", None)
+        if inner is None:
+            return producer
+        producer = inner
+
+
+def produce_batch(steps: Sequence[tuple[LlamaProducer, int, int, np.ndarray]]) -> None:
+    """One decode step for each (producer, token, position, logits_out): the producers of one
+    model run as ONE `forward_batch` (their caches' rows adjacent in one KV arena), each
+    exactly as its own `produce` would."""
+    groups: dict[int, list[tuple[LlamaProducer, int, int, np.ndarray]]] = {}
+    for step in steps:
+        producer, token, position, logits_out = step
+        producer._check(position, 1)
+        producer._check_logits(logits_out)
+        groups.setdefault(id(producer.model), []).append(step)
+    for group in groups.values():
+        model = group[0][0].model
+        logits = np.empty((len(group), model.config.vocab_size), np.float32)  # (B, vocab)
+        model.forward_batch([t for _, t, _, _ in group], [p.cache for p, _, _, _ in group], logits)
+        for row, (producer, token, _, logits_out) in zip(logits, group):
+            np.copyto(logits_out, row)
+            producer._mirror.append(int(token))
