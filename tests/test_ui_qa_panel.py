@@ -260,3 +260,25 @@ def test_forced_serious_steps_the_cadence_down_within_the_poll_and_back_up(ui, q
     assert latency is not None and latency < 0.5
     assert panel.stop_table.item(0, 4).text() == seconds_label(latency)
     assert panel.stop_table.item(0, 1).text() == pane.conversation.title
+
+
+def test_batch_figures_from_the_engine(qtbot) -> None:
+    from turbospark_app.ui.status_bar import EngineStatusBar
+
+    bridge = StubBridge()
+    panel = QAPanel(bridge)
+    bar = EngineStatusBar(bridge)
+    qtbot.addWidget(panel)
+    qtbot.addWidget(bar)
+    panel.poll()
+    assert panel.batch_label.text() == "no batched step yet"
+    bridge.info["engine"] = {"last_batch_size": 3, "batched_steps": 1200, "mean_batch_size": 2.5,
+                             "last_batch_ms": 31.5}
+    panel.poll()
+    assert panel.batch_label.text() == "now 3 · 1,200 batched steps, mean 2.5 rows, last 31.5 ms"
+    bar._token_times.extend([time.monotonic() - 0.5, time.monotonic()])
+    bar.poll()
+    assert bar.text("decode").endswith("live · batch 3")
+    bridge.info["engine"]["last_batch_size"] = 1
+    bar.poll()
+    assert "batch" not in bar.text("decode")

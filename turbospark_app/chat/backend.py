@@ -17,6 +17,7 @@ from typing import Any, Callable, Sequence
 from ..engine import (
     EmptyPrompt,
     GenerationConfig,
+    DecodeStep,
     PaceWait,
     RawDecodeResult,
     StopReason,
@@ -36,7 +37,7 @@ from .cache_gate import CacheRejected, CancelledAtGate, verified_stream
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
 from ..model.reference.forward import LlamaModel
-from ..model.producer import LlamaProducer
+from ..model.producer import LlamaProducer, innermost, produce_batch
 from ..model.text.tokenizer import GGUFTokenizer
 from ..readings import MemoryMonitor, ThermalMonitor, monitors_from_environment
 from ..readings.system_info import system_info
@@ -138,8 +139,19 @@ class LlamaChatBackend:
         config = self._with_probes(turn.settings.generation)
         return self._run_turn(turn, config, cancel)
 
+    def decode_batch(self, steps: Sequence[DecodeStep]) -> None:
+        """Run the decode steps of several turns as one forward pass (the engine thread's
+        batched round); each step's logits land in its own buffer, as `produce` would."""
+        produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
+                       for s in steps])
+
     def _new_pool(self, model: LlamaModel, slots: int, max_kv_bytes: int | None
                   ) -> SessionPool[LlamaProducer]:
+        arena = getattr(model, "new_kv_arena", None)
+        if arena is not None:  # the slots' caches are rows of one arena: they batch
+            kv = arena(self.max_context)
+            return SessionPool(lambda: LlamaProducer(model, kv.new_cache()),
+                               slots=slots, max_kv_bytes=max_kv_bytes)
         return SessionPool(lambda: LlamaProducer(model, model.new_cache(self.max_context)),
                            slots=slots, max_kv_bytes=max_kv_bytes)
 

@@ -3,9 +3,10 @@
 Why one thread: the backend (model, KV slots, tokenizer) is not thread-safe, and a single
 owner makes "who touches the model" trivially true. Several turns are still served at once:
 each turn is a step generator (`ChatBackend.stream_turn`), and the thread advances the active
-ones round-robin, ONE `next()` at a time (one prefill chunk or one token). A turn that yields
-`PaceWait(until)` is parked until `until` while the others run; when nothing is runnable the
-thread sleeps on a Condition that `submit`, `cancel` and `shutdown` notify.
+ones round-robin, ONE `next()` at a time (one prefill chunk or one token). The decode steps of
+the turns decoding at once run as ONE batched forward pass per round (`batching.py`). A turn
+that yields `PaceWait(until)` is parked until `until` while the others run; when nothing is
+runnable the thread sleeps on a Condition that `submit`, `cancel` and `shutdown` notify.
 
 Stop latency: `cancel()` sets the flag the turn's cancel predicate reads, stamps the time and
 wakes the thread (a parked turn is made runnable at once), so the turn ends within one forward
@@ -15,17 +16,14 @@ Events are delivered by calling `on_event(event)` ON THE ENGINE THREAD, never un
 scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal them to its own
 thread (see `turbospark_app.ui.bridge`).
 
-`system_info()` never waits behind a forward step: it merges a lock-protected snapshot (the
-backend's document, refreshed by the engine thread between steps and after every turn) with
-live readings taken on the caller's thread: this process's memory and CPU and, when the app
-hands its thermal / memory monitors in (`monitors=`), the two levels too, so a level forced
-from a QA control shows at the next poll even while the engine is idle or inside a step.
+`system_info()` never waits behind a forward step: it merges the backend's document as last
+read between steps (`snapshot.py`) with live readings taken on the caller's thread: memory, CPU
+and, when the app hands its monitors in (`monitors=`), the thermal and memory levels.
 """
 
 from __future__ import annotations
 
 import collections
-import copy
 import itertools
 import logging
 import threading
@@ -38,6 +36,7 @@ from ..chat.api import ChatBackend
 from ..engine import load_progress
 from ..engine.errors import EngineError
 from ..engine.progress import (
+    DecodeStep,
     PaceWait,
     PrefillProgress,
     RawDecodeResult,
@@ -63,6 +62,8 @@ from .events import (
     Token,
     error_kind,
 )
+from .batching import BatchFigures, next_in_round, run_round
+from .snapshot import InfoSnapshot
 from .jobs import Job, add_live_readings, turn_stats
 
 log = logging.getLogger(__name__)
@@ -72,8 +73,6 @@ Clock = Callable[[], float]
 Monitors = tuple[Any, Any]  # (readings.ThermalMonitor, readings.MemoryMonitor): read() is thread-safe
 Listener = Callable[[EngineEvent], None]
 
-# The backend's system_info is re-read at most this often while turns are being stepped.
-SNAPSHOT_REFRESH_SECONDS = 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,10 +118,10 @@ class EngineThread:
         self._backend: ChatBackend | None = None
         self._facts: tuple[dict[str, Any], int, Any] | None = None  # set when ready
         self._listeners: dict[int, Listener] = {}
+        self._round = 0  # batched decode rounds (batching.py)
+        self.batch = BatchFigures()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._snapshot_lock = threading.Lock()
-        self._snapshot: dict[str, Any] = {}
-        self._snapshot_at = float("-inf")
+        self._snapshot = InfoSnapshot(clock)
         self._process = psutil.Process()
         self._process.cpu_percent(None)  # prime: the first call always returns 0.0
         self.engine_thread_ident: int | None = None  # for affinity checks in tests
@@ -236,9 +235,7 @@ class EngineThread:
     def system_info(self) -> dict[str, Any]:
         """The backend's last `system_info` document (refreshed between steps) merged with live
         readings taken here on the caller's thread. Never blocks on a step."""
-        with self._snapshot_lock:
-            info = copy.deepcopy(self._snapshot)
-            snapshot_at = self._snapshot_at
+        info, age = self._snapshot.read()
         with self._cond:
             active = len(self._active)
             queued = len(self._pending)
@@ -247,9 +244,8 @@ class EngineThread:
             "state": self._state,
             "active_turns": active,
             "queued_turns": queued,
-            "snapshot_age_seconds": (
-                None if snapshot_at == float("-inf") else max(0.0, self._clock() - snapshot_at)
-            ),
+            **self.batch.describe(),
+            "snapshot_age_seconds": age,
         }
         if self._load_error is not None:
             info["engine"]["error"] = self._load_error[0]
@@ -293,8 +289,7 @@ class EngineThread:
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
         self._facts = None
-        with self._snapshot_lock:
-            self._snapshot, self._snapshot_at = {}, float("-inf")
+        self._snapshot.clear()
         close = getattr(backend, "close", None)
         if callable(close):
             try:
@@ -367,11 +362,14 @@ class EngineThread:
                     self._active.append(job)
                     return lambda job=job: self._start(job)
                 now = self._clock()
-                for i, job in enumerate(self._active):
-                    if job.ready_at <= now or job.cancelled:
-                        # Round-robin: the served job goes to the back of the line.
-                        self._active.append(self._active.pop(i))
-                        return lambda job=job: self._step(job)
+                job, waiting, self._round = next_in_round(self._active, self._round, now)
+                if job is not None:
+                    # Round-robin: the served job goes to the back of the line.
+                    self._active.remove(job)
+                    self._active.append(job)
+                    return lambda job=job: self._step(job)
+                if waiting:
+                    return lambda: self._run_round(waiting)
                 if self._shutdown and not self._active and not self._pending:
                     return None
                 timeout = None
@@ -408,10 +406,17 @@ class EngineThread:
         )
         return backend.prepare_prompt(job.session_id, request.prompt_ids, request.settings)
 
+    def _run_round(self, jobs: list[Job]) -> None:
+        """The round's decode steps as one batched pass (batching.py); the next round begins."""
+        run_round(self._backend, jobs, self.batch)
+        with self._cond:
+            self._round += 1
+
     def _step(self, job: Job) -> None:
         assert job.stream is not None
+        reply, job.reply = job.reply, None
         try:
-            event = next(job.stream)
+            event = job.stream.send(reply)
         except StopIteration as stop:
             self._finish(job, stop.value)
             return
@@ -419,7 +424,10 @@ class EngineThread:
             self._fail(job, e)
             return
         rid, cid = job.request_id, job.conversation_id
-        if isinstance(event, PaceWait):
+        if isinstance(event, DecodeStep):
+            with self._cond:
+                job.pending = event
+        elif isinstance(event, PaceWait):
             with self._cond:
                 if not job.cancelled:
                     job.ready_at = event.until
@@ -431,6 +439,7 @@ class EngineThread:
             self._emit(Token(rid, cid, event.index, event.id, event.delta,
                              getattr(event, "logprob", None), getattr(event, "top", ())))
         elif isinstance(event, PrefillProgress):
+            job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total))
         elif isinstance(event, TailProgress):
             job.text_parts.append(event.text)
@@ -497,15 +506,4 @@ class EngineThread:
         self._refresh_snapshot(force=True)
 
     def _refresh_snapshot(self, force: bool = False) -> None:
-        """Re-read the backend's system_info (engine thread only: the backend is ours)."""
-        now = self._clock()
-        if self._backend is None or (not force and now - self._snapshot_at < SNAPSHOT_REFRESH_SECONDS):
-            return
-        try:
-            info = dict(self._backend.system_info())
-        except Exception as e:
-            log.exception("backend system_info failed")
-            info = {"error": f"system_info failed: {e}"}
-        with self._snapshot_lock:
-            self._snapshot = info
-            self._snapshot_at = now
+        self._snapshot.refresh(self._backend, force)

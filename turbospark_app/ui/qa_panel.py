@@ -180,13 +180,18 @@ class QAPanel(QDockWidget):
         self.reuse_label = QLabel(objectName="qaReuse")
         self.evictions_label = QLabel(objectName="qaEvictions")
         self.stops_label = QLabel(objectName="qaStops")
-        for label in (self.cap_label, self.reuse_label, self.evictions_label, self.stops_label):
+        self.batch_label = QLabel("no batched step yet", objectName="qaBatch")
+        self.batch_label.setToolTip("Decode steps of streams decoding at once run as one forward pass: "
+                                    "the last step's batch size, and the batched passes so far")
+        for label in (self.cap_label, self.reuse_label, self.evictions_label, self.stops_label,
+                      self.batch_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         figures = QFormLayout()
         figures.addRow("Cap now", self.cap_label)
         figures.addRow("Reused prefix", self.reuse_label)
         figures.addRow("Slot evictions", self.evictions_label)
         figures.addRow("Stop latency", self.stops_label)
+        figures.addRow("Decode batch", self.batch_label)
         self.stop_table = QTableWidget(0, 5)
         self.stop_table.setObjectName("qaStopTable")
         self.stop_table.setHorizontalHeaderLabels(["at", "conversation", "during", "tokens", "Stop → ended"])
@@ -241,7 +246,16 @@ class QAPanel(QDockWidget):
         self.data.levels(thermal, memory, now)
         self.data.tick(now)
         self._show_cap(info)
+        self._show_batch(info)
         self._dirty = True
+
+    def _show_batch(self, info: dict[str, Any]) -> None:
+        steps = nested(info, "engine.batched_steps")
+        if not steps:
+            return
+        self.batch_label.setText(
+            f"now {nested(info, 'engine.last_batch_size') or 1} · {steps:,} batched steps, mean "
+            f"{nested(info, 'engine.mean_batch_size')} rows, last {nested(info, 'engine.last_batch_ms')} ms")
 
     def flush(self) -> None:
         """Redraw the series (only what the window shows) and the axes."""

@@ -75,6 +75,7 @@ class EngineStatusBar(QStatusBar):
         self._remote_label: str | None = None
         self._token_times: collections.deque[float] = collections.deque()
         self._last_decode_rate = 0.0
+        self._batch = 0  # the engine's last decode step's batch size
         self._last_finished: Finished | None = None
         self.labels: dict[str, QLabel] = {}
         self._tips: dict[str, str] = {}
@@ -83,7 +84,8 @@ class EngineStatusBar(QStatusBar):
             ("reuse", "Last turn: prompt tokens continued from the KV cache, and how the "
                       "conversation got its KV slot (hit / miss / evicted another)"),
             ("prefill", "Last turn's prefill rate (new prompt tokens per second)"),
-            ("decode", "Decode rate: live while generating (all panes), else the last turn's"),
+            ("decode", "Decode rate: live while generating (all panes), else the last turn's; "
+                       "'batch N': N streams' decode steps run as one forward pass"),
             ("thermal", "Thermal level (pacing slows down when hot)"),
             ("memory", "Memory pressure (pacing slows down under pressure)"),
             ("rss", "This process's resident memory"),
@@ -156,6 +158,7 @@ class EngineStatusBar(QStatusBar):
                                             f"source: {source}" + (f"\n{detail}" if detail else ""))
         rss = nested(info, "process.rss_bytes")
         self.labels["rss"].setText(f"RSS {bytes_label(rss)}")
+        self._batch = int(nested(info, "engine.last_batch_size") or 0)
         self._update_decode()
         last = info.get("last_turn")
         if self._last_finished is not None and self._last_finished.stats.source != "remote" \
@@ -216,6 +219,7 @@ class EngineStatusBar(QStatusBar):
         if len(self._token_times) >= 2:
             span = self._token_times[-1] - self._token_times[0]
             rate = (len(self._token_times) - 1) / span if span > 0 else 0.0
-            self.labels["decode"].setText(f"decode {rate_label(rate)} live")
+            batch = f" · batch {self._batch}" if self._batch > 1 else ""
+            self.labels["decode"].setText(f"decode {rate_label(rate)} live{batch}")
         else:
             self.labels["decode"].setText(f"decode {rate_label(self._last_decode_rate)}")

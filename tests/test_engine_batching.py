@@ -1,0 +1,128 @@
+"""Batched decode in the engine thread on the real default model: streams decoding at once
+share ONE forward pass per step (batching.py), and each stream's reply is token for token what
+it is alone; Stop, caps and prefill interleaving while batched."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turbospark_app.chat.api import ChatMessage, TurnSettings
+from turbospark_app.chat.backend import load_backend
+from turbospark_app.engine import GenerationConfig, StopReason
+from turbospark_app.service.engine_thread import EngineThread
+from turbospark_app.service.events import Failed, Finished, Prefilling, Token, TurnRequest
+
+QUESTIONS = ["Name three colours.", "What is the capital of France?", "Count from one to ten.",
+             "Write a haiku about rain."]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, event: Any) -> None:
+        with self.cond:
+            self.events.append(event)
+            self.cond.notify_all()
+
+    def wait_done(self, rids: list[int], timeout: float = 120.0) -> dict[int, Any]:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                done = {e.request_id: e for e in self.events if isinstance(e, (Finished, Failed))}
+                if all(r in done for r in rids):
+                    return done
+                left = deadline - time.monotonic()
+                assert left > 0, f"turns {rids} did not end"
+                self.cond.wait(left)
+
+
+def turn(cid: str, text: str, tokens: int = 24) -> TurnRequest:
+    config = GenerationConfig(max_new_tokens=tokens)  # temperature 0 by default: greedy
+    return TurnRequest(cid, (ChatMessage("user", text),), TurnSettings(generation=config))
+
+
+@pytest.fixture(scope="module")
+def backend(default_model_path: Path, tmp_path_factory: pytest.TempPathFactory):
+    return load_backend(default_model_path, cache_dir=tmp_path_factory.mktemp("cache"), session_slots=4)
+
+
+def _run(backend: Any, requests: list[TurnRequest], max_active: int = 4) -> tuple[dict[int, Any], EngineThread]:
+    rec = Recorder()
+    engine = EngineThread(lambda: backend, rec, max_active=max_active)
+    engine.start()
+    try:
+        rids = [engine.submit(r) for r in requests]
+        done = rec.wait_done(rids)
+        return {i: done[r] for i, r in enumerate(rids)}, engine
+    finally:
+        assert engine.shutdown(timeout=10)
+
+
+def test_streams_decoding_at_once_are_batched_and_reply_as_alone(backend) -> None:
+    alone = []
+    for i, q in enumerate(QUESTIONS):  # one at a time: never batched
+        done, engine = _run(backend, [turn(f"alone-{i}", q)], max_active=1)
+        assert engine.batch.steps == 0
+        alone.append(done[0].generated_ids)
+        assert len(alone[-1]) > 5
+    done, engine = _run(backend, [turn(f"together-{i}", q) for i, q in enumerate(QUESTIONS)])
+    assert [done[i].generated_ids for i in range(4)] == alone
+    figures = engine.batch.describe()
+    assert figures["batched_steps"] > 10 and max(figures["batch_sizes"]) == 4
+    assert engine.system_info()["engine"]["batched_steps"] == figures["batched_steps"]
+
+
+def test_stop_and_caps_per_stream_while_batched(backend) -> None:
+    rec = Recorder()
+    engine = EngineThread(lambda: backend, rec, max_active=4)
+    engine.start()
+    try:
+        long = [engine.submit(turn(f"long-{i}", "Tell me a long story about a dragon.", 300)) for i in range(2)]
+        short = engine.submit(turn("short", "Count from one to ten.", 5))
+        with rec.cond:  # wait until the long ones are decoding side by side
+            rec.cond.wait_for(lambda: sum(isinstance(e, Token) and e.request_id == long[0]
+                                          for e in rec.events) >= 8, timeout=60)
+        engine.cancel(long[0])
+        done = rec.wait_done([long[0], short])
+        assert done[long[0]].result.reason is StopReason.CANCELLED
+        assert done[short].result.reason is StopReason.MAX_TOKENS and len(done[short].generated_ids) == 5
+        assert engine.batch.steps > 0
+        # the other long stream goes on alone after the cancelled one ended
+        engine.cancel(long[1])
+        assert rec.wait_done([long[1]])[long[1]].result.reason is StopReason.CANCELLED
+    finally:
+        assert engine.shutdown(timeout=10)
+
+
+def test_a_new_prompt_prefills_between_batched_steps(backend) -> None:
+    rec = Recorder()
+    engine = EngineThread(lambda: backend, rec, max_active=4)
+    engine.start()
+    try:
+        first = engine.submit(turn("decoding", "Tell me a long story about a castle.", 200))
+        with rec.cond:
+            rec.cond.wait_for(lambda: any(isinstance(e, Token) and e.request_id == first
+                                          for e in rec.events), timeout=60)
+        words = " ".join(f"item {i} costs {i * 7 % 100} coins," for i in range(120))
+        config = GenerationConfig(max_new_tokens=4)
+        settings = TurnSettings(generation=config, chunked_prefill=True, chunk_size=32)
+        late = engine.submit(TurnRequest("late", (ChatMessage("user", f"Sum up: {words}"),), settings))
+        done = rec.wait_done([late])
+        # between the late prompt's first and last chunk the decoding stream kept producing tokens
+        events = rec.events
+        chunks = [i for i, e in enumerate(events) if isinstance(e, Prefilling) and e.request_id == late]
+        assert len(chunks) > 4
+        between = [e for e in events[chunks[0]:chunks[-1]] if isinstance(e, Token) and e.request_id == first]
+        assert len(between) >= len(chunks) - 2
+        assert done[late].result.new_tokens == 4
+        engine.cancel(first)
+        rec.wait_done([first])
+    finally:
+        assert engine.shutdown(timeout=10)
