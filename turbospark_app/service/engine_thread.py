@@ -119,6 +119,7 @@ class EngineThread:
         self._facts: tuple[dict[str, Any], int, Any] | None = None  # set when ready
         self._listeners: dict[int, Listener] = {}
         self._round = 0  # batched decode rounds (batching.py)
+        self._batching = False  # the backend runs DecodeSteps batched (set at load)
         self.batch = BatchFigures()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._snapshot = InfoSnapshot(clock)
@@ -321,6 +322,7 @@ class EngineThread:
             self._emit(BackendFailed(self._load_error[0], self._load_error[1]))
             return
         self._backend = backend
+        self._batching = callable(getattr(backend, "decode_batch", None))  # else no DecodeStep
         self._facts = (model_info, max_context, getattr(backend, "prompts", None))
         self._refresh_snapshot(force=True)
         self._state = "ready"
@@ -432,6 +434,8 @@ class EngineThread:
                 if not job.cancelled:
                     job.ready_at = event.until
         elif isinstance(event, TokenProgress):
+            if not self._batching:  # its forward pass ran: the turn's go in this round is over
+                job.round_done = self._round
             if job.first_token_at is None:
                 job.first_token_at = self._clock()
             job.generated_ids.append(event.id)
