@@ -113,11 +113,15 @@ def test_arena_rows_grow_copy_and_free() -> None:
     assert a.nbytes + b.nbytes == arena.nbytes
     with pytest.raises(KVCacheFull):
         a.reserve(41)
-    a.release()  # row 0 free, row 1 kept: the arena keeps two rows, sized for b
-    assert a.row is None and arena.n_rows == 2 and a.capacity == 0
+    for layer in b.k_layers:
+        layer[:, :3] = 7.0
+    b.advance(3)
+    a.release()  # b moves up to row 0 with its positions; the arena holds one row, sized for b
+    assert a.row is None and a.capacity == 0 and (b.row, arena.n_rows) == (0, 1)
+    assert arena.capacity == 8 and (b.keys(1) == 7.0).all()
     c = arena.new_cache()
     c.reserve(1)
-    assert c.row == 0  # the free row is reused
+    assert c.row == 1 and arena.n_rows == 2
     b.release()
     c.release()
     assert arena.n_rows == 0 and arena.nbytes == 0

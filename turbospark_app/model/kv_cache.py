@@ -229,11 +229,12 @@ class KVArena:
 
     so that the caches of streams decoding at once can be bound as one (B, n_kv, capacity,
     head_dim) tensor per layer (`rows(r0, r1)`) and stepped by one batched forward pass. A
-    cache takes a row when it first reserves memory and gives it back on `release`; every row
-    has the arena's capacity, grown (like a KVCache) to what the longest member needs. Growing,
-    adding a row or dropping the last ones reallocates and copies the members' valid positions:
-    their views go stale (each member's `generation` moves, as after a KVCache reallocation).
-    Memory is rows x capacity: a short conversation beside a long one holds the long one's room.
+    cache takes a row when it first reserves memory and gives it back on `release` (the rows
+    after it move up); every row has the arena's capacity, grown (like a KVCache) to what the
+    longest member needs. Growing, adding or dropping a row reallocates and copies the members'
+    valid positions: their views go stale (each member's `generation` moves, as after a KVCache
+    reallocation). Memory is rows x capacity: a short conversation beside a long one holds the
+    long one's room.
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, max_context: int,
@@ -243,7 +244,7 @@ class KVArena:
         self.n_layers, self.n_kv_heads, self.head_dim = n_layers, n_kv_heads, head_dim
         self.max_context, self.step = max_context, step
         self.generation = 0  # bumped by every reallocation (batched bindings go stale)
-        self._members: list[ArenaKVCache | None] = []  # by row; None = a free row
+        self._members: list[ArenaKVCache] = []  # member i holds row i
         self._layout(0, 0)
 
     def new_cache(self) -> ArenaKVCache:
@@ -272,53 +273,44 @@ class KVArena:
                 [self._v[i, r0:r1] for i in range(self.n_layers)])
 
     def make_room(self, cache: ArenaKVCache, n_tokens: int) -> None:
-        """Give `cache` a row (the first free one) and at least `n_tokens` positions."""
+        """Give `cache` a row (a new last one) and at least `n_tokens` positions."""
         n_rows = self.n_rows
         if cache.row is None:
-            free = [r for r, m in enumerate(self._members) if m is None]
-            cache.row = free[0] if free else len(self._members)
-            if cache.row == len(self._members):
-                self._members.append(cache)
-            else:
-                self._members[cache.row] = cache
-            n_rows = max(n_rows, cache.row + 1)
+            self._members.append(cache)
+            n_rows += 1
         cap = self.capacity
         if n_tokens > cap:
             want = max(n_tokens, cap + max(self.step, cap // 4))
             cap = min(-(-want // self.step) * self.step, self.max_context)
-        if (n_rows, cap) != (self.n_rows, self.capacity):
-            self._layout(n_rows, cap)
-        else:
-            cache._attach(self._k, self._v)
+        self._layout(n_rows, cap)
 
     def leave(self, cache: ArenaKVCache) -> None:
-        """`cache` gives its row back; trailing free rows and unused capacity are freed."""
-        if cache.row is not None:
-            self._members[cache.row] = None
+        """`cache` gives its row back: the rows after it move up one (no holes, so memory is
+        rows x capacity of the caches holding memory) and unused capacity is freed."""
+        if cache in self._members:
+            self._members.remove(cache)
             cache.row = None
             cache._alloc(0)
-        while self._members and self._members[-1] is None:
-            self._members.pop()
         self.shrink()
 
     def shrink(self) -> None:
-        """Drop trailing free rows and capacity beyond the longest member (rounded to a step)."""
-        need = max((m.offset for m in self._members if m is not None), default=0)
+        """Drop capacity beyond the longest member (rounded to a step) and rows nobody holds."""
+        need = max((m.offset for m in self._members), default=0)
         cap = min(-(-need // self.step) * self.step, self.max_context) if self._members else 0
         if (len(self._members), cap) != (self.n_rows, self.capacity) and cap <= self.capacity:
             self._layout(len(self._members), cap)
 
     def _layout(self, n_rows: int, cap: int) -> None:
+        """Reallocate as n_rows x cap; member i moves to row i with its valid positions."""
         shape = (self.n_layers, n_rows, self.n_kv_heads, cap, self.head_dim)
-        old = getattr(self, "_k", None), getattr(self, "_v", None)
+        old_k, old_v = getattr(self, "_k", None), getattr(self, "_v", None)
         self._k, self._v = np.empty(shape, np.float32), np.empty(shape, np.float32)
-        for m in self._members:
-            if m is None:
-                continue
+        for row, m in enumerate(self._members):
             n = m.offset
-            if n and old[0] is not None and m.row < old[0].shape[1]:
-                self._k[:, m.row, :, :n] = old[0][:, m.row, :, :n]
-                self._v[:, m.row, :, :n] = old[1][:, m.row, :, :n]
+            if n and old_k is not None and old_v is not None and m.row is not None:
+                self._k[:, row, :, :n] = old_k[:, m.row, :, :n]
+                self._v[:, row, :, :n] = old_v[:, m.row, :, :n]
+            m.row = row
             m._attach(self._k, self._v)
         self.generation += 1
 
