@@ -126,3 +126,32 @@ def test_a_new_prompt_prefills_between_batched_steps(backend) -> None:
         rec.wait_done([first])
     finally:
         assert engine.shutdown(timeout=10)
+
+
+def test_log_probabilities_while_batched_match_alone(backend) -> None:
+    def scored(cid: str, run: str) -> TurnRequest:  # a new conversation per run: no KV reuse
+        settings = TurnSettings(generation=GenerationConfig(max_new_tokens=12), top_logprobs=3)
+        return TurnRequest(f"{run}-{cid}", (ChatMessage("user", f"Say something about {cid}."),), settings)
+
+    def tokens_of(engine_events: list[Any], rid: int) -> list[tuple[int, float, tuple]]:
+        return [(e.id, e.logprob, e.top_logprobs) for e in engine_events
+                if isinstance(e, Token) and e.request_id == rid]
+
+    alone = []
+    for cid in ("cats", "boats"):
+        rec = Recorder()
+        engine = EngineThread(lambda: backend, rec, max_active=1)
+        engine.start()
+        rid = engine.submit(scored(cid, "alone"))
+        rec.wait_done([rid])
+        engine.shutdown(timeout=10)
+        alone.append(tokens_of(rec.events, rid))
+    rec = Recorder()
+    engine = EngineThread(lambda: backend, rec, max_active=4)
+    engine.start()
+    rids = [engine.submit(scored(cid, "together")) for cid in ("cats", "boats")]
+    rec.wait_done(rids)
+    assert engine.batch.steps > 0
+    engine.shutdown(timeout=10)
+    together = [tokens_of(rec.events, rid) for rid in rids]
+    assert together == alone and all(lp is not None for row in alone for _, lp, _ in row)
