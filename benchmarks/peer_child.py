@@ -28,6 +28,27 @@ def _peak_rss_mib() -> float:
     return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
 
 
+def _rss_mib() -> dict[str, float]:
+    """The process's current RSS (VmRSS), private (RssAnon) and file-backed (RssFile) MiB (Linux;
+    {} elsewhere): the steady figure after load and decode, besides the peak."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile"):
+                    out[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+def _steady() -> dict[str, float]:
+    """RSS after load, prefill and decode, the model still alive: VmRSS and its private part."""
+    now = _rss_mib()
+    return {"steady_rss_mib": now["VmRSS"], "steady_anon_mib": now["RssAnon"]} if now else {}
+
+
 def _ids(n: int, vocab: int, seed: int) -> list[int]:
     return [int(t) for t in np.random.default_rng(seed).integers(100, min(vocab, 30000), n)]
 
@@ -60,7 +81,7 @@ def run_turbospark(args: argparse.Namespace) -> dict:
         model.forward([int(np.argmax(logits))], cache, True, logits)
     decode = args.decode / (time.perf_counter() - t)
     return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode,
-            "weights_bytes": _weights_bytes(model)}
+            "weights_bytes": _weights_bytes(model), **_steady()}
 
 
 def _weights_bytes(model) -> int:
@@ -90,7 +111,7 @@ def run_llama_cpp(args: argparse.Namespace) -> dict:
         last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
         llm.eval([int(np.argmax(last))])
     decode = args.decode / (time.perf_counter() - t)
-    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode}
+    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode, **_steady()}
 
 
 def main() -> int:
