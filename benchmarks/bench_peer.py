@@ -6,9 +6,13 @@
 Each figure comes from a fresh child process per engine (`peer_child.py`), the two engines
 alternating, `--rounds` times; the table shows medians and TurboSpark / llama.cpp ratios:
 decode tok/s (after a 38-token prompt), chunked prefill tok/s (500 tokens; TurboSpark in
-128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache) and
-peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic Llama-3.2-1B-shaped
-GGUFs with random Q4_0 and Q4_K weights (`synthetic_gguf.py`, written to a temp folder).
+128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache), warm
+open (the engine's imports + that load, a fresh process), first open (a whole process:
+`turbospark chat` with empty cache/config/data folders, one token, in the app's default kernel
+mode; llama.cpp: load and a 6-token prompt) with its peak RSS, steady RSS (after decode, the
+model alive) and peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic
+Llama-3.2-1B-shaped GGUFs with random Q4_0, Q4_K and Q4_K_M-mix weights (`synthetic_gguf.py`,
+written to a temp folder).
 TurboSpark runs once per kernel mode in `--kernels` (default: exact-prompt, the app's default,
 and int8, llama.cpp's numerics; see `ort_graph.KERNEL_MODES`), each its own column.
 Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
@@ -28,7 +32,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -68,6 +74,40 @@ def child(python: str, engine: str, gguf: Path, cache: Path, extra: list[str],
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+_PEER_OPEN = """
+from llama_cpp import Llama
+llm = Llama(model_path={path!r}, n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=512, verbose=False)
+llm.eval([1, 2, 3, 4, 5, 6])
+"""
+
+
+def first_open(engine: str, python: str, gguf: Path, tmp: Path) -> dict:
+    """A whole first-open process: TurboSpark's `turbospark chat` with empty cache, config and
+    data folders (weight cache built, tokenizer read, session made, one token), or llama.cpp
+    loading the GGUF and evaluating a 6-token prompt. Wall time and the process's peak RSS."""
+    env = dict(os.environ, TURBOSPARK_THREADS="2")
+    if engine == "llama.cpp":
+        cmd = [python, "-c", _PEER_OPEN.format(path=str(gguf))]
+    else:
+        fresh = Path(tempfile.mkdtemp(prefix="first-open-", dir=tmp))
+        for name in ("cache", "config", "data"):
+            env[f"TURBOSPARK_{name.upper()}_DIR"] = str(fresh / name)
+        env.pop("TURBOSPARK_KERNELS", None)
+        cmd = [python, "-m", "turbospark_app", "chat", "--model", str(gguf), "--raw",
+               "--prompt", "hello there", "--max-new", "1"]
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{engine} first open of {gguf.name} failed:\n{err[-2000:]}")
+    if engine != "llama.cpp":
+        shutil.rmtree(fresh, ignore_errors=True)
+    return {"first_open_s": wall, "first_open_peak_mib": usage.ru_maxrss / 1024}
+
+
 def tensor_bytes(gguf_path: Path) -> int:
     import gguf
 
@@ -89,24 +129,35 @@ def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, ex
             kernels: list[str]) -> None:
     ours_py = sys.executable
     subprocess.run([ours_py, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r});"
-                    "from turbospark_app.model.reference.forward import LlamaModel;"
-                    f"LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact')"],
-                   check=True)  # build the weight cache outside the measured processes
+                    "from turbospark_app.model.reference.forward import LlamaModel\n"
+                    f"for k in {kernels!r}:\n"
+                    f"    LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact', kernels=k)"],
+                   check=True)  # the weight cache and each mode's graph, outside the measured processes
     engines = [f"TurboSpark {k}" for k in kernels] + ["llama.cpp"]
     runs: dict[str, list[dict]] = {e: [] for e in engines}
     for r in range(rounds):
         order = engines if r % 2 == 0 else engines[::-1]
         for engine in order:
             if engine == "llama.cpp":
-                runs[engine].append(child(peer, "llama.cpp", gguf_path, cache, extra))
+                res = child(peer, "llama.cpp", gguf_path, cache, extra)
+                res.update(first_open("llama.cpp", peer, gguf_path, cache.parent))
             else:
-                runs[engine].append(child(ours_py, "turbospark", gguf_path, cache, extra,
-                                          engine.split()[1]))
+                res = child(ours_py, "turbospark", gguf_path, cache, extra, engine.split()[1])
+                # the app's default kernels: a first open is one column's, the same for all
+                first = [x for e in engines[:-1] for x in runs[e] if "first_open_s" in x]
+                if len(first) < r + 1:
+                    res.update(first_open("turbospark", ours_py, gguf_path, cache.parent))
+            runs[engine].append(res)
             print(f"  [{label}] round {r + 1} {engine}: " + ", ".join(
                 f"{k} {v:.3g}" for k, v in runs[engine][-1].items()), flush=True)
-    med = {e: {k: statistics.median(x[k] for x in rs) for k in ("decode_tok_s", "prefill_tok_s",
-                                                                 "load_s", "peak_rss_mib")}
-           for e, rs in runs.items()}
+    keys = ("decode_tok_s", "prefill_tok_s", "load_s", "open_s", "first_open_s",
+            "first_open_peak_mib", "steady_rss_mib", "peak_rss_mib")
+    med = {e: {k: statistics.median(vals) if (vals := [x[k] for x in rs if k in x]) else float("nan")
+               for k in keys} for e, rs in runs.items()}
+    ours_first = [x for e in engines[:-1] for x in runs[e] if "first_open_s" in x]
+    for k in ("first_open_s", "first_open_peak_mib"):  # one first open per round, any column
+        for e in engines[:-1]:
+            med[e][k] = statistics.median(x[k] for x in ours_first)
     peer_m = med["llama.cpp"]
     size = tensor_bytes(gguf_path)
     mem = weights_in_memory(gguf_path, cache)
@@ -115,6 +166,10 @@ def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, ex
     for key, name, fmt in (("decode_tok_s", "decode tok/s", "{:.1f}"),
                            ("prefill_tok_s", "chunked prefill tok/s", "{:.1f}"),
                            ("load_s", "load s (ours: warm)", "{:.2f}"),
+                           ("open_s", "warm open s (+imports)", "{:.2f}"),
+                           ("first_open_s", "first open s (process)", "{:.2f}"),
+                           ("first_open_peak_mib", "first open peak RSS MiB", "{:.0f}"),
+                           ("steady_rss_mib", "steady RSS MiB", "{:.0f}"),
                            ("peak_rss_mib", "peak RSS MiB", "{:.0f}")):
         cells = []
         for e in engines:
@@ -185,7 +240,7 @@ def main() -> int:
         if not args.skip_1b:
             from synthetic_gguf import write_synthetic
 
-            for qtype in ("Q4_0", "Q4_K"):
+            for qtype in ("Q4_0", "Q4_K", "Q4_K_M"):
                 path = write_synthetic(Path(tmp) / f"synthetic-1b-{qtype}.gguf", qtype)
                 compare(f"synthetic 1B {qtype}", path, args.peer_python, args.rounds, cache,
                         ["--decode", "32", "--prefill", "256"], kernels)

@@ -3,10 +3,12 @@
     python peer_child.py turbospark|llama.cpp GGUF [--weights compact|f32] [--cache DIR]
            [--threads 2] [--prompt 38] [--decode 64] [--prefill 500] [--chunk 128]
 
-Measures, in this order: load time (TurboSpark: warm, the weight cache is built first by a
-separate load; llama.cpp: the GGUF memory-mapped), chunked prefill of `--prefill` pseudo-random
+Measures, in this order: the engine's import and load time, the first load of a fresh process
+(TurboSpark: warm, bench_peer.py builds the weight cache beforehand; llama.cpp: the GGUF
+memory-mapped), chunked prefill of `--prefill` pseudo-random
 token ids (TurboSpark in `--chunk`-token chunks, llama.cpp in one n_batch=512 batch), greedy
-decode of `--decode` tokens after a `--prompt`-token prompt, and the process's peak RSS.
+decode of `--decode` tokens after a `--prompt`-token prompt, the RSS then (steady, the model
+alive) and the process's peak RSS.
 This file runs under either venv: it imports only numpy and the engine it measures.
 """
 
@@ -28,6 +30,27 @@ def _peak_rss_mib() -> float:
     return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
 
 
+def _rss_mib() -> dict[str, float]:
+    """The process's current RSS (VmRSS), private (RssAnon) and file-backed (RssFile) MiB (Linux;
+    {} elsewhere): the steady figure after load and decode, besides the peak."""
+    out: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile"):
+                    out[key] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
+
+
+def _steady() -> dict[str, float]:
+    """RSS after load, prefill and decode, the model still alive: VmRSS and its private part."""
+    now = _rss_mib()
+    return {"steady_rss_mib": now["VmRSS"], "steady_anon_mib": now["RssAnon"]} if now else {}
+
+
 def _ids(n: int, vocab: int, seed: int) -> list[int]:
     return [int(t) for t in np.random.default_rng(seed).integers(100, min(vocab, 30000), n)]
 
@@ -35,10 +58,11 @@ def _ids(n: int, vocab: int, seed: int) -> list[int]:
 def run_turbospark(args: argparse.Namespace) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     os.environ["TURBOSPARK_THREADS"] = str(args.threads)
+    t = time.perf_counter()
     from turbospark_app.model.reference.forward import LlamaModel
 
-    LlamaModel.from_gguf(args.gguf, args.cache, weights=args.weights)  # cold (or already warm)
-    t = time.perf_counter()
+    imports = time.perf_counter() - t
+    t = time.perf_counter()  # the first load of the process (warm: bench_peer built the cache)
     model = LlamaModel.from_gguf(args.gguf, args.cache, weights=args.weights)
     load = time.perf_counter() - t
     c = model.config
@@ -59,8 +83,8 @@ def run_turbospark(args: argparse.Namespace) -> dict:
     for _ in range(args.decode):
         model.forward([int(np.argmax(logits))], cache, True, logits)
     decode = args.decode / (time.perf_counter() - t)
-    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode,
-            "weights_bytes": _weights_bytes(model)}
+    return {"load_s": load, "open_s": imports + load, "prefill_tok_s": prefill,
+            "decode_tok_s": decode, "weights_bytes": _weights_bytes(model), **_steady()}
 
 
 def _weights_bytes(model) -> int:
@@ -68,8 +92,10 @@ def _weights_bytes(model) -> int:
 
 
 def run_llama_cpp(args: argparse.Namespace) -> dict:
+    t = time.perf_counter()
     from llama_cpp import Llama
 
+    imports = time.perf_counter() - t
     t = time.perf_counter()
     llm = Llama(model_path=str(args.gguf), n_ctx=2048, n_threads=args.threads,
                 n_threads_batch=args.threads, n_batch=512, verbose=False)
@@ -90,7 +116,8 @@ def run_llama_cpp(args: argparse.Namespace) -> dict:
         last = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
         llm.eval([int(np.argmax(last))])
     decode = args.decode / (time.perf_counter() - t)
-    return {"load_s": load, "prefill_tok_s": prefill, "decode_tok_s": decode}
+    return {"load_s": load, "open_s": imports + load, "prefill_tok_s": prefill,
+            "decode_tok_s": decode, **_steady()}
 
 
 def main() -> int:

@@ -1,13 +1,14 @@
 """A synthetic GGUF with Llama-3.2-1B's shape and random quantized weights (benchmarks only).
 
-    python benchmarks/synthetic_gguf.py OUT.gguf [--type Q4_0|Q4_K] [--layers 16] [--arch qwen3]
+    python benchmarks/synthetic_gguf.py OUT.gguf [--type Q4_0|Q4_K|Q6_K|Q4_K_M] [--layers 16] [--arch qwen3]
 
 `--arch` writes a ~0.5-1B model of that family instead (`FAMILY_SHAPES`: its real head layout,
 its own tensors and keys: q/k norms, post norms, fused q|k|v and gate|up, sliding windows,
 soft-caps, scales), with a 32k vocabulary so every family's head costs the same.
 
 16 layers, dim 2048, ffn 8192, 32 query / 8 KV heads (head_dim 64), vocab 128256, tied
-embeddings. Every matrix is random blocks of `--type` with small float16 scales (its logits mean
+embeddings. Every matrix is random blocks of `--type` (Q4_K_M: Q4_K with Q6_K tensors where
+llama.cpp's Q4_K_M puts them, `mix_type`) with small float16 scales (its logits mean
 nothing; its speed and memory are real); norms are ones. A byte-level SentencePiece-style
 vocabulary (`<unk>`, `<s>`, `</s>`, 256 byte tokens, fillers) lets llama.cpp load the file.
 """
@@ -22,7 +23,22 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 
 SHAPE = {"n_layers": 16, "dim": 2048, "ffn": 8192, "n_heads": 32, "n_kv": 8, "vocab": 128256}
-_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4))}  # (byte offset, value)
+_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4)), "Q6_K": ((208, 2e-5),)}
+MIXES = {"Q4_K_M": ("Q4_K", "Q6_K")}  # a mix: (most tensors, the tensors llama.cpp gives more bits)
+
+
+def mix_type(qtype: str, tensor: str, layer: int, n_layers: int) -> str:
+    """The type of one tensor in `qtype` (a plain type, or a mix as llama.cpp's Q4_K_M makes it:
+    Q6_K for the embedding and for attn_v / ffn_down of the first and last eighth of the layers
+    and every third one between; Q4_K for the rest)."""
+    if qtype not in MIXES:
+        return qtype
+    base, more = MIXES[qtype]
+    if tensor == "token_embd":
+        return more
+    eighth = n_layers // 8
+    more_bits = layer < eighth or layer >= n_layers - eighth or (layer - eighth) % 3 == 2
+    return more if tensor in ("attn_v", "ffn_down") and more_bits else base
 
 
 def random_blocks(rows: int, cols: int, qtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -70,8 +86,9 @@ def write_synthetic(path: Path, qtype: str = "Q4_0", n_layers: int | None = None
     w.add_rope_dimension_count(head_dim)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if qtype == "Q4_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
     _add_vocab(w, vocab)
-    qt = Q[qtype]
-    w.add_tensor("token_embd.weight", random_blocks(vocab, dim, qtype, rng), raw_dtype=qt)
+    n = s["n_layers"]
+    embd = mix_type(qtype, "token_embd", 0, n)
+    w.add_tensor("token_embd.weight", random_blocks(vocab, dim, embd, rng), raw_dtype=Q[embd])
     w.add_tensor("output_norm.weight", np.ones(dim, np.float32))
     shapes = {"attn_q": (dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim),
               "attn_output": (dim, dim), "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim),
@@ -80,7 +97,8 @@ def write_synthetic(path: Path, qtype: str = "Q4_0", n_layers: int | None = None
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, np.float32))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, np.float32))
         for kind, (rows, cols) in shapes.items():
-            w.add_tensor(f"blk.{i}.{kind}.weight", random_blocks(rows, cols, qtype, rng), raw_dtype=qt)
+            t = mix_type(qtype, kind, i, n)
+            w.add_tensor(f"blk.{i}.{kind}.weight", random_blocks(rows, cols, t, rng), raw_dtype=Q[t])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -177,7 +195,7 @@ def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--type", default="Q4_0", choices=sorted(_F16_FIELDS))
+    ap.add_argument("--type", default="Q4_0", choices=sorted([*_F16_FIELDS, *MIXES]))
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--arch", choices=sorted(FAMILY_SHAPES), default=None)
     args = ap.parse_args()

@@ -27,6 +27,7 @@ from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
 from ..gguf.file import LlamaConfig
 from ..kv_cache import ArenaKVCache, KVArena, KVCache
 from .graph import build_model_proto, default_threads, supports
+from .graph_cache import cached_proto
 from .session_cache import cached_session
 from .weights import CompactWeights, embed_rows, load_compact
 
@@ -54,8 +55,11 @@ class CompactLlamaModel(LlamaBase):
         t0 = time.perf_counter()
         report(KERNELS, 0.0)  # prepacking has no finer grain: the phase is said, then done
         self._threads = default_threads()
-        proto = build_model_proto(config, weights.layers, weights.head, weights.output_norm,
-                                  weights.external_ref, self.kernels, self.has_local_rope)
+        # Saved in the entry once per mode: a warm open neither imports onnx nor walks the layers.
+        proto, self.graph_cached = cached_proto(
+            weights.cache_path, self.kernels, self.has_local_rope,
+            lambda: build_model_proto(config, weights.layers, weights.head, weights.output_norm,
+                                      weights.external_ref, self.kernels, self.has_local_rope))
         self._session, self.session_origin = cached_session(
             proto, weights.cache_path, self.kernels, self._threads)
         self.session_seconds = time.perf_counter() - t0

@@ -24,8 +24,8 @@ from ..gguf.quant_blocks import (
     DenseMatrix,
     Matrix,
     matrix_from_tensor,
-    permute_rows,
-    stack_rows,
+    tensor_kind,
+    tensor_rows,
     unpack,
 )
 from ..reference.weights import (
@@ -65,21 +65,69 @@ class CompactWeights:
         return sum(a.nbytes for a in arrays.values())
 
 
-def _store(alloc: Alloc, group: str, mats: list[Matrix]) -> list[dict[str, Any]]:
-    meta: list[dict[str, Any]] = []
-    for j, m in enumerate(mats):
-        parts: dict[str, np.ndarray | None]
-        if isinstance(m, DenseMatrix):
-            parts = {"weight": m.weight}
-            meta.append({"dense": True})
+Source = tuple[Any, np.ndarray | None]
+"""A GGUF tensor and the order of its rows (None: as stored)."""
+
+_CHUNK_BYTES = 16 << 20  # GGUF bytes decoded at once: temporaries stay small, pages are freed
+
+
+def _store(alloc: Alloc, group: str, sources: list[Source]) -> list[dict[str, Any]]:
+    """Decode `sources` straight into the group's cache arrays, `_CHUNK_BYTES` of GGUF at a
+    time: consecutive tensors of one kind share one stacked part (q|k|v, gate|up), written in
+    place instead of concatenated, and no whole-tensor temporaries are made."""
+    runs: list[list[Source]] = []
+    for src in sources:
+        if runs and tensor_kind(runs[-1][0][0]) == tensor_kind(src[0]):
+            runs[-1].append(src)
         else:
-            parts = {"packed": m.packed, "scales": m.scales, "mins": m.mins}
-            meta.append({"bits": m.bits, "block_size": m.block_size, "zero": m.zero,
-                         "mins": m.mins is not None})
-        for name, arr in parts.items():
-            if arr is not None:
-                alloc(f"{group}.{j}.{name}", arr.shape, arr.dtype)[...] = arr
+            runs.append([src])
+    meta: list[dict[str, Any]] = []
+    for j, run in enumerate(runs):
+        parts: dict[str, _Rows] = {}
+        for tensor, order in run:
+            n = tensor_rows(tensor)
+            step = max(1, _CHUNK_BYTES * n // max(1, int(tensor.n_bytes)))
+            for r0 in range(0, n, step):
+                rows = slice(r0, min(n, r0 + step))
+                m = matrix_from_tensor(tensor, rows if order is None else order[rows])
+                if not parts:  # the first piece tells the arrays' shapes and the part's meta
+                    total = sum(tensor_rows(t) for t, _ in run)
+                    meta.append(_part_meta(m))
+                    for name, arr in _arrays_of(m).items():
+                        parts[name] = _Rows(alloc, f"{group}.{j}.{name}", (total, *arr.shape[1:]), arr.dtype)
+                for name, arr in _arrays_of(m).items():
+                    parts[name].append(arr)
     return meta
+
+
+class _Rows:
+    """A cache array filled front to back: streamed to its file when the allocator can
+    (`NpyStream`: a cache build), else stored into the array it gives (in memory)."""
+
+    def __init__(self, alloc: Alloc, name: str, shape: tuple[int, ...], dtype: Any) -> None:
+        stream = getattr(alloc, "stream", None)
+        self._out = stream(name, shape, dtype) if stream is not None else alloc(name, shape, dtype)
+        self._at = 0
+
+    def append(self, rows: np.ndarray) -> None:
+        if isinstance(self._out, np.ndarray):
+            self._out[self._at : self._at + len(rows)] = rows
+        else:
+            self._out.write(rows)
+        self._at += len(rows)
+
+
+def _part_meta(m: Matrix) -> dict[str, Any]:
+    if isinstance(m, DenseMatrix):
+        return {"dense": True}
+    return {"bits": m.bits, "block_size": m.block_size, "zero": m.zero, "mins": m.mins is not None}
+
+
+def _arrays_of(m: Matrix) -> dict[str, np.ndarray]:
+    if isinstance(m, DenseMatrix):
+        return {"weight": m.weight}
+    parts = {"packed": m.packed, "scales": m.scales}
+    return parts if m.mins is None else {**parts, "mins": m.mins}
 
 
 def _load(arrays: dict[str, np.ndarray], group: str, meta: list[dict[str, Any]]) -> list[Matrix]:
@@ -101,20 +149,18 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
     groups: dict[str, list[dict[str, Any]]] = {}
     perm = _neox_to_interleaved(c.head_dim, c.rope_dims) if c.rope_style == "neox" else None
 
-    def mat(name: str, n_heads: int = 0) -> Matrix:
-        m = matrix_from_tensor(gf.tensor(name))
-        if perm is not None and n_heads:
-            rows = (np.arange(n_heads)[:, None] * c.head_dim + perm[None, :]).reshape(-1)
-            m = permute_rows(m, rows)
-        return m
+    def src(name: str, n_heads: int = 0) -> Source:
+        t = gf.tensor(name)
+        if perm is None or not n_heads:
+            return t, None
+        return t, (np.arange(n_heads)[:, None] * c.head_dim + perm[None, :]).reshape(-1)
 
-    def fused_qkv(name: str) -> Matrix:
-        m = matrix_from_tensor(gf.tensor(name))
+    def fused_qkv(name: str) -> Source:
+        t = gf.tensor(name)
         if perm is None:
-            return m
+            return t, None
         heads = np.arange(c.n_heads + c.n_kv_heads)[:, None] * c.head_dim + perm[None, :]
-        rows = np.concatenate([heads.reshape(-1), np.arange(c.q_dim + c.kv_dim, c.q_dim + 2 * c.kv_dim)])
-        return permute_rows(m, rows)
+        return t, np.concatenate([heads.reshape(-1), np.arange(c.q_dim + c.kv_dim, c.q_dim + 2 * c.kv_dim)])
 
     def vec(name: str, n_heads: int = 0) -> np.ndarray:
         v = dequantize_tensor(gf.tensor(name)).reshape(-1)
@@ -125,9 +171,9 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
     def put(name: str, arr: np.ndarray) -> None:
         alloc(name, arr.shape, arr.dtype)[...] = arr
 
-    groups["embd"] = _store(alloc, "embd", [mat("token_embd.weight")])
+    groups["embd"] = _store(alloc, "embd", [src("token_embd.weight")])
     if not c.tied_embeddings:
-        groups["head"] = _store(alloc, "head", [mat("output.weight")])
+        groups["head"] = _store(alloc, "head", [src("output.weight")])
     put("output_norm", vec("output_norm.weight"))
     if gf.has_tensor(c.rope_factors):
         put("rope_freq_factors", vec(c.rope_factors))
@@ -137,16 +183,16 @@ def prepare_compact(gf: GGUFFile, alloc: Alloc) -> dict[str, Any]:
         if c.fused:  # Phi-3: one attn_qkv; its q and k rows permuted like separate ones
             groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", [fused_qkv(p + "attn_qkv.weight")])
         else:
-            qkv = [mat(p + "attn_q.weight", c.n_heads), mat(p + "attn_k.weight", c.n_kv_heads),
-                   mat(p + "attn_v.weight")]
-            groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", stack_rows(qkv))
-        groups[f"L{i}.o"] = _store(alloc, f"L{i}.o", [mat(p + "attn_output.weight")])
+            qkv = [src(p + "attn_q.weight", c.n_heads), src(p + "attn_k.weight", c.n_kv_heads),
+                   src(p + "attn_v.weight")]
+            groups[f"L{i}.qkv"] = _store(alloc, f"L{i}.qkv", qkv)
+        groups[f"L{i}.o"] = _store(alloc, f"L{i}.o", [src(p + "attn_output.weight")])
         if c.fused:  # Phi-3: ffn_up is [gate | up] already
-            gu = [mat(p + "ffn_up.weight")]
+            gu = [src(p + "ffn_up.weight")]
         else:
-            gu = stack_rows([mat(p + "ffn_gate.weight"), mat(p + "ffn_up.weight")])
+            gu = [src(p + "ffn_gate.weight"), src(p + "ffn_up.weight")]
         groups[f"L{i}.gate_up"] = _store(alloc, f"L{i}.gate_up", gu)
-        groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [mat(p + "ffn_down.weight")])
+        groups[f"L{i}.down"] = _store(alloc, f"L{i}.down", [src(p + "ffn_down.weight")])
         if c.pre_norms:
             put(f"L{i}.attn_norm", vec(p + "attn_norm.weight"))
             put(f"L{i}.ffn_norm", vec(p + "ffn_norm.weight"))

@@ -123,9 +123,26 @@ def _high_bits(qh: np.ndarray, n: int) -> np.ndarray:
 
 
 # Each decoder: raw blocks (rows, n_blocks, type_size) uint8 -> BlockMatrix.
+def _split_to_packed(qs: np.ndarray) -> np.ndarray:
+    """GGUF's 4-bit split order (byte j: element j in the low nibble, element j + 2m in the
+    high one) -> MatMulNBits blob bytes, without unpacking to a byte per element: (.., 2m).
+
+    Element pairs (2i, 2i+1) of the first half are the low nibbles of bytes 2i and 2i+1; those of
+    the second half their high nibbles. Same bytes out as `pack(_nibbles_split(qs), 4)`.
+    """
+    even, odd = qs[..., 0::2], qs[..., 1::2]
+    out = np.empty(qs.shape, np.uint8)
+    half = qs.shape[-1] // 2
+    lo, hi = out[..., :half], out[..., half:]
+    np.left_shift(odd, 4, out=lo)
+    lo |= even & np.uint8(15)
+    np.right_shift(even, 4, out=hi)
+    hi |= odd & np.uint8(0xF0)
+    return out
+
+
 def _q4_0(raw: np.ndarray) -> BlockMatrix:
-    q = _nibbles_split(raw[..., 2:18])
-    return BlockMatrix(4, 32, 8, pack(q, 4), _f16(raw, 0)[..., 0])
+    return BlockMatrix(4, 32, 8, _split_to_packed(raw[..., 2:18]), _f16(raw, 0)[..., 0])
 
 
 def _centred(bits: int, bs: int, q: np.ndarray, scales: np.ndarray, mins: np.ndarray, zero: int) -> BlockMatrix:
@@ -134,8 +151,9 @@ def _centred(bits: int, bs: int, q: np.ndarray, scales: np.ndarray, mins: np.nda
 
 
 def _q4_1(raw: np.ndarray) -> BlockMatrix:
-    q = _nibbles_split(raw[..., 4:20])
-    return _centred(4, 32, q, _f16(raw, 0)[..., 0], _f16(raw, 2)[..., 0], 8)
+    scales = _f16(raw, 0)[..., 0]
+    return BlockMatrix(4, 32, 8, _split_to_packed(raw[..., 4:20]), scales,
+                       _f16(raw, 2)[..., 0] + np.float32(8) * scales)
 
 
 def _q8_0(raw: np.ndarray) -> BlockMatrix:
@@ -174,8 +192,12 @@ def _q4_k_q(raw: np.ndarray, at: int) -> np.ndarray:
 
 def _q4_k(raw: np.ndarray) -> BlockMatrix:
     scales, mins = _k_scales(raw)
-    q = _q4_k_q(raw, 16).reshape(raw.shape[0], -1, 32)
-    return _centred(4, 32, q, scales, mins, 8)
+    # Each 32-byte chunk holds sub-block 2c in its low nibbles and 2c+1 in its high ones: Q4_0's
+    # split order over 64 elements, so the same repack yields sub-blocks 2c and 2c+1 in turn.
+    rows, nsb, _ = raw.shape
+    packed = _split_to_packed(raw[..., 16:144].reshape(rows, nsb, 4, 32))
+    mins += np.float32(8) * scales  # re-centred on zero point 8 (see the module docstring)
+    return BlockMatrix(4, 32, 8, packed.reshape(rows, nsb * 8, 16), scales, mins)
 
 
 def _q5_k(raw: np.ndarray) -> BlockMatrix:
@@ -206,18 +228,38 @@ BLOCK_TYPES: tuple[str, ...] = tuple(_DECODERS)
 """GGUF types kept as blocks; every other supported type becomes a float32 DenseMatrix."""
 
 
-def matrix_from_tensor(tensor: Any) -> Matrix:
-    """A GGUF 2-D weight tensor (rows = output features) as a BlockMatrix or DenseMatrix."""
+_KINDS: dict[str, tuple[int, int, int, bool]] = {  # BlockMatrix.kind of each decoder's output
+    "Q4_0": (4, 32, 8, False), "Q4_1": (4, 32, 8, True), "Q8_0": (8, 32, 128, False),
+    "Q5_0": (8, 32, 16, False), "Q5_1": (8, 32, 16, True), "Q4_K": (4, 32, 8, True),
+    "Q5_K": (8, 32, 16, True), "Q6_K": (8, 16, 32, False),
+}
+
+
+def tensor_kind(tensor: Any) -> tuple:
+    """The `kind` the tensor's Matrix will have, without decoding it."""
+    return _KINDS.get(tensor.tensor_type.name, ("dense",))
+
+
+def tensor_rows(tensor: Any) -> int:
+    """The number of rows (output features) of a GGUF 2-D weight tensor."""
+    return int(tensor.shape.tolist()[-1])
+
+
+def matrix_from_tensor(tensor: Any, rows: slice | np.ndarray = slice(None)) -> Matrix:
+    """A GGUF 2-D weight tensor (rows = output features) as a BlockMatrix or DenseMatrix; only
+    `rows` of it (a slice or index array) when given, so a big one is decoded piece by piece."""
     from gguf import GGML_QUANT_SIZES
     from gguf.quants import dequantize
 
-    rows, cols = (int(d) for d in reversed(tensor.shape.tolist()))
+    n_rows, cols = (int(d) for d in reversed(tensor.shape.tolist()))
     decoder = _DECODERS.get(tensor.tensor_type.name)
+    data = np.asarray(tensor.data)
     if decoder is None:
-        w = dequantize(np.asarray(tensor.data), tensor.tensor_type)
-        return DenseMatrix(np.ascontiguousarray(np.asarray(w, np.float32).reshape(rows, cols)))
+        data = data.reshape(n_rows, -1)[rows]
+        w = dequantize(data, tensor.tensor_type)
+        return DenseMatrix(np.ascontiguousarray(np.asarray(w, np.float32).reshape(len(data), cols)))
     block, size = GGML_QUANT_SIZES[tensor.tensor_type]
-    raw = np.asarray(tensor.data).view(np.uint8).reshape(rows, cols // block, size)
+    raw = data.view(np.uint8).reshape(n_rows, cols // block, size)[rows]
     return decoder(raw)
 
 
