@@ -1,15 +1,21 @@
 """Ctrl-C in `turbospark chat --prompt` during a long prefill: time to the summary and to exit.
 
     python benchmarks/bench_cli_interrupt.py [--trials 20] [--before-tree DIR] [--model GGUF]
-           [--chunk-size 128] [--max-new 64]
+           [--chunk-size 128] [--max-new 64] [--load N]
 
 Each trial spawns `python -m turbospark_app chat --prompt <~1500-token prompt> --max-new 64` as a
 child process, waits for the `> ...` line it prints on stderr right before the turn starts (the
 model is loaded, the prefill begins within milliseconds), waits a random 0.2-1.0 s more (the
 prefill of ~1500 tokens takes seconds, so this lands inside it, at a random point of a chunk),
-sends SIGINT and stamps the time. Figures (p50 / p99 / max over the trials): from SIGINT to the
-summary line on stderr, and to the process's exit. Each trial is checked: the summary says
+sends SIGINT and stamps the time. Figures (p50 / p90 / p99 / max over the trials): from SIGINT to
+the summary line on stderr, and to the process's exit. Each trial is checked: the summary says
 `stop cancelled` with 0 new tokens (stopped in prefill) and the exit code is 0.
+
+The exit is stamped by a blocking waitpid() on a thread: `Popen.wait(timeout)` polls with a
+doubling sleep (1, 2, 4 ... 50 ms), which rounded every exit up to 31 / 63 / 113 / 163 ms.
+
+`--load N` keeps N busy-looping processes running during the trials: the tail shows on a busy
+machine (other jobs on the 2 cores), and this makes that condition repeatable.
 
 `--before-tree DIR` runs the same trials, alternating, against another checkout (e.g.
 `git archive main | tar -x -C DIR`), with the same interpreter: the child's working directory
@@ -47,6 +53,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[rank - 1]
 
 
+def wait_exit(child: subprocess.Popen[str], timeout: float) -> tuple[int, float]:
+    """(exit code, perf_counter at the exit): a blocking wait, woken by the exit itself."""
+    stamp: list[float] = []
+
+    def reap() -> None:
+        child.wait()  # no timeout: one blocking waitpid(), no polling
+        stamp.append(time.perf_counter())
+
+    reaper = threading.Thread(target=reap, daemon=True)
+    reaper.start()
+    reaper.join(timeout)
+    if not stamp:
+        raise subprocess.TimeoutExpired(child.args, timeout)
+    return child.returncode, stamp[0]
+
+
 def trial(tree: Path, prompt: str, args: argparse.Namespace, rng: random.Random) -> tuple[float, float, str]:
     """One child: (seconds SIGINT -> summary line, seconds SIGINT -> exit, the summary line)."""
     cmd = [sys.executable, "-m", "turbospark_app", "chat", "--prompt", prompt,
@@ -79,8 +101,7 @@ def trial(tree: Path, prompt: str, args: argparse.Namespace, rng: random.Random)
         time.sleep(rng.uniform(0.2, 1.0))
         sent = time.perf_counter()
         child.send_signal(signal.SIGINT)
-        code = child.wait(60)
-        exited = time.perf_counter()
+        code, exited = wait_exit(child, 60)
     finally:
         if child.poll() is None:
             child.kill()
@@ -97,8 +118,8 @@ def trial(tree: Path, prompt: str, args: argparse.Namespace, rng: random.Random)
 def report(name: str, to_summary: list[float], to_exit: list[float]) -> None:
     """Print one row of figures, in ms."""
     def fig(v: list[float]) -> str:
-        return (f"p50 {statistics.median(v) * 1000:.0f} ms, p99 {percentile(v, 99) * 1000:.0f} ms, "
-                f"max {max(v) * 1000:.0f} ms")
+        return (f"p50 {statistics.median(v) * 1000:.0f} ms, p90 {percentile(v, 90) * 1000:.0f} ms, "
+                f"p99 {percentile(v, 99) * 1000:.0f} ms, max {max(v) * 1000:.0f} ms")
 
     print(f"{name}: SIGINT -> summary line: {fig(to_summary)}")
     print(f"{name}: SIGINT -> process exit: {fig(to_exit)}")
@@ -113,6 +134,8 @@ def main() -> int:
     ap.add_argument("--chunk-size", type=int, default=128)
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--seed", type=int, default=20)
+    ap.add_argument("--load", type=int, default=0, metavar="N",
+                    help="busy-looping processes to run alongside (a loaded machine)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     prompt = long_prompt()
@@ -121,16 +144,23 @@ def main() -> int:
         trees = {"before": args.before_tree.resolve(), **trees}
     results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in trees}
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.processor() or '?'}, "
-          f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}")
+          f"Python {platform.python_version()}, load {os.getloadavg()[0]:.2f}, "
+          f"{args.load} busy processes alongside")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
     first_line = ""
-    for i in range(args.trials):
-        for name, tree in trees.items():  # alternating, so drift of the machine hits both alike
-            to_summary, to_exit, first_line = trial(tree, prompt, args, rng)
-            results[name][0].append(to_summary)
-            results[name][1].append(to_exit)
-            print(f"  trial {i + 1:2d} {name:6s}: summary {to_summary * 1000:6.1f} ms, "
-                  f"exit {to_exit * 1000:6.1f} ms", flush=True)
-    print(f"{args.trials} trials, chunks of {args.chunk_size}, e.g. {first_line}")
+    try:
+        for i in range(args.trials):
+            for name, tree in trees.items():  # alternating, so drift of the machine hits both alike
+                to_summary, to_exit, first_line = trial(tree, prompt, args, rng)
+                results[name][0].append(to_summary)
+                results[name][1].append(to_exit)
+                print(f"  trial {i + 1:2d} {name:6s}: summary {to_summary * 1000:6.1f} ms, "
+                      f"exit {to_exit * 1000:6.1f} ms", flush=True)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    print(f"{args.trials} trials, chunks of {args.chunk_size}, load {args.load}, e.g. {first_line}")
     for name in trees:
         report(name, *results[name])
     return 0

@@ -1,5 +1,7 @@
-"""Ctrl-C in `turbospark chat`: the handler runs while a turn is busy (cli/interrupt.py), and a
-real child process stops inside a long prefill chunk, prints the summary and exits promptly."""
+"""Ctrl-C in `turbospark chat`: the handler runs while a turn is busy (cli/interrupt.py) and its
+flag tells a running call at once (engine.StopEvent); a session ended by Ctrl-C leaves without
+waiting for its memory to be freed (host.quick_exit); and a real child process stops inside a
+long prefill chunk, prints the summary and exits promptly."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Callable
 import pytest
 
 from turbospark_app.cli.interrupt import CtrlC
-from turbospark_app.engine import EngineError
+from turbospark_app.engine import EngineError, StopEvent, stop_event_of
 
 # Generous: the stop itself takes milliseconds (benchmarks/bench_cli_interrupt.py measures it);
 # this only has to survive a noisy 2-core machine. Before the worker thread, Ctrl-C waited for the
@@ -93,6 +95,80 @@ def test_leave_now_flushes_the_output_and_skips_the_teardown() -> None:
             "leave_now(3)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (3, "reply", "[summary]")
+
+
+def test_a_stop_event_tells_its_listeners_when_set_and_only_while_they_listen() -> None:
+    stop = StopEvent()
+    heard: list[str] = []
+    with stop.listening(lambda: heard.append("a")), stop.listening(lambda: heard.append("b")):
+        assert heard == []
+        stop.set()
+        assert stop.is_set() and sorted(heard) == ["a", "b"]
+    stop.clear()
+    stop.set()  # nobody listens any more
+    assert sorted(heard) == ["a", "b"]
+    with stop.listening(lambda: heard.append("late")):  # already set: told at once
+        pass
+    assert heard[-1] == "late"
+
+
+def test_only_a_stop_events_own_is_set_is_recognised() -> None:
+    stop = StopEvent()
+    assert stop_event_of(stop.is_set) is stop
+    assert stop_event_of(stop.wait) is None
+    assert stop_event_of(threading.Event().is_set) is None
+    assert stop_event_of(lambda: False) is None and stop_event_of(None) is None
+    assert stop_event_of(CtrlC().cancelled.is_set) is not None  # Ctrl-C reaches a running call
+
+
+LEAVE_WITH_MEMORY = """
+import sys
+import numpy as np
+from turbospark_app.cli.interrupt import leave_now
+from turbospark_app.host import quick_exit
+
+held = np.ones(200 * 2**20 // 8)  # 200 MB, as a loaded model holds (more) on the way out
+quick_exit.HELPER_SLEEP_SECONDS = 120  # so the test surely sees the helper
+start_helper = quick_exit.defer_teardown
+
+def reporting_start() -> int | None:
+    pid = start_helper()
+    sys.stderr.write(f" helper {pid}")
+    return pid
+
+quick_exit.defer_teardown = reporting_start
+print("reply", end="")
+sys.stderr.write("[summary]")
+leave_now(3)
+"""
+
+
+def _glibc_linux() -> bool:
+    try:
+        return sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+@pytest.mark.skipif(not _glibc_linux(), reason="the helper is for Linux with glibc")
+def test_leave_now_leaves_the_memory_to_a_helper_and_its_pipes_end_at_exit() -> None:
+    # communicate() returns at our end of file on both pipes and our exit: the helper, sharing
+    # the file table, does not keep them open, though it outlives the child by two minutes.
+    done = subprocess.run([sys.executable, "-c", LEAVE_WITH_MEMORY], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (3, "reply"), done.stderr
+    summary, _, pid = done.stderr.partition(" helper ")
+    assert summary == "[summary]" and pid.isdigit(), done.stderr
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines())
+        # The child is gone and its 200 MB are still mapped: the helper holds them (it frees
+        # them when its sleep ends), so the child's exit did not wait for the freeing.
+        assert int(fields["VmRSS"].split()[0]) > 200 * 1024
+        assert fields["SigBlk"].strip().strip("0") != ""  # it never runs a Python handler
+        assert os.listdir(f"/proc/{pid}/fd") == []  # the shared file table was emptied
+    finally:
+        os.kill(int(pid), signal.SIGKILL)
 
 
 # ---- a real child process over the default model ----

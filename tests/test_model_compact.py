@@ -5,6 +5,8 @@ float32 outputs; weights within 1.3x of the GGUF's bytes; cached; Stop between l
 from __future__ import annotations
 
 import gc
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import gguf
@@ -14,6 +16,7 @@ from tiny_gguf import FAMILY_VARIANTS, write_tiny_gguf
 
 from turbospark_app.engine import (
     GenerationConfig,
+    StopEvent,
     StopReason,
     run_raw_completion_chunked_cancellable,
 )
@@ -191,6 +194,36 @@ def test_stop_inside_a_chunk_commits_nothing_of_it(pair, kind: str) -> None:
     cancel, _ = _cancel_after(0)
     assert p.produce_chunk_cancellable(TOKENS[4:], 4, None, cancel) is False
     assert p.mirror == tuple(TOKENS[:4]) and p.cache.offset == 4
+
+
+class _SetOnceListening(StopEvent):
+    """Stop pressed the moment the run has registered its listener (and before ONNX Runtime
+    runs): deterministic, where a timer might fire after a short chunk had already ended."""
+
+    @contextmanager
+    def listening(self, on_set):
+        with super().listening(on_set):
+            self.set()
+            yield
+
+
+def test_a_stop_event_terminates_the_chunk_itself_with_no_watcher_thread(
+        pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, _, compact, _ = pair
+    cache = compact.new_cache()
+    compact.forward(TOKENS[:4], cache, want_logits=False)
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recording_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recording_start)
+    stop = _SetOnceListening()
+    with pytest.raises(ForwardCancelled):
+        compact.forward((TOKENS * 80)[:900], cache, cancel=stop.is_set)
+    assert cache.offset == 4 and started == []  # set() ended the run; no poller was started
 
 
 def _prefilled(model: LlamaModel, tokens: list[int]):

@@ -16,6 +16,7 @@ this way, with or without the flag.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from pathlib import Path
@@ -235,13 +236,22 @@ def chat_command(args: argparse.Namespace) -> int:
         print(f"turbospark: {path.name} has no chat template (a base model): raw completion, "
               "the text is continued as is", file=sys.stderr)
     conv = Conversation(backend, settings_from_args(args), raw=raw)
+    if getattr(args, "leave_at_once", False):  # the process itself, not a caller in-process
+        # The load's objects (~50,000) go to the permanent generation: a full collection during
+        # a turn took 13-48 ms holding the GIL, and Ctrl-C's handler needs the GIL to run.
+        gc.freeze()
     ctrl_c = CtrlC()
     cancel = ctrl_c.cancelled.is_set
 
-    def one_turn(user_text: str) -> tuple[RawDecodeResult, float | None]:
+    def one_turn(user_text: str) -> RawDecodeResult:
         result, ttft = conv.turn(user_text, sys.stdout, cancel)
         _report_cache_problems(cache_problems)
-        return result, ttft
+        # Said here, on the worker, the moment the turn ends: from the main thread it would
+        # first wait for that thread to wake (and, on a busy machine, to get a core).
+        sys.stdout.write("\n")
+        if not args.quiet_summary:
+            print(summary_line(result, ttft), file=sys.stderr)
+        return result
 
     ended_by_ctrl_c = False
     try:
@@ -260,15 +270,12 @@ def chat_command(args: argparse.Namespace) -> int:
                     print(f"> {user_text}", file=sys.stderr)
                 try:
                     # On a worker thread: the main thread stays free to take Ctrl-C at once.
-                    result, ttft = ctrl_c.run_turn(lambda: one_turn(user_text))
+                    result = ctrl_c.run_turn(lambda: one_turn(user_text))
                 except EngineError as e:
                     print(f"\nturbospark: {e}", file=sys.stderr)
                     if not interactive:
                         return 1
                     continue
-                sys.stdout.write("\n")
-                if not args.quiet_summary:
-                    print(summary_line(result, ttft), file=sys.stderr)
                 # Only Ctrl-C cancels a turn here; if no turn follows, the session ends with it.
                 ended_by_ctrl_c = result.reason is StopReason.CANCELLED
     except KeyboardInterrupt:

@@ -4,8 +4,10 @@ Python runs signal handlers on the main thread only, between bytecodes. If the m
 the one inside an ONNX Runtime run (a prefill chunk: hundreds of ms), the handler — and so the
 cancel flag the engine polls — waits for that run to return. Here the turn runs on a worker
 thread and the main thread only waits on an Event, a wait that a signal interrupts: the handler
-sets the cancel flag immediately, the compact engine's watcher sees it within ~2 ms and sets the
-run's terminate flag. The interactive prompt's line is read on a worker thread too.
+sets the cancel flag immediately, and the flag (an `engine.StopEvent`) sets the running ONNX
+Runtime call's terminate flag in the same breath, with no watcher thread to wake. The worker
+says the turn's summary as soon as the turn ends (chat_command), without waiting for the main
+thread to be scheduled. The interactive prompt's line is read on a worker thread too.
 
 Semantics (as with the single-thread version, only faster): during a turn the first Ctrl-C
 cancels the reply (the engine ends it with reason cancelled, the partial reply is kept); a
@@ -16,24 +18,28 @@ KeyboardInterrupt in the main thread.
 A session that Ctrl-C ended leaves through `leave_now`: the interpreter's own teardown (freeing
 the ONNX Runtime session, collecting the model's objects) takes longer than the stop itself, a
 second or more on a loaded machine (benchmarks/bench_cli_interrupt.py), after the user has
-already asked to be gone.
+already asked to be gone; and so did the kernel's freeing of the process's memory, which
+`host.quick_exit` leaves to a helper.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
 from types import FrameType, TracebackType
 from typing import Any, Callable, NoReturn, TypeVar
 
+from ..engine.stop_event import StopEvent
+from ..host.quick_exit import end_process
+
 T = TypeVar("T")
 
 # The main thread's wait wakes this often even without a signal: Linux hands a process-directed
-# SIGINT to the main thread when it sleeps, but another thread (ONNX Runtime's pool) may take it,
-# and then only a wake-up of the main thread runs the Python handler. This bounds that case.
+# SIGINT to the main thread (the thread-group leader) unless that one already has a signal
+# pending; then another thread (ONNX Runtime's pool) may take it, and only a wake-up of the main
+# thread runs the Python handler. This bounds that rare case.
 WAIT_SLICE_SECONDS = 0.05
 # After a second Ctrl-C, how long to let the (already cancelled) turn wind down before the
 # caller exits anyway: the engine stops within milliseconds, this only bounds a stuck turn.
@@ -44,7 +50,7 @@ class CtrlC:
     """SIGINT handling around turns run by `run_turn` (use as a context manager)."""
 
     def __init__(self) -> None:
-        self.cancelled = threading.Event()  # the turn's cancel predicate is cancelled.is_set
+        self.cancelled = StopEvent()  # the turn's cancel predicate is cancelled.is_set
         self._in_turn = False
         self._previous: Any = None
 
@@ -70,8 +76,10 @@ class CtrlC:
         KeyboardInterrupt (a second Ctrl-C) leaves the wait at once; the cancelled turn gets
         up to WIND_DOWN_SECONDS to finish so it is not torn down mid-run, then it propagates.
         """
-        self._in_turn = True
+        # Cleared first: a Ctrl-C inside clear() (which holds the Event's lock) must not call
+        # set() on this thread, it quits instead.
         self.cancelled.clear()
+        self._in_turn = True
         try:
             return self._on_worker(work, WIND_DOWN_SECONDS)
         finally:
@@ -123,11 +131,12 @@ def leave_now(code: int) -> NoReturn:
     Only for a process (not for a caller of `main()` in-process) whose work is complete: the
     headless chat writes no files of its own, and the weight-cache check it may leave running is
     a daemon thread whose only write, setting a bad entry aside, is an atomic rename (a folder
-    left half-deleted is swept by the next load)."""
+    left half-deleted is swept by the next load). The kernel's freeing of the model's memory is
+    left to a helper (`host.quick_exit`): on a busy machine it was most of the time to exit."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe: nothing more can be said
             pass
     logging.shutdown()
-    os._exit(code)
+    end_process(code)

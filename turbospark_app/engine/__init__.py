@@ -45,6 +45,7 @@ from .raw_completion_chunked import (
     stream_raw_completion_chunked,
 )
 from .selection import Sampler, make_sampler, select
+from .stop_event import StopEvent, stop_event_of
 from .token_sink import Commit, TokenSink
 from .tokenizer import EngineTokenizer
 
@@ -74,6 +75,7 @@ __all__ = [
     "Sampler",
     "SelectionError",
     "Shaping",
+    "StopEvent",
     "StopReason",
     "THERMAL_POLL_TOKENS",
     "TailProgress",
@@ -92,6 +94,7 @@ __all__ = [
     "run_raw_completion_chunked_cancellable",
     "select",
     "stepped_cap",
+    "stop_event_of",
     "stream_raw_completion",
     "stream_raw_completion_chunked",
 ]

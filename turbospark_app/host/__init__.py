@@ -6,4 +6,5 @@ bottom layer).
     bundle      where a frozen app (PyInstaller, macOS .app) keeps its model and resources
     xcb_check   the X11 libraries Qt's xcb plugin needs on Linux, checked before Qt starts
     keystore    API keys in the system keychain (`keyring`), else in a user-only file
+    quick_exit  end the process without its parent waiting for the memory to be freed (Linux)
 """

@@ -7,9 +7,10 @@ logits after it. The KV cache keeps keys untransposed, (n_kv, capacity, head_dim
 because ONNX Runtime's attention reads and writes those buffers in place (each layer's past and
 present are bound to the same memory through an IOBinding kept on the cache).
 
-Stop inside a chunk: a watcher thread polls `cancel` every 2 ms and sets the run's terminate
-flag; ONNX Runtime checks it before every node, so the run ends within one kernel call. The
-cache's offset does not move, so the positions the cut-short run wrote stay junk beyond it.
+Stop inside a chunk: the run's terminate flag is set by the `set()` of the `engine.StopEvent`
+whose `is_set` is `cancel`, else by a watcher thread polling `cancel` every 2 ms; ONNX Runtime
+checks it before every node, so the run ends within one kernel call. The cache's offset does
+not move, so the positions the cut-short run wrote stay junk beyond it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from ...engine.load_progress import KERNELS, report
+from ...engine.stop_event import stop_event_of
 from ..base import ForwardCancelled, LlamaBase
 from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
 from ..gguf.file import LlamaConfig
@@ -180,25 +183,13 @@ class CompactLlamaModel(LlamaBase):
 
         options = ort.RunOptions()
         options.log_severity_level = 4  # a terminated run is our Stop, not an error to log
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.wait(_CANCEL_POLL_S):
-                if cancel():
-                    options.terminate = True
-                    return
-
-        watcher = threading.Thread(target=watch, name="turbospark-stop-watch", daemon=True)
-        watcher.start()
-        try:
-            self._session.run_with_iobinding(io, options)
-        except Exception as exc:
-            if options.terminate:
-                raise ForwardCancelled() from exc
-            raise
-        finally:
-            done.set()
-            watcher.join()
+        with _terminate_on(cancel, options):
+            try:
+                self._session.run_with_iobinding(io, options)
+            except Exception as exc:
+                if options.terminate:
+                    raise ForwardCancelled() from exc
+                raise
 
     def _binding(self, cache: KVCache) -> "_Binding":
         """The cache's IOBinding for this session (KV buffers bound as past AND present);
@@ -280,6 +271,32 @@ def _adjacent_runs(caches: Sequence[KVCache]) -> list[list[int]]:
         else:
             runs.append([i])
     return runs
+
+
+@contextmanager
+def _terminate_on(cancel: Callable[[], bool], options: Any) -> Iterator[None]:
+    """Set the run's terminate flag once `cancel` says stop, while the block runs: from the
+    StopEvent's own `set` when `cancel` is one's `is_set`, else from a thread polling it."""
+    stop = stop_event_of(cancel)
+    if stop is not None:
+        with stop.listening(lambda: setattr(options, "terminate", True)):
+            yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(_CANCEL_POLL_S):
+            if cancel():
+                options.terminate = True
+                return
+
+    watcher = threading.Thread(target=watch, name="turbospark-stop-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def kernel_mode(explicit: str | None = None) -> str:
