@@ -45,6 +45,7 @@ from .raw_completion_chunked import (
     stream_raw_completion_chunked,
 )
 from .selection import Sampler, make_sampler, select
+from .speculation import SPECULATION_MODES, LookupSpeculation
 from .token_sink import Commit, TokenSink
 from .tokenizer import EngineTokenizer
 
@@ -59,6 +60,7 @@ __all__ = [
     "GenerationConfig",
     "InvalidRate",
     "LogitProducer",
+    "LookupSpeculation",
     "MemoryPressure",
     "MemoryProbe",
     "NEVER",
@@ -74,6 +76,7 @@ __all__ = [
     "Sampler",
     "SelectionError",
     "Shaping",
+    "SPECULATION_MODES",
     "StopReason",
     "THERMAL_POLL_TOKENS",
     "TailProgress",
