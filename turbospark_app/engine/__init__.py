@@ -45,7 +45,7 @@ from .raw_completion_chunked import (
     stream_raw_completion_chunked,
 )
 from .selection import Sampler, make_sampler, select
-from .speculation import SPECULATION_MODES, LookupSpeculation
+from .speculation import LookupSpeculation
 from .token_sink import Commit, TokenSink
 from .tokenizer import EngineTokenizer
 
@@ -76,7 +76,6 @@ __all__ = [
     "Sampler",
     "SelectionError",
     "Shaping",
-    "SPECULATION_MODES",
     "StopReason",
     "THERMAL_POLL_TOKENS",
     "TailProgress",

@@ -26,9 +26,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-SPECULATION_MODES = ("off", "lookup")
-
-
 def _never() -> bool:
     return False
 
