@@ -2,7 +2,7 @@
 
     python benchmarks/bench_speculation.py [--model PATH] [--max-new 200] [--repeats 3]
         [--kinds echo,open] [--peer-python build/peer-venv/bin/python] [--no-peer]
-        [--num-pred 10] [--json OUT]
+        [--num-pred 10] [--json OUT] [--ours-from JSON]
 
 For every prompt of `spec_prompts.PROMPTS` (chat template applied; echo-heavy and open chat),
 each repeat runs our greedy decode plain and with `--speculation lookup`, in alternating order
@@ -144,6 +144,7 @@ def main() -> int:
     ap.add_argument("--num-pred", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--ours-from", type=Path, help="our figures from an earlier --json (runs only the peer)")
     args = ap.parse_args()
     if args.peer_child:
         peer_child(args.peer_child)
@@ -164,9 +165,14 @@ def main() -> int:
     else:
         prompts = [backend.prompts.raw_conversation_ids([ChatMessage("user", text)]) for _, _, text in chosen]
     print(f"# {path.name} · {machine()} · max_new {args.max_new} · repeats {args.repeats}", flush=True)
-    ours = run_ours(backend, prompts, args.max_new, args.repeats)
+    if args.ours_from:
+        ours = json.loads(args.ours_from.read_text())["ours"]
+    else:
+        ours = run_ours(backend, prompts, args.max_new, args.repeats)
 
     peer = None
+    if not args.no_peer and not Path(args.peer_python).exists():
+        print(f"# no llama-cpp-python column: {args.peer_python} does not exist (--peer-python)")
     if not args.no_peer and Path(args.peer_python).exists():
         tok = backend.tokenizer
         stop_ids = sorted(set(tok.eog_ids) | set(tok.eos_ids) | set(tok.end_of_turn_ids))

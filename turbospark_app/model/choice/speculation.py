@@ -5,7 +5,8 @@ the default.
 Not a load option (it changes no weights; each turn reads it) but chosen with the same
 precedence as the weight and kernel modes, so it shares their `ChoiceSpec`. The default is
 "off": benchmarks/bench_speculation.py did not show lookup winning everywhere on this machine
-(open chat below 0.95x of plain decode on some prompts), see docs/speculation.md.
+(an echo prompt at 0.85x of plain decode) and greedy replies on the compact engine fork from
+plain decoding at near-ties (verify passes sum in another order): see docs/speculation.md.
 """
 
 from __future__ import annotations
