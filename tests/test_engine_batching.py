@@ -155,3 +155,19 @@ def test_log_probabilities_while_batched_match_alone(backend) -> None:
     engine.shutdown(timeout=10)
     together = [tokens_of(rec.events, rid) for rid in rids]
     assert together == alone and all(lp is not None for row in alone for _, lp, _ in row)
+
+
+def test_speculation_pauses_while_other_turns_decode(backend) -> None:
+    text = ("Repeat this list exactly: apple, banana, cherry, apple, banana, cherry, apple, banana, "
+            "cherry, apple, banana, cherry.")
+
+    def echo(cid: str) -> TurnRequest:
+        settings = TurnSettings(generation=GenerationConfig(max_new_tokens=24), speculation="lookup")
+        return TurnRequest(cid, (ChatMessage("user", text),), settings)
+
+    done, engine = _run(backend, [echo("spec-alone")], max_active=1)
+    assert done[0].result.drafted_tokens > 0  # alone, the echo drafts
+    done, engine = _run(backend, [echo("spec-a"), echo("spec-b")])
+    assert engine.batch.steps > 0
+    # side by side the turns batch instead; a turn left alone at the end may draft again
+    assert min(done[i].result.drafted_tokens for i in range(2)) == 0

@@ -44,6 +44,9 @@ class TurnSettings:
     # Log-probabilities with every token (the API's `logprobs`): None = off, else how many
     # top alternatives to report (0 = the chosen token's only).
     top_logprobs: int | None = None
+    # Prompt-lookup speculation while the stream decodes alone: "lookup" or "off"; None = the
+    # backend's own (`load_backend(speculation=)`: flag > environment > setting > default).
+    speculation: str | None = None
 
 
 @dataclass(frozen=True)

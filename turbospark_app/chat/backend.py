@@ -18,6 +18,7 @@ from ..engine import (
     EmptyPrompt,
     GenerationConfig,
     DecodeStep,
+    LookupSpeculation,
     PaceWait,
     RawDecodeResult,
     StopReason,
@@ -90,6 +91,10 @@ class LlamaChatBackend:
         self._last_turn: dict[str, Any] | None = None
         self._model_info = self._describe_model()
         self.prompts = PromptBuilder(template, tokenizer, self.max_context)
+        # Speculation's off-switch while other streams decode (the engine thread wires it):
+        # True = crowded, decode plainly so the steps batch.
+        self.crowded: Callable[[], bool] = lambda: False
+        self.speculation = "off"  # turns whose settings say None speculate so ("lookup" | "off")
 
     # -- ChatBackend ------------------------------------------------------------------------
 
@@ -212,10 +217,12 @@ class LlamaChatBackend:
         try:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
                     self.model.vocab_size, cancel)
+            spec = self._speculation(turn.settings)
             if turn.settings.chunked_prefill:
-                stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size)
+                stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size,
+                                                       speculation=spec)
             else:
-                stream = stream_raw_completion(*args)
+                stream = stream_raw_completion(*args, speculation=spec)
             stream = verified_stream(stream, check, cancel, config.rate.clock)
             result = yield from (stream if tap is None else tap.scored(stream))
             self._record_turn(turn, producer, result)
@@ -223,6 +230,12 @@ class LlamaChatBackend:
         finally:
             producer.end_turn()
             self._refresh_sessions()
+
+    def _speculation(self, settings: TurnSettings) -> LookupSpeculation | None:
+        """The turn's prompt-lookup speculation, off while `crowded()` (None when not asked)."""
+        if (settings.speculation or self.speculation) != "lookup":
+            return None
+        return LookupSpeculation(crowded=lambda: self.crowded())
 
     def drop_session(self, session_id: str) -> None:
         self.pool.drop(session_id)
@@ -338,6 +351,7 @@ def load_backend(
     on_cache_problem: Callable[[str], None] | None = None,
     weights: str | None = None,
     kernels: str | None = None,
+    speculation: str = "off",
 ) -> LlamaChatBackend:
     """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
 
@@ -352,7 +366,8 @@ def load_backend(
     the backend rebuilds the weights from the GGUF and runs the turn again (chat.cache_gate).
     `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact.
     `kernels`: the compact engine's kernel mode (model.kernels_choice); None = $TURBOSPARK_KERNELS
-    or exact-prompt; ignored by float32 weights."""
+    or exact-prompt; ignored by float32 weights. `speculation`: "lookup" | "off", for turns
+    whose settings leave it None (model.choice.speculation)."""
     path = Path(model_path)
     start = time.perf_counter()
     take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
@@ -377,6 +392,7 @@ def load_backend(
         load_seconds=time.perf_counter() - start,
     )
     backend.reload_model, backend.on_cache_problem = reload_model, on_cache_problem
+    backend.speculation = speculation
     backend.cache_check = start_cache_check(path, on_cache_problem)
     return backend
 

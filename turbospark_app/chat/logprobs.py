@@ -77,6 +77,12 @@ class LogprobTap:
             self._logits = logits_out
         return committed
 
+    def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
+        """A draft's verification: the decode loop copies row t into its logits buffer before
+        it samples the token drawn from row t, so that buffer (the one the tap scores from)
+        holds every accepted token's OWN row when its progress passes through here."""
+        self._inner.produce_rows(tokens, position, rows_out)
+
     def score(self, event: TokenProgress) -> ScoredTokenProgress:
         """`event` with the log-probabilities of the distribution it was drawn from."""
         assert self._logits is not None, "a token before any logits"

@@ -98,7 +98,7 @@ def settings_from_args(args: argparse.Namespace) -> TurnSettings:
 
 
 def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
-    """The one-line turn summary (prompt, reused, new, rates, stop reason)."""
+    """The one-line turn summary (prompt, reused, new, rates, drafts, stop reason)."""
     parts = [
         f"prompt {result.prompt_tokens} tok",
         f"reused {result.reused_prefix_tokens}",
@@ -108,6 +108,8 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
     ]
     if ttft is not None:
         parts.append(f"ttft {ttft * 1000:.0f} ms")
+    if result.drafted_tokens:
+        parts.append(f"draft {result.accepted_tokens}/{result.drafted_tokens} accepted")
     if result.session_slot_evicted:
         parts.append("slot evicted")
     parts.append(f"stop {result.reason.value}")
@@ -198,6 +200,7 @@ def chat_command(args: argparse.Namespace) -> int:
     from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
     from ..model.choice.common import LoadChoiceError, engine_label
     from ..model.choice.kernels import choose_kernels
+    from ..model.choice.speculation import choose_speculation
     from ..model.choice.weights import choose_weights
     from ..model.fetch import resolve_model_path
 
@@ -220,11 +223,13 @@ def chat_command(args: argparse.Namespace) -> int:
             on_cache_problem=cache_problems.append,
             weights=weights,
             kernels=kernels,
+            speculation=speculation,
         )
 
     try:
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
         kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
+        speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
         path = resolve_model_path(args.model)
         with load_progress.reporting(StderrProgress()):
             backend = load()

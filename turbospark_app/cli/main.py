@@ -16,6 +16,7 @@ import sys
 from typing import Sequence
 
 from ..model.choice.kernels import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
+from ..model.choice.speculation import SPECULATION_ENV, SPECULATION_FLAG, SPECULATION_MODES
 from ..model.choice.weights import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
 from .arg_types import float_in, int_at_least
 
@@ -59,6 +60,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         help="the compact weights' kernels: exact-prompt (default: the prompt exact, replies with "
         "int8 activations like llama.cpp), exact (every token exact, reproducible, slowest), int8 "
         f"(llama.cpp's numerics, fastest). Wins over {KERNELS_ENV} and the app's setting",
+    )
+    p.add_argument(
+        SPECULATION_FLAG,
+        choices=SPECULATION_MODES,
+        default=default,
+        help="lookup: a reply decoding alone drafts tokens by matching its last words against the "
+        "prompt and itself, and verifies them in one pass (faster on replies that quote or edit "
+        f"the prompt); off: one token per pass. Wins over {SPECULATION_ENV} and the app's setting",
     )
 
 

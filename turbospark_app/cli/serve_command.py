@@ -49,10 +49,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
-                    weights: str | None = None, kernels: str | None = None) -> Callable[[], Any]:
+                    weights: str | None = None, kernels: str | None = None,
+                    speculation: str = "off") -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
-    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact) and `kernels` (the
-    compact engine's kernel mode; None = $TURBOSPARK_KERNELS or exact-prompt)."""
+    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact), `kernels` (the
+    compact engine's kernel mode; None = $TURBOSPARK_KERNELS or exact-prompt) and `speculation`
+    ("lookup" | "off": every request's decode)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend
@@ -62,7 +64,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         if not path.exists():
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes, weights=weights,
-                            kernels=kernels)
+                            kernels=kernels, speculation=speculation)
 
     return load
 
@@ -110,6 +112,7 @@ def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..chat.backend import kv_budget_bytes
     from ..model.choice.kernels import choose_kernels
+    from ..model.choice.speculation import choose_speculation
     from ..model.choice.weights import choose_weights
     from ..service.engine_thread import EngineThread
 
@@ -117,12 +120,13 @@ def serve_command(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
         kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
-    except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_WEIGHTS / _KERNELS)
+        speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
+    except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_WEIGHTS / _KERNELS / _SPECULATION)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     slots = getattr(args, "session_slots", None) or 4
     engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
-                                          kernels),
+                                          kernels, speculation),
                           partial(_report, progress=StderrProgress()), max_active=slots)
     engine.start()
     try:

@@ -24,7 +24,7 @@ def previous_runs(stats: dict[str, Any] | None) -> list[dict[str, Any]]:
 def combine_stats(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     """A continued reply's figures: one run per Continue, combined honestly.
 
-    Token counts and seconds add up; the decode rate is the timed runs' tokens / their decode
+    Token counts (drafted and accepted ones too) and seconds add up; the decode rate is the timed runs' tokens / their decode
     seconds (not an average of rates; a run cut off by a crash counts its saved tokens but has
     no timing); the prompt, reuse, stop reason and stop latency are the LAST run's (what the KV
     held when the reply was resumed); time to first token is the FIRST run's (what the user
@@ -35,7 +35,8 @@ def combine_stats(previous: dict[str, Any] | None, new: dict[str, Any]) -> dict[
         return dict(new)
     timed = [r for r in runs if not r.get("interrupted")]
     out = dict(new)
-    out["new_tokens"] = sum(int(r.get("new_tokens") or 0) for r in runs)
+    for key in ("new_tokens", "drafted_tokens", "accepted_tokens"):
+        out[key] = sum(int(r.get(key) or 0) for r in runs)
     for key in ("prefill_seconds", "decode_seconds", "queued_seconds"):
         out[key] = sum(float(r.get(key) or 0.0) for r in timed)
     timed_tokens = sum(int(r.get("new_tokens") or 0) for r in timed)

@@ -46,6 +46,7 @@ from .raw_completion_chunked import (
 )
 from .selection import Sampler, make_sampler, select
 from .stop_event import StopEvent, stop_event_of
+from .speculation import LookupSpeculation
 from .token_sink import Commit, TokenSink
 from .tokenizer import EngineTokenizer
 
@@ -60,6 +61,7 @@ __all__ = [
     "GenerationConfig",
     "InvalidRate",
     "LogitProducer",
+    "LookupSpeculation",
     "MemoryPressure",
     "MemoryProbe",
     "NEVER",

@@ -65,3 +65,17 @@ class InterruptibleChunkRunner(ChunkedPrefillRunner, Protocol):
         NOTHING of the chunk is committed (the KV cursor stays at `position`).
         """
         ...
+
+
+@runtime_checkable
+class DraftVerifier(LogitProducer, Protocol):
+    """A producer that can verify a speculative draft (prompt lookup, `engine.speculation`)."""
+
+    def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
+        """Feed `tokens` at [position, position + T) in ONE pass; write the logits after EVERY
+        token into `rows_out` (T, vocab_size): row t is the distribution of the token after t."""
+        ...
+
+    def trim(self, n: int) -> None:
+        """Keep only the first `n` fed tokens (KV rows and token mirror); n <= the cursor."""
+        ...

@@ -88,6 +88,15 @@ class RawDecodeResult:
     session_slot_evicted: bool = False  # this turn evicted ANOTHER session's usable state
     # Worst pressure seen while decoding; NORMAL when no probe ran (absence of a reading).
     peak_memory_pressure: MemoryPressure = MemoryPressure.NORMAL
+    # Prompt-lookup speculation: draft tokens verified, and how many of them were kept (each
+    # kept one is a new token that cost no forward pass of its own). 0 / 0 when off.
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+
+    @property
+    def acceptance(self) -> float | None:
+        """accepted / drafted; None when nothing was drafted."""
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else None
 
     @property
     def decode_tokens_per_sec(self) -> float:

@@ -43,6 +43,7 @@ from .progress import (
     StopReason,
 )
 from .selection import Sampler, make_sampler
+from .speculation import LookupDrafter, LookupSpeculation, Verifying
 from .token_sink import TokenSink
 from .tokenizer import EngineTokenizer
 
@@ -91,6 +92,13 @@ def prepare_run(
     if vocab_size < 1:
         raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
     return make_sampler(config.shaping)  # SelectionError on invalid shaping, up front
+
+
+def check_speculation(producer: object, speculation: LookupSpeculation | None) -> None:
+    """TypeError when speculation is asked of a producer that cannot verify drafts."""
+    if speculation is not None and not (callable(getattr(producer, "produce_rows", None))
+                                        and callable(getattr(producer, "trim", None))):
+        raise TypeError(f"{type(producer).__name__} has no produce_rows/trim: it cannot speculate")
 
 
 def call_producer(method: Callable[..., _T], *args: object) -> _T:
@@ -171,12 +179,19 @@ def decode(
     prompt_tokens: int,
     prefill_seconds: float,
     cancel: CancelFlag,
+    speculation: LookupSpeculation | None = None,
 ) -> RawCompletionStream:
     """The decode loop shared by both prefill modes: sample, commit, pace, produce.
 
     `logits` holds the last prompt token's logits; `history` / `position` describe the KV.
     Returns a result with reused_prefix_tokens 0 and session_slot_evicted False: the
     prefill loop that knows them patches them.
+
+    `speculation` (prompt lookup): a forward pass may feed the sampled token plus drafts
+    (`produce_rows`). Each row is then sampled in order exactly as a plain step's logits would
+    be, each token committed, paced and cancel-polled on its own; a sample equal to the next
+    draft is already fed, anything else ends the pass and the unconfirmed rows are trimmed.
+    Without drafts (no match, not paying, crowded) the step is the plain `forward_step`.
     """
     decode_start = time.perf_counter()
     sink = TokenSink(tokenizer, config, history)
@@ -190,6 +205,8 @@ def decode(
         pacer = Pacer(stepped_cap(rate.max_tokens_per_sec, thermal, memory), rate.clock())
     # ONE poll for both probes: they share the ladder, so they must describe the same token.
     watching = rate.thermal_probe is not None or rate.memory_probe is not None
+    drafter = speculation.start(sink.history) if speculation is not None else None
+    verifying: Verifying | None = None
 
     while True:
         token = sampler(logits, sink.history)
@@ -203,7 +220,8 @@ def decode(
         if reason is not None:
             break
         # Pace AFTER the decision to continue (the last token never pays a sleep nobody
-        # waits through) and BEFORE produce (the idle window falls between forward passes).
+        # waits through) and BEFORE produce (the idle window falls between forward passes;
+        # a verified row's token waits here too, so a multi-token pass keeps the cap).
         if pacer is not None:
             pacer.note_token()
             if watching and sink.generated % THERMAL_POLL_TOKENS == 0:
@@ -219,9 +237,26 @@ def decode(
                     yield from sink.finish(StopReason.CANCELLED)
                     reason = StopReason.CANCELLED
                     break
-        yield from forward_step(producer, token, position, logits)
+        if verifying is not None:
+            if verifying.confirms(token):  # fed with the drafts: its row is already computed
+                position += 1
+                np.copyto(logits, verifying.row())
+                continue
+            verifying = _end_pass(producer, drafter, verifying, position, learn=True)
+        draft = ()
+        if drafter is not None:
+            draft = drafter.propose(sink.history, config.max_new_tokens - sink.generated - 1)
+        if draft:
+            verifying = _verify(producer, drafter, token, draft, position, logits)
+        else:
+            started = time.perf_counter()
+            yield from forward_step(producer, token, position, logits)
+            if drafter is not None:
+                drafter.policy.timed_step(time.perf_counter() - started)
         position += 1
 
+    if verifying is not None:  # the run ended inside a pass: drop its unconfirmed rows
+        _end_pass(producer, drafter, verifying, position, learn=False)
     # The last committed token was emitted but never fed: it is not KV-resident.
     kv_ids = sink.history[:position]
     return RawDecodeResult(
@@ -233,7 +268,30 @@ def decode(
         kv_position=position,
         kv_backed_token_ids=kv_ids,
         peak_memory_pressure=peak,
+        drafted_tokens=drafter.drafted if drafter is not None else 0,
+        accepted_tokens=drafter.accepted if drafter is not None else 0,
     )
+
+
+def _verify(producer: LogitProducer, drafter: LookupDrafter, token: int, draft: Sequence[int],
+            position: int, logits: np.ndarray) -> Verifying:
+    """Feed `token` + `draft` at `position` in ONE pass; row 0 goes to `logits`."""
+    rows = np.empty((1 + len(draft), logits.shape[0]), np.float32)
+    started = time.perf_counter()
+    call_producer(producer.produce_rows, [token, *draft], position, rows)  # type: ignore[attr-defined]
+    drafter.policy.timed_pass(rows.shape[0], time.perf_counter() - started)
+    np.copyto(logits, rows[0])
+    return Verifying(rows, draft)
+
+
+def _end_pass(producer: LogitProducer, drafter: LookupDrafter | None, verifying: Verifying,
+              position: int, learn: bool) -> None:
+    """Settle a verify pass and trim the KV (cache and mirror) back to `position`."""
+    assert drafter is not None
+    drafter.settle(len(verifying.drafts), verifying.judged, learn=learn)
+    if verifying.pending:
+        call_producer(producer.trim, position)  # type: ignore[attr-defined]
+    return None
 
 
 def decode_after_prefill(
@@ -248,12 +306,13 @@ def decode_after_prefill(
     prefill_start: float,
     reused: int,
     cancel: CancelFlag,
+    speculation: LookupSpeculation | None = None,
 ) -> RawCompletionStream:
     """Decode after either prefill mode, then patch the two fields `decode` cannot know."""
     prefill_seconds = time.perf_counter() - prefill_start
     result = yield from decode(
         producer, tokenizer, config, sampler, logits, history, position, total,
-        prefill_seconds, cancel,
+        prefill_seconds, cancel, speculation,
     )
     result.reused_prefix_tokens = reused
     result.session_slot_evicted = bool(call_producer(producer.session_slot_evicted))
@@ -300,6 +359,7 @@ def stream_prefill_then_decode(
     cancel: CancelFlag,
     sampler: Sampler,
     strategy: PrefillStrategy,
+    speculation: LookupSpeculation | None = None,
 ) -> RawCompletionStream:
     """The ONE step loop of both prefill modes: reuse, feed the fresh spans (`strategy`),
     poll cancel after each committed span, then `decode`."""
@@ -328,7 +388,7 @@ def stream_prefill_then_decode(
     return (
         yield from decode_after_prefill(
             producer, tokenizer, config, sampler, logits, history, position, total,
-            prefill_start, reused, cancel,
+            prefill_start, reused, cancel, speculation,
         )
     )
 
@@ -341,17 +401,20 @@ def stream_raw_completion(
     max_context: int,
     vocab_size: int,
     cancel: CancelFlag = NEVER,
+    speculation: LookupSpeculation | None = None,
 ) -> RawCompletionStream:
     """The "off"-prefill step loop: a generator of progress events and PaceWait.
 
     Admission (EmptyPrompt, ZeroBudget, ContextOverflow), the rate cap (InvalidRate) and
     the shaping (SelectionError) are checked HERE, at call time, before the producer is
     touched. The generator returns the RawDecodeResult. After a PaceWait it polls `cancel`
-    and ends with CANCELLED rather than producing.
+    and ends with CANCELLED rather than producing. `speculation`: see `decode`.
     """
     sampler = prepare_run(prompt_ids, config, max_context, vocab_size)
+    check_speculation(producer, speculation)
     return stream_prefill_then_decode(
-        producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler, TokenByToken()
+        producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler, TokenByToken(),
+        speculation,
     )
 
 
@@ -387,10 +450,13 @@ def run_raw_completion(
     max_context: int,
     vocab_size: int,
     on_progress: ProgressCallback | None = None,
+    *,
+    speculation: LookupSpeculation | None = None,
 ) -> RawDecodeResult:
     """Feed every prompt token one at a time ("off" prefill), then decode. Blocking."""
     return run_raw_completion_cancellable(
-        producer, tokenizer, prompt_ids, config, max_context, vocab_size, NEVER, on_progress
+        producer, tokenizer, prompt_ids, config, max_context, vocab_size, NEVER, on_progress,
+        speculation=speculation,
     )
 
 
@@ -403,6 +469,8 @@ def run_raw_completion_cancellable(
     vocab_size: int,
     cancel: CancelFlag,
     on_progress: ProgressCallback | None = None,
+    *,
+    speculation: LookupSpeculation | None = None,
 ) -> RawDecodeResult:
     """`run_raw_completion`, polling `cancel` per prefill token, per decoded token and
     during pacing waits.
@@ -411,6 +479,6 @@ def run_raw_completion_cancellable(
     prefill: zero new tokens and decode_seconds 0.0; in decode: the withheld tail flushed.
     """
     stream = stream_raw_completion(
-        producer, tokenizer, prompt_ids, config, max_context, vocab_size, cancel
+        producer, tokenizer, prompt_ids, config, max_context, vocab_size, cancel, speculation
     )
     return drive_raw_completion(stream, config.rate, cancel, on_progress)

@@ -24,10 +24,12 @@ from .raw_completion import (
     ProgressCallback,
     RawCompletionStream,
     call_producer,
+    check_speculation,
     drive_raw_completion,
     prepare_run,
     stream_prefill_then_decode,
 )
+from .speculation import LookupSpeculation
 from .tokenizer import EngineTokenizer
 
 
@@ -62,20 +64,22 @@ def stream_raw_completion_chunked(
     vocab_size: int,
     cancel: CancelFlag = NEVER,
     chunk_size: int = DEFAULT_PREFILL_CHUNK,
+    speculation: LookupSpeculation | None = None,
 ) -> RawCompletionStream:
     """The chunked-prefill step loop; same contract as `stream_raw_completion`.
 
     Also checked at call time: chunk_size >= 1 (ValueError) and that the producer has
-    `produce_chunk` (TypeError).
+    `produce_chunk` (TypeError), and `produce_rows` + `trim` when speculating (TypeError).
     """
     sampler = prepare_run(prompt_ids, config, max_context, vocab_size)
+    check_speculation(producer, speculation)
     if chunk_size < 1:
         raise ValueError(f"prefill chunk size must be >= 1 (got {chunk_size})")
     if not callable(getattr(producer, "produce_chunk", None)):
         raise TypeError(f"{type(producer).__name__} has no produce_chunk: it cannot prefill in chunks")
     return stream_prefill_then_decode(
         producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler,
-        Chunked(chunk_size),
+        Chunked(chunk_size), speculation,
     )
 
 
@@ -89,11 +93,12 @@ def run_raw_completion_chunked(
     on_progress: ProgressCallback | None = None,
     *,
     chunk_size: int = DEFAULT_PREFILL_CHUNK,
+    speculation: LookupSpeculation | None = None,
 ) -> RawDecodeResult:
     """Prefill in chunks of `chunk_size`, then decode. Blocking."""
     return run_raw_completion_chunked_cancellable(
         producer, tokenizer, prompt_ids, config, max_context, vocab_size, NEVER, on_progress,
-        chunk_size=chunk_size,
+        chunk_size=chunk_size, speculation=speculation,
     )
 
 
@@ -108,10 +113,12 @@ def run_raw_completion_chunked_cancellable(
     on_progress: ProgressCallback | None = None,
     *,
     chunk_size: int = DEFAULT_PREFILL_CHUNK,
+    speculation: LookupSpeculation | None = None,
 ) -> RawDecodeResult:
     """`run_raw_completion_chunked`, polling `cancel` per chunk, per decoded token and during
     pacing waits. Cancelling is not an error: the result says CANCELLED."""
     stream = stream_raw_completion_chunked(
-        producer, tokenizer, prompt_ids, config, max_context, vocab_size, cancel, chunk_size
+        producer, tokenizer, prompt_ids, config, max_context, vocab_size, cancel, chunk_size,
+        speculation,
     )
     return drive_raw_completion(stream, config.rate, cancel, on_progress)

@@ -108,6 +108,14 @@ class SessionProducer:
             return True
         return bool(inner(tokens, position, logits_out, cancel))
 
+    def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
+        """A draft's verification pass (`DraftVerifier`) on the slot's producer."""
+        self._inner.produce_rows(tokens, position, rows_out)
+
+    def trim(self, n: int) -> None:
+        """Drop the slot's KV rows (and mirror ids) past `n`: a rejected draft's."""
+        self._inner.trim(n)
+
     def reset(self) -> None:
         self._inner.reset()
 

@@ -135,6 +135,28 @@ class LlamaProducer:
         self._mirror.extend(ids)
         return True
 
+    def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
+        """Feed `tokens` at [position, position+T) in one pass (a draft's verification); the
+        logits after EVERY token into `rows_out` (T, vocab). See `LlamaBase.forward_rows`."""
+        ids = [int(t) for t in tokens]
+        if not ids:
+            raise ValueError("produce_rows needs at least one token")
+        self._check(position, len(ids))
+        if (rows_out.dtype != np.float32 or rows_out.shape != (len(ids), self._vocab)
+                or not rows_out.flags.c_contiguous or not rows_out.flags.writeable):
+            raise ValueError(
+                f"rows_out must be a writable contiguous float32 array of shape ({len(ids)}, "
+                f"{self._vocab}), got {rows_out.dtype} {rows_out.shape}")
+        self.model.forward_rows(ids, self._cache, rows_out)
+        self._mirror.extend(ids)
+
+    def trim(self, n: int) -> None:
+        """Keep the first `n` tokens (cache and mirror): the rows of a rejected draft go."""
+        if not 0 <= n <= len(self._mirror):
+            raise ValueError(f"cannot trim to {n}: the producer holds {len(self._mirror)} tokens")
+        self._cache.trim(n)
+        del self._mirror[n:]
+
     def reset(self) -> None:
         """Forget every token (the memory is kept for the next prompt; see `release`)."""
         self._cache.trim(0)

@@ -44,14 +44,22 @@ def new_id(kind: str) -> str:
 
 
 def usage(finished: Finished) -> dict[str, Any]:
-    """`usage` with prompt_tokens_details.cached_tokens (= the reused KV prefix)."""
+    """`usage` with prompt_tokens_details.cached_tokens (= the reused KV prefix); when the reply
+    speculated, completion_tokens_details with OpenAI's predicted-output counts (accepted /
+    rejected draft tokens)."""
     r = finished.result
-    return {
+    out: dict[str, Any] = {
         "prompt_tokens": r.prompt_tokens,
         "completion_tokens": r.new_tokens,
         "total_tokens": r.prompt_tokens + r.new_tokens,
         "prompt_tokens_details": {"cached_tokens": r.reused_prefix_tokens},
     }
+    if r.drafted_tokens:
+        out["completion_tokens_details"] = {
+            "accepted_prediction_tokens": r.accepted_tokens,
+            "rejected_prediction_tokens": r.drafted_tokens - r.accepted_tokens,
+        }
+    return out
 
 
 def timings(finished: Finished) -> dict[str, Any]:
@@ -66,6 +74,9 @@ def timings(finished: Finished) -> dict[str, Any]:
         "predicted_n": r.new_tokens,
         "predicted_ms": round(r.decode_seconds * 1000, 3),
         "predicted_per_second": round(r.decode_tokens_per_sec, 3),
+        # llama.cpp server's speculation figures (0 / 0 without drafts)
+        "draft_n": r.drafted_tokens,
+        "draft_n_accepted": r.accepted_tokens,
     }
 
 

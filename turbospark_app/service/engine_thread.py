@@ -323,6 +323,8 @@ class EngineThread:
             return
         self._backend = backend
         self._batching = callable(getattr(backend, "decode_batch", None))  # else no DecodeStep
+        if hasattr(backend, "crowded"):  # speculation pauses while other turns could batch
+            backend.crowded = lambda: len(self._active) > 1  # read on this thread, which owns it
         self._facts = (model_info, max_context, getattr(backend, "prompts", None))
         self._refresh_snapshot(force=True)
         self._state = "ready"

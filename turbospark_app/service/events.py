@@ -79,6 +79,8 @@ class TurnStats:
     usage_reported: bool = True  # False: the server sent no usage; counts are client-side
     reuse_source: str = "engine"  # engine | cached_tokens | timings.cache_n | "" (unavailable)
     cap: str = ""  # the tok/s cap: "" none set | "applied" | "applied by server" | "not applied (remote)"
+    drafted_tokens: int = 0  # prompt-lookup speculation: draft tokens verified (0: none / off)
+    accepted_tokens: int = 0  # of them, kept (each a token without a forward pass of its own)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -94,6 +96,7 @@ class TurnStats:
             "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
             "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
             "usage_reported": True, "reuse_source": "engine", "cap": "",
+            "drafted_tokens": 0, "accepted_tokens": 0,
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)

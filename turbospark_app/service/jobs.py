@@ -60,6 +60,8 @@ def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
         decode_tokens_per_sec=result.decode_tokens_per_sec,
         stop_latency=None if job.cancel_at is None else max(0.0, now - job.cancel_at),
         slot_evicted=result.session_slot_evicted,
+        drafted_tokens=result.drafted_tokens,
+        accepted_tokens=result.accepted_tokens,
     )
 
 

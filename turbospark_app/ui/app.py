@@ -37,6 +37,7 @@ from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_session_slots
 from .theme import follow_system_scheme
+from .speculation_setting import SPECULATION_SETTING
 from .weights_setting import current_weights
 
 DEFAULT_SESSION_SLOTS = 4
@@ -62,12 +63,14 @@ def real_backend_factory(
     on_cache_problem: Callable[[str], None] | None = None,
     weights: str | None = None,
     kernels: str | None = None,
+    speculation: str = "off",
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
     `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load;
     `weights`: "compact" | "f32" (None: $TURBOSPARK_WEIGHTS, else compact); `kernels`: the
-    compact engine's kernel mode (None: $TURBOSPARK_KERNELS, else exact-prompt).
+    compact engine's kernel mode (None: $TURBOSPARK_KERNELS, else exact-prompt); `speculation`:
+    the backend's own mode (the API server's turns; the panes' come stamped by the bridge).
     The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
@@ -82,7 +85,8 @@ def real_backend_factory(
         thermal, memory = monitors if monitors is not None else (None, None)
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
-                            on_cache_problem=on_cache_problem, weights=weights, kernels=kernels)
+                            on_cache_problem=on_cache_problem, weights=weights, kernels=kernels,
+                            speculation=speculation)
 
     return load
 
@@ -94,6 +98,7 @@ def app_model_factory(
     on_cache_problem: Callable[[str], None] | None = None,
     weights_flag: str | None = None,
     kernels_flag: str | None = None,
+    speculation_flag: str | None = None,
 ) -> ModelFactory:
     """What File › Open Model… and the Weights and Kernels settings switch to: `factory(path,
     chat_template=, weights=, kernels=)`. Session slots and, unless given, the weight and kernel
@@ -104,8 +109,9 @@ def app_model_factory(
                       kernels: str | None = None) -> Callable[[], ChatBackend]:
         mode = weights or current_weights(settings, weights_flag).mode
         kernel_mode = kernels or KERNELS_SETTING.current(settings, kernels_flag).mode
+        speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
-                                    chat_template, on_cache_problem, mode, kernel_mode)
+                                    chat_template, on_cache_problem, mode, kernel_mode, speculation)
 
     return model_factory
 
@@ -139,6 +145,7 @@ def build_window(
     model_factory: ModelFactory | None = None,
     weights_flag: str | None = None,
     kernels_flag: str | None = None,
+    speculation_flag: str | None = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
@@ -150,7 +157,8 @@ def build_window(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )
     window = MainWindow(store, bridge, settings if settings is not None else app_settings(),
-                        model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag)
+                        model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag,
+                        speculation_flag=speculation_flag)
     bridge.setParent(window)
     bridge.start()
     if notice:
@@ -175,9 +183,11 @@ def run_app(args: argparse.Namespace) -> int:
     settings = app_settings()
     weights_flag = getattr(args, "weights", None)
     kernels_flag = getattr(args, "kernels", None)
+    speculation_flag = getattr(args, "speculation", None)
     try:
         weights = current_weights(settings, weights_flag).mode
         kernels = KERNELS_SETTING.current(settings, kernels_flag).mode
+        speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
     except LoadChoiceError as e:  # a bad TURBOSPARK_WEIGHTS / _KERNELS: say so, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
@@ -199,11 +209,13 @@ def run_app(args: argparse.Namespace) -> int:
             window_ref[0].bridge.report_cache_problem(message)
 
     model_factory = app_model_factory(settings, monitors, kv_budget, report_cache_problem, weights_flag,
-                                      kernels_flag)
+                                      kernels_flag, speculation_flag)
     factory = real_backend_factory(model_path, slots, monitors, kv_budget,
-                                   on_cache_problem=report_cache_problem, weights=weights, kernels=kernels)
+                                   on_cache_problem=report_cache_problem, weights=weights, kernels=kernels,
+                                   speculation=speculation)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
-                          model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag)
+                          model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag,
+                          speculation_flag=speculation_flag)
     window_ref.append(window)
     window.show()
 

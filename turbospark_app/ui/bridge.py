@@ -12,6 +12,8 @@ re-emits it on `engineEvent` (the status bar). Backend load events update `backe
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
@@ -65,6 +67,9 @@ class EngineBridge(QObject):
         self._listeners: dict[int, Listener] = {}
         self._requests: dict[int, TurnRequest] = {}
         self._shut_down = False
+        # The window's speculation mode ("lookup" | "off"), stamped on every pane's turn that
+        # leaves it unset; None: the backend's own (ui.speculation_setting).
+        self.speculation: str | None = None
         self.backend_state = "idle"
         self.backend_error: str | None = None
         self.model_info: dict[str, Any] = {}
@@ -82,6 +87,9 @@ class EngineBridge(QObject):
     def submit(self, request: TurnRequest, listener: Listener) -> int:
         """Queue a turn; `listener(event)` is called on the GUI thread for each of its events,
         the last one being Finished or Failed."""
+        if self.speculation is not None and request.settings.speculation is None:
+            request = dataclasses.replace(request, settings=dataclasses.replace(
+                request.settings, speculation=self.speculation))
         rid = self._engine.submit(request)
         # Registered before control returns to the event loop, so no event can be missed.
         self._listeners[rid] = listener

@@ -52,7 +52,7 @@ def bytes_label(n: int | float | None) -> str:
 
 
 def stats_line(stats: TurnStats) -> str:
-    """The line under a reply: prompt, reused, new, TTFT, decode rate, stop reason, latency."""
+    """The line under a reply: prompt, reused, new, TTFT, decode rate, drafts, stop reason, latency."""
     remote = stats.source == "remote"
     if not stats.started:
         latency = f" after {seconds_label(stats.stop_latency)}" if stats.stop_latency is not None else ""
@@ -68,6 +68,8 @@ def stats_line(stats: TurnStats) -> str:
     ]
     if remote:
         parts.insert(0, f"remote {stats.remote}")
+    if stats.drafted_tokens:
+        parts.append(f"draft {stats.accepted_tokens}/{stats.drafted_tokens} accepted")
     if stats.cap:
         parts.append(f"cap {stats.cap}")
     if stats.stop_reason == "cancelled":

@@ -34,6 +34,7 @@ from .pane_area import PaneArea
 from .qa_panel import QAPanel
 from .remote_source import PaneEngine, RemoteHub
 from .settings import read_json, write_json
+from .speculation_setting import SPECULATION_SETTING
 from .settings_dialog import (
     SettingsDialog,
     load_defaults,
@@ -61,6 +62,7 @@ class MainWindow(QMainWindow):
         remote: RemoteHub | None = None,
         weights_flag: str | None = None,
         kernels_flag: str | None = None,
+        speculation_flag: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`model_factory(path, chat_template=, weights=, kernels=)` builds the backend factory
@@ -68,7 +70,8 @@ class MainWindow(QMainWindow):
         explains that this window cannot switch models). `remote`: the remote engines (saved
         endpoints, the HTTP client); one over the saved endpoints when None. `weights_flag`,
         `kernels_flag`: the --weights and --kernels flags, which win over the settings (as
-        $TURBOSPARK_WEIGHTS and $TURBOSPARK_KERNELS do)."""
+        $TURBOSPARK_WEIGHTS and $TURBOSPARK_KERNELS do); `speculation_flag`: --speculation, the
+        same over the Speculation setting (applied to the bridge here and on every change)."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
@@ -83,6 +86,11 @@ class MainWindow(QMainWindow):
                                     lambda: [p for p in self.area.panes() if p.busy], weights_flag,
                                     kernels_flag)
         self.model_opener = self.models.opener
+        self.speculation_flag = speculation_flag
+        try:  # (run_app refuses to start on a bad $TURBOSPARK_SPECULATION before this)
+            bridge.speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
+        except ValueError:
+            bridge.speculation = None
         self.settings_dialog: SettingsDialog | None = None
         self.endpoints_dialog: EndpointsDialog | None = None
         self.sidebar = Sidebar(self)
@@ -369,7 +377,9 @@ class MainWindow(QMainWindow):
                                 max_context=self.bridge.max_context or None,
                                 conversation_title=pane.conversation.title, weights=self.models.weights(),
                                 loaded_weights=self.bridge.model_info.get("weights_kind"),
-                                kernels=self.models.kernels(), parent=self)
+                                kernels=self.models.kernels(),
+                                speculation=SPECULATION_SETTING.current(self.settings, self.speculation_flag),
+                                parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog
@@ -400,6 +410,10 @@ class MainWindow(QMainWindow):
             self.defaults = dict(values)
             save_defaults(self.settings, values)
         save_session_slots(self.settings, dialog.session_slots())
+        speculation = dialog.speculation_change()
+        if speculation is not None:  # no reload: the bridge stamps it on the next turns
+            SPECULATION_SETTING.save(self.settings, speculation)
+            self.bridge.speculation = speculation
         load = dialog.load_changes()
         if load:
             self.models.change_load(load)

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..model.choice.kernels import KernelsChoice
+from ..model.choice.speculation import SpeculationChoice
 from ..model.choice.weights import WeightsChoice
 from .generation_settings import (
     DEFAULTS,
@@ -49,6 +50,7 @@ from .generation_settings import (
 from .cache_setting import CacheBox
 from .settings import read_json, write_json
 from .kernels_setting import KernelsField
+from .speculation_setting import SpeculationField
 from .weights_setting import WeightsField
 
 DEFAULTS_KEY = "defaults/generation"
@@ -124,6 +126,7 @@ class SettingsDialog(QDialog):
         weights: WeightsChoice | None = None,
         loaded_weights: str | None = None,
         kernels: KernelsChoice | None = None,
+        speculation: SpeculationChoice | None = None,
         cache_root: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
@@ -134,6 +137,7 @@ class SettingsDialog(QDialog):
         self._cache_root = cache_root
         self._weights = weights or WeightsChoice("compact", "default")
         self._kernels = kernels or KernelsChoice("exact-prompt", "default")
+        self._speculation = speculation or SpeculationChoice("off", "default")
         self._loaded_weights = loaded_weights
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
@@ -242,7 +246,10 @@ class SettingsDialog(QDialog):
         form.addRow("", self.kernels_field.note)
         self.weights_field.combo.currentIndexChanged.connect(
             lambda _i: self.kernels_field.follow_weights(self.weights_field.mode()))
-        for combo in (self.weights_field.combo, self.kernels_field.combo):
+        self.speculation_field = SpeculationField(self._speculation, self)
+        form.addRow("Speculation", self.speculation_field.combo)
+        form.addRow("", self.speculation_field.note)
+        for combo in (self.weights_field.combo, self.kernels_field.combo, self.speculation_field.combo):
             combo.currentIndexChanged.connect(self.revalidate)  # (grows for the notes)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
@@ -338,6 +345,10 @@ class SettingsDialog(QDialog):
         """The kernel mode picked when it differs from the current one and applies (compact
         weights picked), else None."""
         return self.kernels_field.mode() if self.kernels_field.changed() else None
+
+    def speculation_change(self) -> str | None:
+        """The speculation mode picked when it differs from the current one, else None."""
+        return self.speculation_field.mode() if self.speculation_field.changed() else None
 
     def load_changes(self) -> dict[str, str]:
         """The load options changed ({"weights": "f32", "kernels": "int8"}): one reload applies them."""

@@ -1,0 +1,240 @@
+"""Prompt-lookup speculation (issue #20 part 2): draft tokens by n-gram matching, verify them in
+one forward pass, keep what the model itself would have chosen.
+
+Three pieces, each per stream (one `LookupDrafter` per run):
+
+- `NgramIndex`: the token sequence (prompt + reply so far) and, for every n-gram size, where
+  each n-gram last occurred with a known continuation. Drafting is a dictionary look-up of the
+  last n tokens (longest n first), so it costs nothing on a miss and O(1) per token to maintain.
+- `AcceptancePolicy`: how long a draft to verify, or none. Drafts only on a match; the length
+  starts at `draft_start` (7), doubles after a fully accepted run up to `draft_max` (31) and drops
+  back after a miss; and a draft is verified only when its EXPECTED gain pays for the wider pass
+  (i.i.d. acceptance `a` estimated from this stream, pass cost `1 + row_cost * (T - 1)` measured
+  from this stream's own step times). When acceptance stops paying the stream decodes plainly,
+  probing again after `probe_every` skipped matches so a later echo-heavy stretch is found.
+- `LookupDrafter`: the two together plus the stream's counters (drafted / accepted / passes).
+
+The decode loop (`raw_completion.decode`) asks `propose()` before each forward pass and reports
+back with `settle()`; it never speculates while `crowded()` says other streams are decoding
+(a batched step serves them better: research/throughput.md, PR #6828).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class LookupSpeculation:
+    """Prompt-lookup speculation settings for a run (`decode(..., speculation=...)`).
+
+    `crowded`: True while other streams are decoding — then the run decodes plainly (its steps
+    stay batchable). The rest tune the drafter; the defaults follow the research notes.
+    """
+
+    ngram_max: int = 3
+    ngram_min: int = 2
+    draft_start: int = 7
+    draft_max: int = 31
+    probe_every: int = 16
+    crowded: Callable[[], bool] = _never
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise ValueError(f"need 1 <= ngram_min <= ngram_max (got {self.ngram_min}, {self.ngram_max})")
+        if not 1 <= self.draft_start <= self.draft_max:
+            raise ValueError(f"need 1 <= draft_start <= draft_max (got {self.draft_start}, {self.draft_max})")
+
+    def start(self, history: Sequence[int]) -> "LookupDrafter":
+        """A fresh drafter for one stream whose tokens so far are `history`."""
+        return LookupDrafter(self, history)
+
+
+class NgramIndex:
+    """The stream's tokens and, per n-gram size, the position after the n-gram's most recent
+    occurrence whose continuation is known (so the trailing n-gram never matches itself)."""
+
+    def __init__(self, ngram_min: int, ngram_max: int) -> None:
+        self.tokens: list[int] = []
+        self._sizes = range(ngram_max, ngram_min - 1, -1)  # longest first
+        self._last: dict[int, dict[tuple[int, ...], int]] = {n: {} for n in self._sizes}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Append `tokens`, indexing every n-gram that now has a continuation."""
+        seq = self.tokens
+        for t in tokens:
+            end = len(seq)  # the n-grams ending here get `t` as their continuation
+            for n, table in self._last.items():
+                if end >= n:
+                    table[tuple(seq[end - n:end])] = end
+            seq.append(int(t))
+
+    def sync(self, history: Sequence[int]) -> None:
+        """Catch up with `history`, a sequence that only ever grows by appending."""
+        if len(history) > len(self.tokens):
+            self.extend(history[len(self.tokens):])
+
+    def lookup(self, k: int) -> tuple[int, ...]:
+        """Up to `k` tokens that followed the latest earlier occurrence of the longest trailing
+        n-gram that occurred before; () when none did."""
+        seq = self.tokens
+        for n in self._sizes:
+            if len(seq) < n:
+                continue
+            at = self._last[n].get(tuple(seq[len(seq) - n:]))
+            if at is not None:
+                return tuple(seq[at:at + k])
+        return ()
+
+
+def expected_tokens(a: float, t: int) -> float:
+    """Tokens one verify pass of `t` rows yields when each draft is accepted with
+    probability `a`: the accepted prefix plus the model's own token, (1 - a^t) / (1 - a)."""
+    if a >= 1.0:
+        return float(t)
+    return (1.0 - a ** t) / (1.0 - a)
+
+
+@dataclass
+class AcceptancePolicy:
+    """Per-stream draft length and the pays-or-not decision (see the module docstring)."""
+
+    draft_start: int
+    draft_max: int
+    probe_every: int
+    cap: int = 0  # current draft-length cap
+    accept_rate: float = 0.7  # estimated per-draft-token acceptance (prior: echo-ish)
+    row_cost: float = 0.2  # extra cost of one more row in a pass, in one-token steps (prior)
+    step_seconds: float | None = None  # a plain one-token step, measured
+    skipped: int = 0  # matches not verified since the last draft
+    alpha: float = 0.15  # EMA weight of one observation
+
+    def __post_init__(self) -> None:
+        self.cap = self.draft_start
+
+    def cost(self, t: int) -> float:
+        """A pass of `t` rows, in one-token steps."""
+        return 1.0 + self.row_cost * (t - 1)
+
+    def length(self, available: int) -> int:
+        """How many of `available` drafted tokens to verify: the length with the best expected
+        gain up to the cap; 0 when no length pays, except every `probe_every`-th match (a probe
+        at the starting length, so a stream whose acceptance comes back speculates again)."""
+        limit = min(self.cap, available)
+        if limit <= 0:
+            return 0
+        a = self.accept_rate
+        best, best_gain = 0, 1.0
+        for k in range(1, limit + 1):
+            gain = expected_tokens(a, k + 1) / self.cost(k + 1)
+            if gain > best_gain:
+                best, best_gain = k, gain
+        if best == 0:
+            self.skipped += 1
+            if self.skipped < self.probe_every:
+                return 0
+            best = min(limit, self.draft_start)  # probe: acceptance may have come back
+        self.skipped = 0
+        return best
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        """Learn from a verify pass: `accepted` of `drafted` matched (a miss after them unless
+        all did); grow the cap after a full run, drop it back after a miss."""
+        for _ in range(accepted):
+            self.accept_rate += self.alpha * (1.0 - self.accept_rate)
+        if accepted < drafted:
+            self.accept_rate += self.alpha * (0.0 - self.accept_rate)
+            self.cap = self.draft_start
+        else:
+            self.cap = min(self.draft_max, max(self.cap, drafted) * 2 + 1)
+
+    def timed_step(self, seconds: float) -> None:
+        """A plain one-token step took `seconds`."""
+        s = self.step_seconds
+        self.step_seconds = seconds if s is None else s + self.alpha * (seconds - s)
+
+    def timed_pass(self, rows: int, seconds: float) -> None:
+        """A verify pass of `rows` rows took `seconds`: refine the per-row cost."""
+        if self.step_seconds is None or rows < 2 or self.step_seconds <= 0:
+            return
+        observed = (seconds / self.step_seconds - 1.0) / (rows - 1)
+        observed = min(1.0, max(0.02, observed))
+        self.row_cost += self.alpha * (observed - self.row_cost)
+
+
+@dataclass
+class LookupDrafter:
+    """One stream's drafter: n-gram index, policy and counters."""
+
+    config: LookupSpeculation
+    history: Sequence[int]
+    drafted: int = 0  # draft tokens verified
+    accepted: int = 0  # of them, kept
+    passes: int = 0  # verify passes run
+    index: NgramIndex = field(init=False)
+    policy: AcceptancePolicy = field(init=False)
+
+    def __post_init__(self) -> None:
+        c = self.config
+        self.index = NgramIndex(c.ngram_min, c.ngram_max)
+        self.index.extend(self.history)
+        self.policy = AcceptancePolicy(c.draft_start, c.draft_max, c.probe_every)
+
+    def propose(self, history: Sequence[int], limit: int) -> tuple[int, ...]:
+        """Draft tokens to follow `history` (its last token is being fed now), at most `limit`
+        of them; () for a plain step (no match, no pay, or other streams decoding)."""
+        if limit <= 0 or self.config.crowded():
+            return ()
+        self.index.sync(history)
+        found = self.index.lookup(min(limit, self.policy.cap))
+        if not found:
+            return ()
+        return found[: self.policy.length(len(found))]
+
+    def settle(self, drafted: int, accepted: int, *, learn: bool = True) -> None:
+        """A verify pass of `drafted` drafts ended with `accepted` of them kept. `learn` False:
+        the run ended inside the pass (stop, cap, cancel), so the rest was never judged."""
+        self.passes += 1
+        self.drafted += drafted
+        self.accepted += accepted
+        if learn:
+            self.policy.settle(drafted, accepted)
+
+
+class Verifying:
+    """The verify pass in flight: its rows' logits and the drafts not yet judged.
+
+    Row 0 holds the logits after the fed token, row i those after draft i. A sampled token
+    equal to the next draft is already in the KV: the loop takes the next row instead of
+    feeding it. Anything else ends the pass; the KV rows past the confirmed tokens are trimmed.
+    """
+
+    def __init__(self, rows: np.ndarray, drafts: Sequence[int]) -> None:
+        self.rows = rows
+        self.drafts = tuple(drafts)
+        self.judged = 0  # drafts confirmed so far
+
+    @property
+    def pending(self) -> int:
+        """Drafts in the KV but not confirmed (trimmed when the pass ends now)."""
+        return len(self.drafts) - self.judged
+
+    def confirms(self, token: int) -> bool:
+        """Whether `token` is the next draft (then it is confirmed and its row becomes next)."""
+        if self.judged < len(self.drafts) and self.drafts[self.judged] == token:
+            self.judged += 1
+            return True
+        return False
+
+    def row(self) -> np.ndarray:
+        """The logits after the last confirmed token."""
+        return self.rows[self.judged]
