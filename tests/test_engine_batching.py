@@ -171,3 +171,16 @@ def test_speculation_pauses_while_other_turns_decode(backend) -> None:
     assert engine.batch.steps > 0
     # side by side the turns batch instead; a turn left alone at the end may draft again
     assert min(done[i].result.drafted_tokens for i in range(2)) == 0
+
+
+def test_api_requests_sharing_a_cached_prefix_decode_side_by_side(backend) -> None:
+    from turbospark_app.service.events import PromptRequest
+
+    settings = TurnSettings(generation=GenerationConfig(max_new_tokens=16))
+    ids = tuple(backend.prompts.raw_ids("Once upon a time, in a village by the sea, there lived"))
+    done, _ = _run(backend, [PromptRequest(ids, settings, builder=backend.prompts)])  # an API session
+    # both match that idle session; only one may take it, the other must not queue behind it
+    done, engine = _run(backend, [PromptRequest(ids, settings, builder=backend.prompts) for _ in range(2)])
+    assert engine.batch.steps >= 10
+    assert done[0].conversation_id != done[1].conversation_id
+    assert len(done[0].generated_ids) == len(done[1].generated_ids) == 16

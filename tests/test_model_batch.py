@@ -74,6 +74,8 @@ def test_batch_of_rows_that_are_not_adjacent_and_private_caches(models) -> None:
             np.testing.assert_array_equal(logits[i], plain[b][1][step])
     for k, before in zip(idle.k_layers, kept):
         np.testing.assert_array_equal(k[:, : idle.offset], before)
+    # the batch's rows were moved next to each other (the idle row out of the way): one call
+    assert sorted((caches[0].row, caches[1].row)) == [0, 1] and idle.row == 2
 
 
 @pytest.mark.parametrize("engine", ["compact", "f32"])

@@ -284,6 +284,30 @@ class KVArena:
             cap = min(-(-want // self.step) * self.step, self.max_context)
         self._layout(n_rows, cap)
 
+    def gather(self, caches: "list[ArenaKVCache]") -> None:
+        """Put `caches` (members of this arena) on adjacent rows, so one batched call binds
+        them: unless they already are, they move to rows 0..k-1 in their row order, each
+        swapping places with the member there (a copy of both rows' valid positions, once for
+        the many steps a batch lasts). Their views go stale (generation moves)."""
+        rows = sorted(c.row for c in caches if c.row is not None)
+        if len(rows) != len(caches) or rows == list(range(rows[0], rows[0] + len(rows))):
+            return
+        for target, cache in enumerate(sorted(caches, key=lambda c: c.row)):  # type: ignore[arg-type, return-value]
+            if cache.row != target:
+                self._swap(target, cache.row)  # type: ignore[arg-type]
+        self.generation += 1
+
+    def _swap(self, r1: int, r2: int) -> None:
+        a, b = self._members[r1], self._members[r2]
+        for buf in (self._k, self._v):  # (L, rows, n_kv, cap, hd)
+            first = buf[:, r1, :, : a.offset].copy()
+            buf[:, r1, :, : b.offset] = buf[:, r2, :, : b.offset]
+            buf[:, r2, :, : a.offset] = first
+        self._members[r1], self._members[r2] = b, a
+        a.row, b.row = r2, r1
+        a._attach(self._k, self._v)
+        b._attach(self._k, self._v)
+
     def leave(self, cache: ArenaKVCache) -> None:
         """`cache` gives its row back: the rows after it move up one (no holes, so memory is
         rows x capacity of the caches holding memory) and unused capacity is freed."""

@@ -405,9 +405,14 @@ class EngineThread:
         backend: Any = self._backend
         if request.builder is None or request.builder is not getattr(backend, "prompts", None):
             raise EngineError("the model was switched while the request waited; send it again")
+        fresh = f"{API_SESSION_PREFIX}{job.request_id}"
         job.session_id = request.conversation_id or backend.pick_session(
-            request.prompt_ids, API_SESSION_PREFIX, f"{API_SESSION_PREFIX}{job.request_id}"
-        )
+            request.prompt_ids, API_SESSION_PREFIX, fresh)
+        if not request.conversation_id and any(
+                j.conversation_id == job.session_id for j in self._active if j is not job):
+            # Another running request took that session (its slot is checked out lazily): this
+            # one would wait for the whole reply instead of decoding beside it in the batch.
+            job.session_id = fresh
         return backend.prepare_prompt(job.session_id, request.prompt_ids, request.settings)
 
     def _run_round(self, jobs: list[Job]) -> None:

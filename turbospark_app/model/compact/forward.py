@@ -126,14 +126,21 @@ class CompactLlamaModel(LlamaBase):
                       logits_out: np.ndarray) -> np.ndarray:
         """One decode step for each (token, cache) pair: row b's logits into logits_out[b].
 
-        Caches of one KVArena whose rows are adjacent run as ONE session run (the weights are
-        read once for all of them); the others run apart. Same numerics as `forward`'s step.
+        Caches of one KVArena run as ONE session run (the weights are read once for all of
+        them; rows apart are first moved next to each other, `KVArena.gather`); other caches
+        run apart. Same numerics as `forward`'s step.
         """
         if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
             raise ValueError("forward_batch needs one token and one logits row per cache")
         for t, cache in zip(tokens, caches):
             self._check_tokens((t,), cache)
             cache.reserve(cache.offset + 1)  # before binding: growing the arena moves every row
+        arenas: dict[int, list[ArenaKVCache]] = {}
+        for cache in caches:
+            if isinstance(cache, ArenaKVCache) and cache.row is not None:
+                arenas.setdefault(id(cache.arena), []).append(cache)
+        for group in arenas.values():  # rows apart (an idle conversation between): move them
+            group[0].arena.gather(group)
         for run in _adjacent_runs(caches):
             if len(run) == 1:
                 b = run[0]
