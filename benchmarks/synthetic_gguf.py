@@ -1,6 +1,6 @@
 """A synthetic GGUF with Llama-3.2-1B's shape and random quantized weights (benchmarks only).
 
-    python benchmarks/synthetic_gguf.py OUT.gguf [--type Q4_0|Q4_K] [--layers 16] [--arch qwen3]
+    python benchmarks/synthetic_gguf.py OUT.gguf [--type Q4_0|Q4_K|Q4_K_M] [--layers 16] [--arch qwen3]
 
 `--arch` writes a ~0.5-1B model of that family instead (`FAMILY_SHAPES`: its real head layout,
 its own tensors and keys: q/k norms, post norms, fused q|k|v and gate|up, sliding windows,
@@ -8,7 +8,10 @@ soft-caps, scales), with a 32k vocabulary so every family's head costs the same.
 
 16 layers, dim 2048, ffn 8192, 32 query / 8 KV heads (head_dim 64), vocab 128256, tied
 embeddings. Every matrix is random blocks of `--type` with small float16 scales (its logits mean
-nothing; its speed and memory are real); norms are ones. A byte-level SentencePiece-style
+nothing; its speed and memory are real); norms are ones. `Q4_K_M` is the mix llama.cpp's quantizer
+writes for that name: Q4_K, with attn_v and ffn_down in Q6_K on half the layers (its
+`use_more_bits`: the first and last eighth, and every third between) and the tied
+embedding/output in Q6_K. A byte-level SentencePiece-style
 vocabulary (`<unk>`, `<s>`, `</s>`, 256 byte tokens, fillers) lets llama.cpp load the file.
 """
 
@@ -22,7 +25,14 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 
 SHAPE = {"n_layers": 16, "dim": 2048, "ffn": 8192, "n_heads": 32, "n_kv": 8, "vocab": 128256}
-_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4))}  # (byte offset, value)
+_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4)),  # (byte offset, value)
+               "Q6_K": ((208, 2e-5),)}
+_MIXES = {"Q4_K_M"}  # --type values that are a mix of block types (see the module docstring)
+
+
+def _more_bits(i: int, n: int) -> bool:
+    """llama.cpp's `use_more_bits`: the layers whose attn_v and ffn_down Q4_K_M keeps in Q6_K."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
 def random_blocks(rows: int, cols: int, qtype: str, rng: np.random.Generator) -> np.ndarray:
@@ -70,8 +80,13 @@ def write_synthetic(path: Path, qtype: str = "Q4_0", n_layers: int | None = None
     w.add_rope_dimension_count(head_dim)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if qtype == "Q4_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
     _add_vocab(w, vocab)
-    qt = Q[qtype]
-    w.add_tensor("token_embd.weight", random_blocks(vocab, dim, qtype, rng), raw_dtype=qt)
+    mix = qtype in _MIXES
+    base = "Q4_K" if mix else qtype
+
+    def typed(name: str, rows: int, cols: int, q: str) -> None:
+        w.add_tensor(name, random_blocks(rows, cols, q, rng), raw_dtype=Q[q])
+
+    typed("token_embd.weight", vocab, dim, "Q6_K" if mix else base)  # tied: the output's type
     w.add_tensor("output_norm.weight", np.ones(dim, np.float32))
     shapes = {"attn_q": (dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim),
               "attn_output": (dim, dim), "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim),
@@ -79,8 +94,10 @@ def write_synthetic(path: Path, qtype: str = "Q4_0", n_layers: int | None = None
     for i in range(s["n_layers"]):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(dim, np.float32))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(dim, np.float32))
+        more = mix and _more_bits(i, s["n_layers"])
         for kind, (rows, cols) in shapes.items():
-            w.add_tensor(f"blk.{i}.{kind}.weight", random_blocks(rows, cols, qtype, rng), raw_dtype=qt)
+            q = "Q6_K" if more and kind in ("attn_v", "ffn_down") else base
+            typed(f"blk.{i}.{kind}.weight", rows, cols, q)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -177,7 +194,7 @@ def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--type", default="Q4_0", choices=sorted(_F16_FIELDS))
+    ap.add_argument("--type", default="Q4_0", choices=sorted({*_F16_FIELDS, *_MIXES} - {"Q6_K"}))
     ap.add_argument("--layers", type=int, default=None)
     ap.add_argument("--arch", choices=sorted(FAMILY_SHAPES), default=None)
     args = ap.parse_args()

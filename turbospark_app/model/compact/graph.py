@@ -212,25 +212,29 @@ class _Graph:
             self._splits[key] = self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
         return self._splits[key]
 
-    def _fold(self, y: str, n: int) -> str:
-        """(2T, n) -> the two halves' sum (T, n)."""
-        pair = self.node("Reshape", [y, self.small(np.array([2, -1, n], np.int64))])[0]
-        return self.node("ReduceSum", [pair, self.small(np.array([0], np.int64))], keepdims=0)[0]
+    def _fold(self, y: str) -> str:
+        """(2T, n) -> the two halves' sum (T, n). Split + Add: ONNX Runtime's ReduceSum over the
+        leading axis of (2, T, n) measured ~18x slower (37 vs 2 ms at T=128, n=16384)."""
+        grid, rest = self.node("Split", [y], n_out=2, axis=0, num_outputs=2)
+        return self.node("Add", [grid, rest])[0]
 
     def _one(self, x: str, m: Matrix) -> str:
         if isinstance(m, DenseMatrix):
             return self.node("Gemm", [x, self.weight(m, "w", lambda: m.weight)], transB=1)[0]
         n, k = m.shape
         xa = self._split_exact(x, k, m.block_size) if self._exact_now else x
+        # The kernel's default zero point (2^(bits-1): Q4_0, the re-centred Q4_1/Q4_K, Q8_0) is
+        # not passed: a one-row step then reads no zero-point bytes (~2% of a 4-bit matrix's).
+        inputs = [xa, self.weight(m, "q", lambda: m.packed), self.weight(m, "s", lambda: m.scales)]
+        if m.zero != 1 << (m.bits - 1):
+            inputs.append(self.weight(m, "z", m.zero_points))
         y = self.node(
-            "MatMulNBits",
-            [xa, self.weight(m, "q", lambda: m.packed), self.weight(m, "s", lambda: m.scales),
-             self.weight(m, "z", m.zero_points)],
+            "MatMulNBits", inputs,
             domain="com.microsoft", K=k, N=n, bits=m.bits, block_size=m.block_size,
             accuracy_level=ACCURACY_LEVEL,
         )[0]
         if xa is not x:
-            y = self._fold(y, n)
+            y = self._fold(y)
         if m.mins is None:
             return y
         nb = k // m.block_size
@@ -333,9 +337,12 @@ def build_model_proto(
             act = g.node("Mul", [g.node("Mul", [gate, g.node("Sigmoid", [gate])[0]])[0], up])[0]
         return g.node("Add", [x1, branch(g.linear(act, layer.down), layer.post_ffw_norm)])[0]
 
-    def head_of(h: str) -> str:
-        last = g.node("Slice", [h, rows, g.small(np.array([2**62], i64)),
-                                g.small(np.array([0], i64))])[0]  # (n, dim)
+    def last_rows(t: str) -> str:
+        """The last n rows of t (rows = -n): (n, width)."""
+        return g.node("Slice", [t, rows, g.small(np.array([2**62], i64)), g.small(np.array([0], i64))])[0]
+
+    def head_of(last: str) -> str:
+        """last (n, dim): the final hidden rows -> logits (n, vocab)."""
         logits = scaled(g.linear(g.rms(last, output_norm, c.norm_eps), head), 1.0 / c.logit_scale)
         if c.final_softcap > 0:  # Gemma: c * tanh(logits / c)
             logits = scaled(g.node("Tanh", [scaled(logits, 1.0 / c.final_softcap)])[0], c.final_softcap)
@@ -375,8 +382,9 @@ def build_model_proto(
                 return [h2, qkv_of(h2, nxt)]
 
             x, qkv = g.segment(step)
-        else:
-            (logits,) = g.segment(lambda h=x, a=a, layer=layer: [head_of(rest_of_layer(h, a, layer))])
+        else:  # only the rows the head reads go on: the others' rest of the last layer is unused
+            h_last, a_last = last_rows(x), last_rows(a)
+            (logits,) = g.segment(lambda: [head_of(rest_of_layer(h_last, a_last, layer))])
     g.output(logits, "logits", f32, ["N", c.vocab_size])
     return _model(g)
 
