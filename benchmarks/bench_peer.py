@@ -8,7 +8,8 @@ alternating, `--rounds` times; the table shows medians and TurboSpark / llama.cp
 decode tok/s (after a 38-token prompt), chunked prefill tok/s (500 tokens; TurboSpark in
 128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache) and
 peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic Llama-3.2-1B-shaped
-GGUFs with random Q4_0 and Q4_K weights (`synthetic_gguf.py`, written to a temp folder).
+GGUFs with random Q4_0 and Q4_K weights and a Q4_K_M mix (Q6_K attn_v/ffn_down on half the
+layers and a Q6_K output, as llama.cpp writes that type; `synthetic_gguf.py`, in a temp folder).
 TurboSpark runs once per kernel mode in `--kernels` (default: exact-prompt, the app's default,
 and int8, llama.cpp's numerics; see `ort_graph.KERNEL_MODES`), each its own column.
 Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
@@ -185,7 +186,7 @@ def main() -> int:
         if not args.skip_1b:
             from synthetic_gguf import write_synthetic
 
-            for qtype in ("Q4_0", "Q4_K"):
+            for qtype in ("Q4_0", "Q4_K", "Q4_K_M"):
                 path = write_synthetic(Path(tmp) / f"synthetic-1b-{qtype}.gguf", qtype)
                 compare(f"synthetic 1B {qtype}", path, args.peer_python, args.rounds, cache,
                         ["--decode", "32", "--prefill", "256"], kernels)
