@@ -22,8 +22,9 @@ every layer, so the first reply token's logits are float32's (to ~2e-4 of their 
 Measured on the default model (40 chat prompts): splitting only the last row, only the last
 chunk of a longer prompt, or only half of the layers leaves the first token's logits 1-3e-2
 off (int8 everywhere: 3e-2) -- the keys and values of every earlier row and layer decide it.
-The whole pass is then ONE If with an exact and a plain branch (`_Graph.branches`); both read
-the same weight initializers, which ONNX Runtime prepacks once for the session.
+Each stretch between two attentions is then an If with an exact and a plain branch
+(`_Graph.segment`); both read the same weight initializers, which ONNX Runtime prepacks once
+for the session.
 
 Weights are never copied into the graph proto when they live in the cache: initializers are
 ONNX "external data" pointing into the cache entry's .npy files at their data offset.
@@ -175,25 +176,26 @@ class _Graph:
             self._weights[key] = self.const(role, make())
         return self._weights[key]
 
-    def branches(self, body: Callable[[Callable[[str], str]], list[str]], names: list[str]) -> list[str]:
-        """`body` built twice, exact and plain int8, as the two branches of ONE If on the graph
-        input "exact"; its outputs get `names`. Both branches read the same initializers, which
-        ONNX Runtime prepacks once for the session."""
+    def segment(self, build: Callable[[], list[str]]) -> list[str]:
+        """The nodes `build()` adds, returning their outputs. In exact-prompt mode built twice,
+        exact and plain int8, as the two branches of an If on the graph input "exact": a decode
+        step then runs the plain branch, with no trace of the split."""
+        if self._kernels != "exact-prompt":
+            return build()
         from onnx import TensorProto, helper
 
-        graphs = []
+        branches = []
         for exact in (True, False):
             saved, self.nodes, self._splits = self.nodes, [], {}
             self._exact_now = exact
-            tag = "x" if exact else "p"
-            outs = body(lambda name: f"{tag}_{name}")
-            graphs.append(helper.make_graph(
+            outs = build()
+            branches.append(helper.make_graph(
                 self.nodes, self.name("branch"), [],
                 [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]))
             self.nodes = saved
         self._splits = {}
-        return self.node("If", [self._exact_input()], names=names,
-                         then_branch=graphs[0], else_branch=graphs[1])
+        return self.node("If", [self._exact_input()], n_out=len(outs),
+                         then_branch=branches[0], else_branch=branches[1])
 
     def _split_exact(self, x: str, k: int, bs: int) -> str:
         """[x rounded to the kernel's int8 grid (per block of bs); x minus that]: (2T, k).
@@ -226,13 +228,12 @@ class _Graph:
             return self.node("Gemm", [x, self.weight(m, "w", lambda: m.weight)], transB=1)[0]
         n, k = m.shape
         xa = self._split_exact(x, k, m.block_size) if self._exact_now else x
-        # The kernel's default zero point (2^(bits-1): Q4_0, the re-centred Q4_1/Q4_K, Q8_0) is
-        # not passed: a one-row step then reads no zero-point bytes (~2% of a 4-bit matrix's).
-        inputs = [xa, self.weight(m, "q", lambda: m.packed), self.weight(m, "s", lambda: m.scales)]
-        if m.zero != 1 << (m.bits - 1):
-            inputs.append(self.weight(m, "z", m.zero_points))
+        # Zero points passed even when they are the kernel's default (8): without them the
+        # one-row int8 kernel measured ~6% slower per decode step (1B Q4_0, 54 vs 57 tok/s).
         y = self.node(
-            "MatMulNBits", inputs,
+            "MatMulNBits",
+            [xa, self.weight(m, "q", lambda: m.packed), self.weight(m, "s", lambda: m.scales),
+             self.weight(m, "z", m.zero_points)],
             domain="com.microsoft", K=k, N=n, bits=m.bits, block_size=m.block_size,
             accuracy_level=ACCURACY_LEVEL,
         )[0]
@@ -351,53 +352,44 @@ def build_model_proto(
             logits = scaled(g.node("Tanh", [scaled(logits, 1.0 / c.final_softcap)])[0], c.final_softcap)
         return logits  # (n, vocab)
 
-    def body(out: Callable[[str], str]) -> list[str]:
-        """Every node of the pass, built with the current split setting: [logits, k0_out,
-        v0_out, ...] (the KV outputs named by `out`)."""
-        h = scaled(x, c.embedding_scale)
-        qkv = qkv_of(h, layers[0])
-        outs: list[str] = []
-        logits = ""
-        for i, layer in enumerate(layers):
-            qkv3 = g.node("Reshape", [qkv, by_row])[0]  # (B, T, nqkv)
-            # present bound to the past's buffers: GroupQueryAttention writes the new positions
-            # in place (see forward._Binding).
-            rope = c.rope_on(i)  # SmolLM3's NoPE layers: no rotary, keys cached unrotated
-            local = c.is_local(i)
-            layer_cos, layer_sin = (cos_local, sin_local) if local else (cos, sin)
-            window = {"local_window_size": c.sliding_window} if local else {}  # n_swa keys, self included
-            softcap = {"softcap": float(c.attn_softcap)} if c.attn_softcap > 0 else {}
-            attn, k_out, v_out = g.node(
-                "GroupQueryAttention",
-                [qkv3, "", "", f"k{i}", f"v{i}", seqlens, total, layer_cos if rope else "",
-                 layer_sin if rope else ""],
-                domain="com.microsoft", names=[g.name("attn"), out(f"k{i}_out"), out(f"v{i}_out")],
-                num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=int(rope), rotary_interleaved=1,
-                scale=float(c.softmax_scale), **window, **softcap)
-            outs += [k_out, v_out]
-            a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], i64))])[0]  # (T, q_dim)
-            if i + 1 < len(layers):
-                h = rest_of_layer(h, a, layer)
-                qkv = qkv_of(h, layers[i + 1])
-            else:  # only the rows the head reads go on: the others' rest of the last layer is unused
-                logits = head_of(rest_of_layer(last_rows(h), last_rows(a), layer))
-        return [logits, *outs]
+    x = scaled(x, c.embedding_scale)
 
-    kv_names = [f"{kv}{i}_out" for i in range(len(layers)) for kv in "kv"]
-    for name in kv_names:
-        g.input(name[:-4], f32, kv_shape)
-    if kernels == "exact-prompt":
-        # ONE If over the whole pass: a decode step runs the plain branch with no trace of the
-        # split, and pays one subgraph call instead of one per stretch between attentions.
-        # The branches' KV outputs are allocated through the If's outputs, i.e. the bound
-        # buffers: the attentions still write in place.
-        outs = g.branches(body, ["logits", *kv_names])
-    else:
-        outs = body(lambda name: name)
-        g.node("Identity", [outs[0]], names=["logits"])
-    g.output(None, "logits", f32, ["N", c.vocab_size])
-    for name in kv_names:
-        g.output(None, name, f32, kv_shape)
+    # Segments between attentions (each an If in exact-prompt mode): layer 0's q|k|v; then per
+    # layer the rest of it with the next layer's q|k|v (the last: with the head).
+    (qkv,) = g.segment(lambda: [qkv_of(x, layers[0])])
+    logits = ""
+    for i, layer in enumerate(layers):
+        past_k, past_v = g.input(f"k{i}", f32, kv_shape), g.input(f"v{i}", f32, kv_shape)
+        qkv3 = g.node("Reshape", [qkv, by_row])[0]  # (B, T, nqkv)
+        # present = the graph outputs themselves (no Identity): bound to the past's buffers,
+        # GroupQueryAttention then writes the new positions in place.
+        rope = c.rope_on(i)  # SmolLM3's NoPE layers: no rotary, keys cached unrotated
+        local = c.is_local(i)
+        layer_cos, layer_sin = (cos_local, sin_local) if local else (cos, sin)
+        window = {"local_window_size": c.sliding_window} if local else {}  # n_swa keys, self included
+        softcap = {"softcap": float(c.attn_softcap)} if c.attn_softcap > 0 else {}
+        (attn,) = g.node(
+            "GroupQueryAttention",
+            [qkv3, "", "", past_k, past_v, seqlens, total, layer_cos if rope else "",
+             layer_sin if rope else ""],
+            domain="com.microsoft", names=[g.name("attn"), f"k{i}_out", f"v{i}_out"],
+            num_heads=c.n_heads, kv_num_heads=c.n_kv_heads, do_rotary=int(rope), rotary_interleaved=1,
+            scale=float(c.softmax_scale), **window, **softcap)[:1]
+        g.output(None, f"k{i}_out", f32, kv_shape)
+        g.output(None, f"v{i}_out", f32, kv_shape)
+        a = g.node("Reshape", [attn, g.small(np.array([-1, c.q_dim], i64))])[0]  # (T, q_dim)
+        if i + 1 < len(layers):
+            nxt = layers[i + 1]
+
+            def step(h: str = x, a: str = a, layer: LayerMatrices = layer, nxt: LayerMatrices = nxt) -> list[str]:
+                h2 = rest_of_layer(h, a, layer)
+                return [h2, qkv_of(h2, nxt)]
+
+            x, qkv = g.segment(step)
+        else:  # only the rows the head reads go on: the others' rest of the last layer is unused
+            h_last, a_last = last_rows(x), last_rows(a)
+            (logits,) = g.segment(lambda: [head_of(rest_of_layer(h_last, a_last, layer))])
+    g.output(logits, "logits", f32, ["N", c.vocab_size])
     return _model(g)
 
 
