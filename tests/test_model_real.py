@@ -64,3 +64,40 @@ def test_greedy_reply_mentions_paris(weights: str) -> None:
     text = tokenizer.decode(reply)
     assert "Paris" in text, text
     assert producer.mirror == tuple(ids + reply)  # every fed token, the stop token not fed
+
+
+_QUESTIONS = ("What is the capital of France?", "Write a haiku about the sea.", "What is 17 times 23?",
+              "How do I reverse a list in Python?", "Why is the sky blue?", "hi")
+_RULES = " ".join(f"Rule {i}: answer clearly, be kind and keep replies short." for i in range(20))
+
+
+@pytest.mark.real_model
+def test_first_reply_token_is_float32s_with_the_default_kernels() -> None:
+    """What the default kernels (exact-prompt) keep exact: every prompt row of every chunk goes
+    through the exact split, so the logits that pick the first reply token are float32's to
+    ~2e-4 of their range (int8 activations anywhere in the prompt: ~3e-2), for prompts of one
+    chunk and of several (the engine's 128-token chunks)."""
+    from turbospark_app.engine.foundation import DEFAULT_PREFILL_CHUNK
+    from turbospark_app.model.compact.forward import CompactLlamaModel
+    from turbospark_app.model.reference.forward import LlamaModel
+
+    tokenizer_mod = pytest.importorskip("turbospark_app.model.text.tokenizer")
+    path = _real_model_path()
+    f32 = LlamaModel.from_gguf(path, weights="f32")
+    compact = LlamaModel.from_gguf(path, weights="compact", kernels="exact-prompt")
+    assert isinstance(compact, CompactLlamaModel)
+    tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
+    prompts = [PROMPT.replace("What is the capital of France?", q) for q in _QUESTIONS]
+    prompts.append(PROMPT.replace("Hugging Face", "Hugging Face. " + _RULES))  # > 2 chunks
+    lengths = []
+    for text in prompts:
+        ids = tokenizer.encode(text)
+        lengths.append(len(ids))
+        ref = f32.forward(ids, f32.new_cache())
+        cache = compact.new_cache()
+        for start in range(0, len(ids), DEFAULT_PREFILL_CHUNK):
+            last = start + DEFAULT_PREFILL_CHUNK >= len(ids)
+            got = compact.forward(ids[start:start + DEFAULT_PREFILL_CHUNK], cache, last, prompt=True)
+        assert got is not None and int(np.argmax(got)) == int(np.argmax(ref)), text
+        assert np.abs(got - ref).max() < 1e-3 * np.abs(ref).max(), text
+    assert max(lengths) > 2 * DEFAULT_PREFILL_CHUNK

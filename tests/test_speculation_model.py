@@ -67,8 +67,8 @@ def test_float32_engine_speculates_token_identically(tiny: dict[str, LlamaModel]
         drafted += spec.drafted_tokens
         accepted += spec.accepted_tokens
     assert drafted > 0
-    if shaping.temperature == 0:
-        assert 0 < accepted < drafted  # both outcomes were exercised
+    if shaping == Shaping():  # greedy: both outcomes were exercised (a penalty may reject all:
+        assert 0 < accepted < drafted  # its drafts repeat what it penalises; identity still holds)
 
 
 def test_compact_engine_trims_rejected_rows(tiny: dict[str, LlamaModel]) -> None:
