@@ -45,7 +45,6 @@ from ..engine.progress import (
     TokenProgress,
 )
 from .events import (
-    API_SESSION_PREFIX,
     AnyRequest,
     BackendFailed,
     BackendLoading,
@@ -63,8 +62,8 @@ from .events import (
     error_kind,
 )
 from .batching import BatchFigures, next_in_round, run_round
+from .jobs import Job, add_live_readings, api_session, turn_stats
 from .snapshot import InfoSnapshot
-from .jobs import Job, add_live_readings, turn_stats
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,6 @@ BackendFactory = Callable[[], ChatBackend]
 Clock = Callable[[], float]
 Monitors = tuple[Any, Any]  # (readings.ThermalMonitor, readings.MemoryMonitor): read() is thread-safe
 Listener = Callable[[EngineEvent], None]
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,14 +403,7 @@ class EngineThread:
         backend: Any = self._backend
         if request.builder is None or request.builder is not getattr(backend, "prompts", None):
             raise EngineError("the model was switched while the request waited; send it again")
-        fresh = f"{API_SESSION_PREFIX}{job.request_id}"
-        job.session_id = request.conversation_id or backend.pick_session(
-            request.prompt_ids, API_SESSION_PREFIX, fresh)
-        if not request.conversation_id and any(
-                j.conversation_id == job.session_id for j in self._active if j is not job):
-            # Another running request took that session (its slot is checked out lazily): this
-            # one would wait for the whole reply instead of decoding beside it in the batch.
-            job.session_id = fresh
+        job.session_id = request.conversation_id or api_session(backend, job, request, self._active)
         return backend.prepare_prompt(job.session_id, request.prompt_ids, request.settings)
 
     def _run_round(self, jobs: list[Job]) -> None:

@@ -4,13 +4,13 @@ live readings merged into the system_info snapshot."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any, Generator, Sequence
 
 import psutil
 
 from ..chat.api import PreparedTurn
 from ..engine.progress import RawDecodeResult
-from .events import AnyRequest, TurnStats
+from .events import API_SESSION_PREFIX, AnyRequest, TurnStats
 
 
 @dataclass(eq=False)
@@ -39,6 +39,17 @@ class Job:
     @property
     def conversation_id(self) -> str:
         return self.session_id or self.request.conversation_id
+
+
+def api_session(backend: Any, job: Job, request: Any, active: Sequence[Job]) -> str:
+    """An unpinned API request's KV session: the idle API session sharing the longest prompt
+    prefix, else a fresh one. Not one another running request took (slots are checked out
+    lazily): this one would wait for that whole reply instead of decoding beside it."""
+    fresh = f"{API_SESSION_PREFIX}{job.request_id}"
+    session = backend.pick_session(request.prompt_ids, API_SESSION_PREFIX, fresh)
+    if any(j.conversation_id == session for j in active if j is not job):
+        return fresh
+    return str(session)
 
 
 def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
