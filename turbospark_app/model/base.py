@@ -162,11 +162,14 @@ class LlamaBase:
                       logits_out: np.ndarray) -> np.ndarray:
         """One decode step for each (token, cache) pair, row b's logits into logits_out[b].
         Here: one step after the other (the compact model runs them as one pass)."""
-        if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
-            raise ValueError("forward_batch needs one token and one logits row per cache")
+        self._check_batch(tokens, caches, logits_out)
         for b, (token, cache) in enumerate(zip(tokens, caches)):
             self.forward((int(token),), cache, True, logits_out[b])
         return logits_out
+
+    def _check_batch(self, tokens: Sequence[int], caches: Sequence[KVCache], logits_out: np.ndarray) -> None:
+        if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
+            raise ValueError("forward_batch needs one token and one logits row per cache")
 
     def _check_tokens(self, tokens: Sequence[int] | np.ndarray, cache: KVCache) -> np.ndarray:
         """The token ids as an (T,) intp array, after checking them and the cache's shape."""

@@ -130,18 +130,24 @@ class CompactLlamaModel(LlamaBase):
         them; rows apart are first moved next to each other, `KVArena.gather`); other caches
         run apart. Same numerics as `forward`'s step.
         """
-        if len(tokens) != len(caches) or logits_out.shape != (len(caches), self.config.vocab_size):
-            raise ValueError("forward_batch needs one token and one logits row per cache")
+        self._check_batch(tokens, caches, logits_out)
         for t, cache in zip(tokens, caches):
             self._check_tokens((t,), cache)
             cache.reserve(cache.offset + 1)  # before binding: growing the arena moves every row
-        arenas: dict[int, list[ArenaKVCache]] = {}
-        for cache in caches:
+        # One run per arena (its caches moved next to each other if apart: an idle conversation
+        # between them), in row order; any other cache is a run of its own.
+        runs: list[list[int]] = []
+        arenas: dict[int, list[int]] = {}
+        for b, cache in enumerate(caches):
             if isinstance(cache, ArenaKVCache) and cache.row is not None:
-                arenas.setdefault(id(cache.arena), []).append(cache)
-        for group in arenas.values():  # rows apart (an idle conversation between): move them
-            group[0].arena.gather(group)
-        for run in _adjacent_runs(caches):
+                arenas.setdefault(id(cache.arena), []).append(b)
+            else:
+                runs.append([b])
+        for group in arenas.values():
+            members = [caches[b] for b in group]
+            members[0].arena.gather(members)  # type: ignore[attr-defined]
+            runs.append(sorted(group, key=lambda b: caches[b].row))  # type: ignore[attr-defined]
+        for run in runs:
             if len(run) == 1:
                 b = run[0]
                 self.forward((tokens[b],), caches[b], True, logits_out[b])
@@ -261,23 +267,6 @@ class _Binding:
             self.io.bind_ortvalue_output("logits", held[1])
             self._bound = n
         return held[0]
-
-
-def _adjacent_runs(caches: Sequence[KVCache]) -> list[list[int]]:
-    """Indices of `caches` grouped into runs that one batched call can bind: arena caches of
-    one arena on adjacent rows, in row order; any other cache is a run of its own."""
-    arena = [i for i, c in enumerate(caches) if isinstance(c, ArenaKVCache) and c.row is not None]
-    runs: list[list[int]] = [[i] for i in range(len(caches)) if i not in set(arena)]
-    arena.sort(key=lambda i: (id(caches[i].arena), caches[i].row))  # type: ignore[attr-defined]
-    for i in arena:
-        c = caches[i]
-        last = caches[runs[-1][-1]] if runs and runs[-1][-1] in arena else None
-        if (last is not None and last.arena is c.arena  # type: ignore[attr-defined]
-                and last.row + 1 == c.row):  # type: ignore[attr-defined]
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    return runs
 
 
 @contextmanager
