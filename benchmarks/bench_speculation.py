@@ -84,13 +84,26 @@ def _model_path(arg: str | None) -> Path:
     return default_model_path()
 
 
-def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int) -> dict[str, list[dict]]:
+def _shaping(sampling: str, seed: int):
+    """greedy, or the app's default sampler (ui/generation_settings.DEFAULTS) seeded with `seed`
+    (the same seed for plain and lookup: their replies then differ only where numerics do)."""
+    from turbospark_app.engine.config import Shaping
+
+    if sampling == "greedy":
+        return Shaping()
+    from turbospark_app.ui.generation_settings import DEFAULTS as D
+
+    return Shaping(temperature=D["temperature"], top_k=D["top_k"], top_p=D["top_p"],
+                   min_p=D["min_p"], repetition_penalty=D["repetition_penalty"], seed=seed)
+
+
+def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int,
+             sampling: str = "greedy") -> dict[str, list[dict]]:
     """Each prompt plain and with lookup, alternating, `repeats` times."""
     from turbospark_app.engine import GenerationConfig, LookupSpeculation, run_raw_completion_chunked
     from turbospark_app.model.producer import LlamaProducer
 
     model, tok = backend.model, backend.tokenizer
-    cfg = GenerationConfig(max_new_tokens=max_new)
     modes = {"plain": None, "lookup": LookupSpeculation()}
     out: dict[str, list[dict]] = {"plain": [], "lookup": []}
     producer = LlamaProducer(model, model.new_cache(backend.max_context))
@@ -100,6 +113,7 @@ def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int) -> d
     for rep in range(repeats):
         for i, ids in enumerate(prompts):
             order = ("plain", "lookup") if (rep + i) % 2 == 0 else ("lookup", "plain")
+            cfg = GenerationConfig(max_new_tokens=max_new, shaping=_shaping(sampling, 1000 * rep + i))
             for mode in order:
                 producer.reset()
                 r = run_raw_completion_chunked(producer, tok, ids, cfg, backend.max_context,
@@ -144,6 +158,9 @@ def main() -> int:
     ap.add_argument("--num-pred", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--sampling", choices=("greedy", "app"), default="greedy",
+                    help="app: the window's default sampler (temperature 0.7, top-k/p, min-p, "
+                         "repetition penalty 1.1), seeded per prompt and repeat")
     ap.add_argument("--ours-from", type=Path, help="our figures from an earlier --json (runs only the peer)")
     args = ap.parse_args()
     if args.peer_child:
@@ -164,11 +181,12 @@ def main() -> int:
         prompts = [backend.prompts.chat_ids([ChatMessage("user", text)]) for _, _, text in chosen]
     else:
         prompts = [backend.prompts.raw_conversation_ids([ChatMessage("user", text)]) for _, _, text in chosen]
-    print(f"# {path.name} · {machine()} · max_new {args.max_new} · repeats {args.repeats}", flush=True)
+    print(f"# {path.name} · {machine()} · max_new {args.max_new} · repeats {args.repeats} · "
+          f"sampling {args.sampling}", flush=True)
     if args.ours_from:
         ours = json.loads(args.ours_from.read_text())["ours"]
     else:
-        ours = run_ours(backend, prompts, args.max_new, args.repeats)
+        ours = run_ours(backend, prompts, args.max_new, args.repeats, args.sampling)
 
     peer = None
     if not args.no_peer and not Path(args.peer_python).exists():

@@ -31,6 +31,39 @@ def test_reports_go_to_the_caller_of_reporting_only() -> None:
     assert seen == [(PREPARING, 1.0)]
 
 
+def test_the_weights_load_beside_the_tokenizer_and_still_report(tmp_path: Path) -> None:
+    """load_backend loads the weights on a helper thread: its progress still reaches the
+    caller's reporter, and its result or error comes back on the caller's thread."""
+    from turbospark_app.chat.backend import in_background, load_backend
+
+    seen: list[tuple[str, float]] = []
+    with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
+        join = in_background(lambda: (load_progress.report(PREPARING, 0.5), threading.current_thread().name)[1],
+                             "helper")
+        assert join() == "helper"
+    assert seen == [(PREPARING, 0.5)]
+
+    def fails() -> None:
+        raise ValueError("broken weights")
+
+    with pytest.raises(ValueError, match="broken weights"):
+        in_background(fails, "helper")()
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_gguf(path, n_layers=4, tokenizer={})
+    seen.clear()
+    with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
+        backend = load_backend(path, cache_dir=tmp_path / "cache")
+    assert [f for p, f in seen if p == PREPARING] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert backend.tokenizer.encode("hello") and backend.model.config.n_layers == 4
+
+    # A file whose weights AND tokenizer are broken: the weights' error, as before the overlap.
+    broken = tmp_path / "broken.gguf"
+    write_tiny_gguf(broken, skip_tensor="blk.1.ffn_down.weight")
+    with pytest.raises(Exception, match="ffn_down"):
+        load_backend(broken, cache_dir=tmp_path / "cache")
+
+
 @pytest.mark.parametrize("weights", ["compact", "f32"])
 def test_a_first_open_reports_each_layer_then_the_kernels(tmp_path: Path, weights: str) -> None:
     path = tmp_path / "tiny.gguf"

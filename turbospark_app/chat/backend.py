@@ -7,6 +7,7 @@ from any thread without waiting behind a forward step.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
 import threading
@@ -376,8 +377,13 @@ def load_backend(
         with verifying_load():  # the cache folders it maps are hashed while it loads
             return LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
 
-    model = reload_model()
-    tokenizer = GGUFTokenizer.from_gguf(path)
+    # The tokenizer is built while the weights load: ONNX Runtime's session set-up (most of a
+    # warm open) runs without the GIL, and a 128k vocabulary takes ~1 s of Python to read.
+    model_done = in_background(reload_model, "model-load")
+    try:
+        tokenizer = GGUFTokenizer.from_gguf(path)
+    finally:
+        model = model_done()  # a failed load raises here, before a tokenizer error
     template = checked_template(path, model.config, tokenizer, chat_template)
     backend = LlamaChatBackend(
         model,
@@ -395,6 +401,31 @@ def load_backend(
     backend.speculation = speculation
     backend.cache_check = start_cache_check(path, on_cache_problem)
     return backend
+
+
+def in_background(fn: Callable[[], Any], name: str) -> Callable[[], Any]:
+    """Run `fn()` on a new thread in the caller's context (its load-progress reporter is a
+    context variable); returns a join that gives fn's result or raises its exception."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # re-raised by the join, on the caller's thread
+            box.append((False, exc))
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name,
+                              daemon=True)
+    thread.start()
+
+    def join() -> Any:
+        thread.join()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
+    return join
 
 
 def start_cache_check(path: Path, on_problem: Callable[[str], None] | None) -> CacheCheck | None:
