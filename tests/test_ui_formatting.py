@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from turbospark_app.service import TurnStats
-from turbospark_app.ui.formatting import bytes_label, nested, reading_label, slot_outcome, stats_line
+from turbospark_app.ui.formatting import (
+    bytes_label,
+    nested,
+    reading_label,
+    slot_outcome,
+    stats_line,
+    with_line_breaks,
+)
 from turbospark_app.ui.status_bar import model_label
 
 
@@ -66,3 +76,35 @@ def test_sizes_and_nested_keys() -> None:
     info = {"process": {"rss_bytes": 5}, "flat.key": 7}
     assert nested(info, "process.rss_bytes") == 5 and nested(info, "flat.key") == 7
     assert nested(info, "process.missing", "d") == "d"
+
+
+def test_line_breaks_inside_paragraphs_become_hard_breaks() -> None:
+    poem = "Waves fold on the shore\nsalt wind\n\nthe gulls\ncry"
+    assert with_line_breaks(poem) == "Waves fold on the shore  \nsalt wind\n\nthe gulls  \ncry"
+    code = "Run:\n```sh\nmake test\nmake run\n```\n~~~\na\nb\n~~~\nend"
+    assert with_line_breaks(code) == code  # a line before a fence and fenced lines stay
+    assert with_line_breaks("kept  \nalso kept\\\nx") == "kept  \nalso kept\\\nx"
+    assert with_line_breaks("") == "" and with_line_breaks("one line") == "one line"
+
+
+_LINES = st.sampled_from(["", "text", "more words", "```", "```py", "~~~", "  indented", "- item", "# Title"])
+
+
+@given(st.lists(_LINES, min_size=1, max_size=24))
+def test_line_breaks_only_add_trailing_spaces_outside_fences(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    out = with_line_breaks(text).split("\n")
+    assert len(out) == len(lines)
+    fence = None
+    for before, after in zip(lines, out):
+        stripped = before.lstrip()
+        if fence is not None or stripped.startswith(("```", "~~~")):
+            assert after == before  # fences and what they hold are untouched
+            if fence is None:
+                fence = stripped[:3]
+            elif stripped.startswith(fence):
+                fence = None
+            continue
+        assert after in (before, before + "  ")
+        if not before.strip():
+            assert after == before  # a blank line still ends the paragraph

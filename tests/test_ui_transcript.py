@@ -93,6 +93,20 @@ def test_end_reply_renders_markdown_in_place_once(qtbot) -> None:
     assert view.entries[-1].text == text and not view.is_streaming
 
 
+def test_a_reply_keeps_its_line_breaks(qtbot) -> None:
+    """A poem's lines stay lines (Markdown alone would join them with spaces); code keeps its text."""
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    text = "Waves fold on the shore\nsalt wind\n\n```\nx = 1\ny = 2\n```"
+    view.end_reply(text, "new 9 tok", stopped=False)
+    plain = view.document().toPlainText()
+    assert "shore salt" not in plain
+    assert "Waves fold on the shore" in plain and "salt wind" in plain
+    assert "x = 1\ny = 2" in plain and "x = 1  " not in plain
+    assert view.entries[-1].text == text  # Copy gives the reply as generated
+
+
 def test_a_stopped_empty_reply_says_so(qtbot) -> None:
     view = Transcript()
     qtbot.addWidget(view)

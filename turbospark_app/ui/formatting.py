@@ -16,6 +16,31 @@ _REASONS = {
 }
 
 
+_FENCES = ("```", "~~~")
+
+
+def with_line_breaks(markdown: str) -> str:
+    """`markdown` with each line break inside a paragraph made a hard break (two trailing
+    spaces), as chat apps show replies: a poem or an address keeps its lines, where Markdown
+    would join them into one. Fenced code is left as it is; blank lines still end paragraphs."""
+    lines = markdown.split("\n")
+    fence: str | None = None
+    for i, line in enumerate(lines[:-1]):
+        stripped = line.lstrip()
+        if fence is not None:
+            if stripped.startswith(fence):
+                fence = None
+            continue
+        opener = next((f for f in _FENCES if stripped.startswith(f)), None)
+        if opener is not None:
+            fence = opener
+            continue
+        nxt = lines[i + 1].lstrip()
+        if line.strip() and nxt and not nxt.startswith(_FENCES) and not line.endswith(("  ", "\\")):
+            lines[i] = line + "  "
+    return "\n".join(lines)
+
+
 def reason_label(reason: str | None) -> str:
     """A StopReason value in words."""
     if not reason:

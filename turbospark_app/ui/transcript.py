@@ -37,6 +37,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 from .code_blocks import code_block_text, style_code
+from .formatting import with_line_breaks
 
 ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
 RAW_ROLE_NAMES = {"user": "Text", "assistant": "Continuation", "system": "System"}  # raw completion
@@ -338,7 +339,8 @@ class Transcript(QTextBrowser):
         """An assistant reply's body at `cursor` (an empty body block): Markdown, then stats."""
         start = cursor.position()
         if entry.text.strip():
-            cursor.insertMarkdown(entry.text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            cursor.insertMarkdown(with_line_breaks(entry.text),
+                                  QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
         else:
             italic = self._plain_format()
             italic.setFontItalic(True)
