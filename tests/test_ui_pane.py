@@ -207,3 +207,45 @@ def test_engine_events_reach_widgets_only_on_the_gui_thread(ui, qtbot) -> None:
     engine_ident = w.bridge.engine.engine_thread_ident
     assert engine_ident != threading.get_ident()
     assert {tid for _, tid in backend.calls} == {engine_ident}
+
+
+def test_tokens_reach_the_widgets_in_batches_in_order_with_their_engine_times(ui, qtbot) -> None:
+    """A streaming reply wakes the GUI thread per batch of tokens, not per token (each wake-up
+    took a core from the kernels); every token still arrives, in order, before Finished, with
+    the time the engine sent it; and a Stop still ends the turn at once."""
+    from turbospark_app.ui import bridge as bridge_module
+
+    backend = FakeBackend(replies=(LONG,), step_delay=0.0005)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    drains: list[int] = []
+    original = w.bridge._drain
+
+    def counting() -> None:
+        drains.append(1)
+        original()
+
+    for signal in (w.bridge._timer.timeout, w.bridge._wake_now):  # every way the inbox is taken
+        signal.disconnect()
+        signal.connect(counting, Qt.ConnectionType.QueuedConnection)
+    events: list[object] = []
+    w.bridge.engineEvent.connect(lambda e: events.append(e) if isinstance(e, (Token, Finished)) else None)
+    send(qtbot, pane, "talk a lot")
+    wait_idle(qtbot, pane)
+    tokens = [e for e in events if isinstance(e, Token)]
+    assert isinstance(events[-1], Finished) and len(tokens) == events[-1].result.new_tokens > 300
+    assert [t.index for t in tokens] == list(range(len(tokens)))
+    assert "".join(t.delta for t in tokens) == w.store.messages(pane.conversation_id)[-1].content
+    assert all(t.at is not None for t in tokens) and [t.at for t in tokens] == sorted(t.at for t in tokens)
+    assert len(drains) < len(tokens) / 4  # batches, not a wake-up per token
+    assert bridge_module.COALESCE_MS <= 40  # a token waits at most a frame or two
+
+    # Stop mid-reply: the turn ends without waiting for a batch timer.
+    slow = FakeBackend(replies=(LONG,), step_delay=0.01)
+    w2 = ui.window(slow)
+    pane2 = w2.area.current_pane()
+    send(qtbot, pane2, "talk a lot")
+    qtbot.waitUntil(lambda: pane2.state == "generating", timeout=5000)
+    qtbot.mouseClick(pane2.send_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, pane2)
+    assert pane2.state == "stopped"

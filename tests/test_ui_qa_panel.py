@@ -282,3 +282,28 @@ def test_batch_figures_from_the_engine(qtbot) -> None:
     bridge.info["engine"]["last_batch_size"] = 1
     bar.poll()
     assert "batch" not in bar.text("decode")
+
+
+def test_cadence_is_timed_when_the_engine_sent_each_token_not_when_it_arrived(qtbot) -> None:
+    """Tokens reach the window in batches (ui.bridge): the panel and the status bar time each
+    one by its `at` stamp, so a batch of 5 tokens sent 10 ms apart still plots 100 tok/s."""
+    from turbospark_app.ui.status_bar import EngineStatusBar
+
+    bridge = StubBridge()
+    panel = QAPanel(bridge)
+    bar = EngineStatusBar(bridge)
+    qtbot.addWidget(panel)
+    qtbot.addWidget(bar)
+    sent = time.monotonic() - 1.0  # sent a second ago, all arriving now
+    for i in range(5):
+        event = Token(7, "c", i, 100 + i, f"w{i} ", at=sent + 0.01 * i)
+        panel._on_event(event)
+        bar._on_event(event)
+    times = [r.at for r in panel.data.token_log]
+    assert times == pytest.approx([sent + 0.01 * i - panel._t0 for i in range(5)], abs=1e-9)
+    assert panel.data.token_log[-1].rate == pytest.approx(100.0, rel=0.01)
+    assert list(bar._token_times) == [sent + 0.01 * i for i in range(5)]
+    untimed = Token(8, "c", 0, 1, "x")  # no stamp (a remote relay, a test): its arrival
+    before = panel.now()
+    panel._on_event(untimed)
+    assert panel.data.token_log[-1].at >= before

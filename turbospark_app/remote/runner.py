@@ -177,7 +177,7 @@ class RemoteRunner:
                     if job.first_token_at is None:
                         job.first_token_at = now
                     job.last_token_at = now
-                    self._emit(job, Token(rid, cid, len(job.parts), -1, chunk.content))
+                    self._emit(job, Token(rid, cid, len(job.parts), -1, chunk.content, at=time.monotonic()))
                     job.parts.append(chunk.content)
                 if chunk.usage is not None:
                     job.usage = job.usage.merged(chunk.usage)

@@ -439,7 +439,8 @@ class EngineThread:
             job.generated_ids.append(event.id)
             job.text_parts.append(event.delta)
             self._emit(Token(rid, cid, event.index, event.id, event.delta,
-                             getattr(event, "logprob", None), getattr(event, "top", ())))
+                             getattr(event, "logprob", None), getattr(event, "top", ()),
+                             time.monotonic()))
         elif isinstance(event, PrefillProgress):
             job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total))

@@ -187,6 +187,9 @@ class Token:
     delta: str
     logprob: float | None = None  # with TurnSettings.top_logprobs only
     top_logprobs: tuple[tuple[int, float], ...] = ()  # (id, logprob), most likely first
+    # time.monotonic() when the engine emitted it: the window receives tokens in batches
+    # (ui.bridge), so cadence is measured from this, not from their arrival
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

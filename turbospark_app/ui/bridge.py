@@ -1,10 +1,16 @@
 """The Qt adapter over the engine thread: engine events become GUI-thread calls.
 
-The EngineThread calls `on_event` on ITS thread. Here that callback emits the `_relay` signal;
-`_relay` is connected to `_dispatch` with an explicit QueuedConnection and the bridge
-lives in the GUI thread, so Qt posts every event to the GUI thread's event loop (in order) and
-`_dispatch` runs there. The worker never touches a widget: the emit is the only thing the
-engine thread does here.
+The EngineThread calls `on_event` on ITS thread. Here that callback puts the event in an inbox
+and emits a wake-up signal, connected with an explicit QueuedConnection to the bridge in the GUI
+thread, which then takes the inbox's events in order and `_dispatch`es each there. The worker
+never touches a widget: the append and the emit are all the engine thread does here.
+
+Tokens are delivered in batches: the first token of a batch arms a `COALESCE_MS` timer and the
+GUI thread takes every event waiting when it fires, so a streaming reply wakes the GUI thread
+~40 times a second instead of once per token. Every other event (Finished and Failed included)
+is taken at once, after the tokens before it. Measured under Xvfb on the 2-core machine: a
+GUI wake-up per token cost the window ~20% of its decode rate against the CLI (the GUI thread
+took a core from the kernels' spinning threads). Token cadence is read from `Token.at`.
 
 `_dispatch` hands each event to the listener registered for its request (a pane) and then
 re-emits it on `engineEvent` (the status bar). Backend load events update `backend_state`.
@@ -13,10 +19,11 @@ re-emits it on `engineEvent` (the status bar). Backend load events update `backe
 from __future__ import annotations
 
 import dataclasses
-
+import threading
+from collections import deque
 from typing import Any, Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Signal, Slot
 
 from ..service import (
     BackendFailed,
@@ -26,11 +33,14 @@ from ..service import (
     EngineThread,
     Failed,
     Finished,
+    Token,
     TurnRequest,
 )
 from ..service.engine_thread import BackendFactory, Monitors
 
 Listener = Callable[[Any], None]
+
+COALESCE_MS = 25  # longest a token waits for the widgets (a 60 Hz frame is 17 ms)
 
 
 class EngineBridge(QObject):
@@ -38,7 +48,8 @@ class EngineBridge(QObject):
 
     engineEvent = Signal(object)  # every engine event, on the GUI thread
     backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
-    _relay = Signal(object)  # emitted on the engine thread; queued to _dispatch
+    _wake = Signal()  # emitted on the engine thread: a batch of tokens began (queued to _arm)
+    _wake_now = Signal()  # emitted on the engine thread: take the inbox now (queued to _drain)
     cacheProblem = Signal(str)  # the weight cache was corrupt: the message (GUI thread)
     _cache_relay = Signal(str)  # emitted on the cache-checking thread; queued to the GUI thread
 
@@ -59,10 +70,18 @@ class EngineBridge(QObject):
         if monitors is None and power is not None:
             monitors = (power.thermal, power.memory)
         self.power = power
-        self._relay.connect(self._dispatch, Qt.ConnectionType.QueuedConnection)
+        self._inbox: deque[EngineEvent] = deque()  # engine thread appends, GUI thread takes
+        self._inbox_lock = threading.Lock()
+        self._batch_open = False  # a token is waiting for the timer (under _inbox_lock)
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(COALESCE_MS)
+        self._timer.timeout.connect(self._drain)
+        self._wake.connect(self._arm, Qt.ConnectionType.QueuedConnection)
+        self._wake_now.connect(self._drain, Qt.ConnectionType.QueuedConnection)
         self._cache_relay.connect(self._on_cache_problem, Qt.ConnectionType.QueuedConnection)
         self._engine = EngineThread(
-            backend_factory, self._relay.emit, max_active=max_active, monitors=monitors
+            backend_factory, self._post, max_active=max_active, monitors=monitors
         )
         self._listeners: dict[int, Listener] = {}
         self._requests: dict[int, TurnRequest] = {}
@@ -158,8 +177,39 @@ class EngineBridge(QObject):
         self._shut_down = True
         self._engine.shutdown(timeout)
         QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+        self._drain()  # tokens still waiting for the timer
 
-    @Slot(object)
+    def _post(self, event: EngineEvent) -> None:
+        """The engine thread's callback: queue `event` and wake the GUI thread (at once, or for
+        a token when its batch's timer fires)."""
+        with self._inbox_lock:
+            self._inbox.append(event)
+            if isinstance(event, Token):
+                if self._batch_open:
+                    return
+                self._batch_open = True
+                wake = self._wake
+            else:
+                wake = self._wake_now
+        wake.emit()
+
+    @Slot()
+    def _arm(self) -> None:
+        if not self._timer.isActive():
+            self._timer.start()
+
+    @Slot()
+    def _drain(self) -> None:
+        """Dispatch every event waiting, in the order the engine sent them."""
+        self._timer.stop()
+        while True:
+            with self._inbox_lock:
+                if not self._inbox:
+                    self._batch_open = False
+                    return
+                event = self._inbox.popleft()
+            self._dispatch(event)
+
     def _dispatch(self, event: EngineEvent) -> None:
         if isinstance(event, BackendLoading):
             self.model_info, self.max_context, self.backend_error = {}, 0, None

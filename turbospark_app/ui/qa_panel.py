@@ -366,10 +366,19 @@ class QAPanel(QDockWidget):
         like a local turn's."""
         self._on_event(event)
 
+    def _event_time(self, event: Any) -> float:
+        """When the engine sent `event`, on the plot's axis: its `at` stamp (tokens reach the
+        window in batches, see ui.bridge), or its arrival when it has none or this panel runs
+        on a clock of its own (tests)."""
+        at = getattr(event, "at", None)
+        if at is None or self._clock is not time.monotonic:
+            return self.now()
+        return at - self._t0
+
     def _on_event(self, event: Any) -> None:
         now = self.now()
         if isinstance(event, Token):
-            self.data.token(event.request_id, now, event.conversation_id, event.index)
+            self.data.token(event.request_id, self._event_time(event), event.conversation_id, event.index)
             self._dirty = True
         elif isinstance(event, Started):
             request = getattr(self._bridge, "turn_request", lambda _rid: None)(event.request_id)

@@ -167,7 +167,7 @@ class EngineStatusBar(QStatusBar):
 
     def _on_event(self, event: Any) -> None:
         if isinstance(event, Token):
-            now = time.monotonic()
+            now = event.at if event.at is not None else time.monotonic()  # tokens come in batches
             self._token_times.append(now)
             # Throttled: a label update per token would cost more than the token at 100 tok/s.
             if len(self._token_times) % 4 == 1:
