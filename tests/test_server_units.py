@@ -23,6 +23,7 @@ from turbospark_app.engine.session_pool import SessionPool
 from api_harness import run_fresh
 
 from turbospark_app.server.errors import ApiError
+from turbospark_app.server import jobs as jobs_module
 from turbospark_app.server.jobs import JobBoard
 from turbospark_app.server.params import parse_chat, parse_completion
 from turbospark_app.server.wire import Envelope, finish_reason, sse, timings, usage
@@ -250,6 +251,56 @@ def test_job_board_routes_engine_events_to_the_loop_and_records_cancels() -> Non
         assert seen[0] == "queued" and seen[-1] == "ended"
 
     run_fresh(run)
+
+
+def test_job_board_hands_tokens_to_the_loop_in_batches_and_the_end_at_once() -> None:
+    """A streaming reply wakes the loop per batch of tokens (service.handover), not per token;
+    every token arrives in order before Finished, which is not held back by a batch timer."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        engine = FakeEngine()
+        board = JobBoard(engine, loop)
+        jobs_module.COALESCE_S = 1.0  # a batch waits 1 s here: the end must not wait for it
+        wakes: list[int] = []
+        original = loop.call_soon_threadsafe
+
+        def counting(callback, *args):  # type: ignore[no-untyped-def]
+            if getattr(callback, "__self__", None) is board:  # the board's own wake-ups only
+                wakes.append(1)
+            return original(callback, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        job = board.submit(PromptRequest((1, 2), None, None), response_id="x", endpoint="chat", stream=True)
+        listener = engine.listeners[1]
+        sent = time.monotonic()
+
+        def stream() -> None:
+            listener(Started(1, "s", 2))
+            for i in range(200):
+                listener(Token(1, "s", i, i, f"t{i} ", at=sent + i))
+                time.sleep(0.0005)
+
+        thread = threading.Thread(target=stream)
+        thread.start()
+        await loop.run_in_executor(None, thread.join)
+        assert 2 <= len(wakes) <= 4  # Started (its drain may take the first tokens), then a batch
+        assert job.events.qsize() < 201  # the last batch still waits for its timer
+        fin = _finished(StopReason.MAX_TOKENS)
+        t0 = time.monotonic()
+        threading.Thread(target=listener, args=(fin,)).start()
+        got = [await asyncio.wait_for(job.events.get(), 5) for _ in range(202)]
+        assert time.monotonic() - t0 < 0.5  # the end took the batch with it, not waiting 1 s
+        assert isinstance(got[0], Started) and got[-1] is fin
+        assert [e.index for e in got[1:-1]] == list(range(200))
+        assert job.first_token_at == sent  # TTFT from the engine's stamp, not the batch's arrival
+        loop.call_soon_threadsafe = original  # type: ignore[method-assign]
+
+    saved = jobs_module.COALESCE_S
+    try:
+        run_fresh(run)
+    finally:
+        jobs_module.COALESCE_S = saved
 
 
 def test_prompt_requests_on_the_engine_thread_listener_slot_and_model_switch() -> None:

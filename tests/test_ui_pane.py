@@ -238,7 +238,7 @@ def test_tokens_reach_the_widgets_in_batches_in_order_with_their_engine_times(ui
     assert "".join(t.delta for t in tokens) == w.store.messages(pane.conversation_id)[-1].content
     assert all(t.at is not None for t in tokens) and [t.at for t in tokens] == sorted(t.at for t in tokens)
     assert len(drains) < len(tokens) / 4  # batches, not a wake-up per token
-    assert bridge_module.COALESCE_MS <= 40  # a token waits at most a frame or two
+    assert bridge_module.COALESCE_S <= 0.04  # a token waits at most a frame or two
 
     # Stop mid-reply: the turn ends without waiting for a batch timer.
     slow = FakeBackend(replies=(LONG,), step_delay=0.01)

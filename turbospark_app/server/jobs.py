@@ -2,8 +2,9 @@
 the status bar and the QA panel read.
 
 The engine thread calls each job's listener on ITS thread; the listener only hands the event
-to the asyncio loop (`loop.call_soon_threadsafe`), never blocks, and never touches a socket:
-the engine cannot be held up by a slow client, its events just queue for the handler.
+to the asyncio loop (`service.handover`: `loop.call_soon_threadsafe` at once, or for tokens one
+wake-up per 25 ms batch), never blocks, and never touches a socket: the engine cannot be held
+up by a slow client, its events just queue for the handler.
 A handler that ends for any reason cancels its job (`cancel`), recording why and when, and
 the engine's measured cancel-to-ended latency lands on the record with the Finished event.
 """
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from ..service.handover import COALESCE_S, Handover
 from ..service.events import (
     AnyRequest,
     EngineEvent,
@@ -109,6 +111,26 @@ class JobBoard:
         self.live: dict[int, ApiJob] = {}
         self.recent: collections.deque[ApiJob] = collections.deque(maxlen=RECENT_JOBS)
         self._observers: list[Callable[[ApiJob], None]] = []
+        self._handover: Handover[tuple[ApiJob, EngineEvent]] = Handover(
+            self._wake, lambda item: self._on_event(*item), lambda item: isinstance(item[1], Token))
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _wake(self, later: bool) -> None:
+        """Engine thread: have the loop drain the hand-over, now or after a token batch."""
+        try:
+            self._loop.call_soon_threadsafe(self._arm if later else self._drain)
+        except RuntimeError:  # the loop is closed: nobody is left to tell
+            pass
+
+    def _arm(self) -> None:
+        if self._timer is None:
+            self._timer = self._loop.call_later(COALESCE_S, self._drain)
+
+    def _drain(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._handover.drain()
 
     def subscribe(self, observer: Callable[[ApiJob], None]) -> None:
         """`observer(job)` on the loop thread whenever a job changes state or ends."""
@@ -132,10 +154,7 @@ class JobBoard:
         self.live[job.number] = job
 
         def listener(event: EngineEvent) -> None:  # engine thread: hand over, nothing else
-            try:
-                self._loop.call_soon_threadsafe(self._on_event, job, event)
-            except RuntimeError:  # the loop is closed: nobody is left to tell
-                pass
+            self._handover.put((job, event))
 
         job.request_id = self.engine.submit(request, listener)
         self._notify(job)
@@ -160,7 +179,7 @@ class JobBoard:
         elif isinstance(event, Token):
             if job.state != "decode":
                 job.state, changed = "decode", True
-                job.first_token_at = time.monotonic()
+                job.first_token_at = event.at if event.at is not None else time.monotonic()
             job.generated += 1
         elif isinstance(event, Finished):
             job.finished = event

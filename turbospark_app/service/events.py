@@ -187,8 +187,8 @@ class Token:
     delta: str
     logprob: float | None = None  # with TurnSettings.top_logprobs only
     top_logprobs: tuple[tuple[int, float], ...] = ()  # (id, logprob), most likely first
-    # time.monotonic() when the engine emitted it: the window receives tokens in batches
-    # (ui.bridge), so cadence is measured from this, not from their arrival
+    # time.monotonic() when the engine emitted it: the window and the API receive tokens in
+    # batches (service.handover), so cadence is measured from this, not from their arrival
     at: float | None = None
 
 

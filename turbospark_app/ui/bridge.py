@@ -5,12 +5,8 @@ and emits a wake-up signal, connected with an explicit QueuedConnection to the b
 thread, which then takes the inbox's events in order and `_dispatch`es each there. The worker
 never touches a widget: the append and the emit are all the engine thread does here.
 
-Tokens are delivered in batches: the first token of a batch arms a `COALESCE_MS` timer and the
-GUI thread takes every event waiting when it fires, so a streaming reply wakes the GUI thread
-~40 times a second instead of once per token. Every other event (Finished and Failed included)
-is taken at once, after the tokens before it. Measured under Xvfb on the 2-core machine: a
-GUI wake-up per token cost the window ~20% of its decode rate against the CLI (the GUI thread
-took a core from the kernels' spinning threads). Token cadence is read from `Token.at`.
+Tokens are delivered in batches (`service.handover`: one GUI wake-up per 25 ms while a reply
+streams; every other event, Finished and Failed included, at once, after the tokens before it).
 
 `_dispatch` hands each event to the listener registered for its request (a pane) and then
 re-emits it on `engineEvent` (the status bar). Backend load events update `backend_state`.
@@ -19,8 +15,6 @@ re-emits it on `engineEvent` (the status bar). Backend load events update `backe
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import deque
 from typing import Any, Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Signal, Slot
@@ -33,14 +27,12 @@ from ..service import (
     EngineThread,
     Failed,
     Finished,
-    Token,
     TurnRequest,
 )
 from ..service.engine_thread import BackendFactory, Monitors
+from ..service.handover import COALESCE_S, Handover
 
 Listener = Callable[[Any], None]
-
-COALESCE_MS = 25  # longest a token waits for the widgets (a 60 Hz frame is 17 ms)
 
 
 class EngineBridge(QObject):
@@ -48,8 +40,8 @@ class EngineBridge(QObject):
 
     engineEvent = Signal(object)  # every engine event, on the GUI thread
     backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
-    _wake = Signal()  # emitted on the engine thread: a batch of tokens began (queued to _arm)
-    _wake_now = Signal()  # emitted on the engine thread: take the inbox now (queued to _drain)
+    _wake = Signal()  # engine thread: a batch of tokens began (queued to _arm: drain in 25 ms)
+    _wake_now = Signal()  # engine thread: another event (queued to _drain)
     cacheProblem = Signal(str)  # the weight cache was corrupt: the message (GUI thread)
     _cache_relay = Signal(str)  # emitted on the cache-checking thread; queued to the GUI thread
 
@@ -70,18 +62,17 @@ class EngineBridge(QObject):
         if monitors is None and power is not None:
             monitors = (power.thermal, power.memory)
         self.power = power
-        self._inbox: deque[EngineEvent] = deque()  # engine thread appends, GUI thread takes
-        self._inbox_lock = threading.Lock()
-        self._batch_open = False  # a token is waiting for the timer (under _inbox_lock)
+        self._handover: Handover[EngineEvent] = Handover(
+            lambda later: (self._wake if later else self._wake_now).emit(), self._dispatch)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(COALESCE_MS)
+        self._timer.setInterval(round(COALESCE_S * 1000))
         self._timer.timeout.connect(self._drain)
         self._wake.connect(self._arm, Qt.ConnectionType.QueuedConnection)
         self._wake_now.connect(self._drain, Qt.ConnectionType.QueuedConnection)
         self._cache_relay.connect(self._on_cache_problem, Qt.ConnectionType.QueuedConnection)
         self._engine = EngineThread(
-            backend_factory, self._post, max_active=max_active, monitors=monitors
+            backend_factory, self._handover.put, max_active=max_active, monitors=monitors
         )
         self._listeners: dict[int, Listener] = {}
         self._requests: dict[int, TurnRequest] = {}
@@ -179,20 +170,6 @@ class EngineBridge(QObject):
         QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
         self._drain()  # tokens still waiting for the timer
 
-    def _post(self, event: EngineEvent) -> None:
-        """The engine thread's callback: queue `event` and wake the GUI thread (at once, or for
-        a token when its batch's timer fires)."""
-        with self._inbox_lock:
-            self._inbox.append(event)
-            if isinstance(event, Token):
-                if self._batch_open:
-                    return
-                self._batch_open = True
-                wake = self._wake
-            else:
-                wake = self._wake_now
-        wake.emit()
-
     @Slot()
     def _arm(self) -> None:
         if not self._timer.isActive():
@@ -202,13 +179,7 @@ class EngineBridge(QObject):
     def _drain(self) -> None:
         """Dispatch every event waiting, in the order the engine sent them."""
         self._timer.stop()
-        while True:
-            with self._inbox_lock:
-                if not self._inbox:
-                    self._batch_open = False
-                    return
-                event = self._inbox.popleft()
-            self._dispatch(event)
+        self._handover.drain()
 
     def _dispatch(self, event: EngineEvent) -> None:
         if isinstance(event, BackendLoading):

@@ -368,7 +368,7 @@ class QAPanel(QDockWidget):
 
     def _event_time(self, event: Any) -> float:
         """When the engine sent `event`, on the plot's axis: its `at` stamp (tokens reach the
-        window in batches, see ui.bridge), or its arrival when it has none or this panel runs
+        window in batches, see service.handover), or its arrival when it has none or this panel runs
         on a clock of its own (tests)."""
         at = getattr(event, "at", None)
         if at is None or self._clock is not time.monotonic:

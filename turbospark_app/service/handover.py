@@ -1,0 +1,61 @@
+"""Engine events handed to another thread (the window's, the API's event loop), tokens in batches.
+
+The engine thread `put`s each event; the consumer's thread is woken at once for every event but
+a token, and for a token only when it opens a batch: the consumer then waits `COALESCE_S` and
+`drain`s everything that came meanwhile, in order. A streaming reply thus wakes the consumer
+~40 times a second instead of once per token. Measured on the 2-core machine: a wake-up per
+token cost the window ~15% of its decode rate against the CLI (the woken thread took a core
+and the GIL from the kernels' spinning threads and the engine's Python between steps). Tokens
+carry the time the engine sent them (`Token.at`), so cadence figures do not see the batching.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Callable, Generic, TypeVar
+
+from .events import Token
+
+COALESCE_S = 0.025  # longest a token waits for its consumer (a 60 Hz frame is 17 ms)
+
+Item = TypeVar("Item")
+
+
+class Handover(Generic[Item]):
+    """`put` on the engine thread, `drain` on the consumer's thread (see the module docstring).
+
+    `wake(later)` runs on the engine thread and must only schedule, thread-safely, a `drain` on
+    the consumer's thread: after `COALESCE_S` when `later`, else at once. `deliver(item)` is
+    called by `drain` for each item, in `put` order. `is_token(item)` says what is batched.
+    """
+
+    def __init__(self, wake: Callable[[bool], None], deliver: Callable[[Item], None],
+                 is_token: Callable[[Item], bool] = lambda item: isinstance(item, Token)) -> None:
+        self._wake = wake
+        self._deliver = deliver
+        self._is_token = is_token
+        self._inbox: deque[Item] = deque()
+        self._lock = threading.Lock()
+        self._batch_open = False  # a token waits for a drain already scheduled
+
+    def put(self, item: Item) -> None:
+        """Engine thread: queue `item` and wake the consumer (see the class docstring)."""
+        with self._lock:
+            self._inbox.append(item)
+            later = self._is_token(item)
+            if later:
+                if self._batch_open:
+                    return
+                self._batch_open = True
+        self._wake(later)
+
+    def drain(self) -> None:
+        """Consumer thread: deliver every item waiting, oldest first (a no-op when none)."""
+        while True:
+            with self._lock:
+                if not self._inbox:
+                    self._batch_open = False
+                    return
+                item = self._inbox.popleft()
+            self._deliver(item)
