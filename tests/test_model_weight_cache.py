@@ -131,3 +131,29 @@ def test_corrupt_gguf_with_warm_cache_still_fails(gguf_path: Path, tmp_path: Pat
     gguf_path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ModelFileError, match="truncated"):
         load_weights(gguf_path, cache)
+
+
+@pytest.mark.parametrize("dtype,shape", [(np.float32, (576,)), (np.uint8, (300, 18, 16)), (np.float16, (3, 4)),
+                                         (np.int64, ()), (np.float32, (0, 5))])
+def test_a_warm_open_maps_each_npy_as_numpy_would(tmp_path: Path, dtype: type, shape: tuple) -> None:
+    """The fast map gives np.load's array and data offset, and declines (None: np.load then
+    reports) anything np.save would not have written for the manifest's dtype and shape."""
+    arr = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    path = tmp_path / "a.npy"
+    np.save(path, arr)
+    mapped = weights_mod._map_npy(path, np.dtype(dtype), shape)
+    assert mapped is not None
+    got, offset = mapped
+    assert got.dtype == arr.dtype and got.shape == shape and np.array_equal(got, arr)
+    assert offset == np.load(path, mmap_mode="r").offset if arr.size else True
+    assert not got.flags.writeable or arr.size == 0
+    wrong_dtype = np.dtype(np.float64 if dtype is not np.float64 else np.float32)
+    assert weights_mod._map_npy(path, wrong_dtype, shape) is None
+    assert weights_mod._map_npy(path, np.dtype(dtype), shape + (1,)) is None
+    with path.open("ab") as fh:
+        fh.write(b"\0")  # one byte more than the header says
+    assert weights_mod._map_npy(path, np.dtype(dtype), shape) is None
+    np.save(path, np.asfortranarray(np.ones((3, 4), np.float32)))
+    assert weights_mod._map_npy(path, np.dtype(np.float32), (3, 4)) is None
+    path.write_bytes(b"not an npy file at all")
+    assert weights_mod._map_npy(path, np.dtype(np.float32), (3,)) is None

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import time
@@ -305,6 +306,31 @@ Preparer = Callable[[GGUFFile, Alloc], Any]
 """Fills arrays from alloc(name, shape, dtype); returns the JSON layout stored beside them."""
 
 
+def _map_npy(file: Path, dtype: np.dtype, shape: tuple[int, ...]) -> tuple[np.ndarray, int] | None:
+    """The .npy `file` memory-mapped read-only as (array, data offset) when its header is exactly
+    the one `np.save` writes for (dtype, shape) and its size matches; else None. ~10x cheaper
+    than `np.load(mmap_mode="r")` (no header evaluation, no np.memmap): a warm open maps 100-400."""
+    with open(file, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 10 or head[:6] != b"\x93NUMPY":
+            return None
+        if head[6] == 1:
+            start, length = 10, int.from_bytes(head[8:10], "little")
+        else:
+            start, length = 12, int.from_bytes(head[8:12], "little")
+        fh.seek(start)
+        header = fh.read(length).decode("latin1")
+        expected = "{'descr': %r, 'fortran_order': False, 'shape': %r, }" % (dtype.str, shape)
+        count = int(np.prod(shape, dtype=np.int64))
+        offset = start + length
+        if header.rstrip() != expected or os.fstat(fh.fileno()).st_size != offset + count * dtype.itemsize:
+            return None
+        if count == 0:
+            return np.empty(shape, dtype), offset
+        view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(view, dtype, count, offset).reshape(shape), offset
+
+
 def _load_entry(entry: Path, identity: dict[str, Any]) -> CacheHit | None:
     """The cached arrays memory-mapped, or None when the entry is absent, stale or corrupt."""
     try:
@@ -320,13 +346,18 @@ def _load_entry(entry: Path, identity: dict[str, Any]) -> CacheHit | None:
         hit = CacheHit(LlamaConfig.from_dict(manifest["config"]), {}, manifest.get("layout"), entry)
         for name, meta in manifest["arrays"].items():
             file = entry / f"{name}.npy"
-            mm = np.load(file, mmap_mode="r", allow_pickle=False)
-            if mm.dtype != np.dtype(meta.get("dtype", "float32")) or list(mm.shape) != meta["shape"]:
-                raise ValueError(f"{file.name}: shape {mm.shape} / {mm.dtype} != manifest")
-            if mm.offset + mm.nbytes != file.stat().st_size:
-                raise ValueError(f"{file.name}: size does not match its header")
-            arr = hit.arrays[name] = np.asarray(mm)  # plain ndarray view of the map
-            hit._files[id(arr)] = (file.name, mm.offset)
+            dtype, shape = np.dtype(meta.get("dtype", "float32")), tuple(meta["shape"])
+            mapped = _map_npy(file, dtype, shape)
+            if mapped is None:  # not the header np.save writes for it: let numpy say what is wrong
+                mm = np.load(file, mmap_mode="r", allow_pickle=False)
+                if mm.dtype != dtype or mm.shape != shape:
+                    raise ValueError(f"{file.name}: shape {mm.shape} / {mm.dtype} != manifest")
+                if mm.offset + mm.nbytes != file.stat().st_size:
+                    raise ValueError(f"{file.name}: size does not match its header")
+                mapped = np.asarray(mm), mm.offset
+            arr, offset = mapped
+            hit.arrays[name] = arr
+            hit._files[id(arr)] = (file.name, offset)
         return hit
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         log.warning("weight cache %s is corrupt (%s); rebuilding", entry, exc)
