@@ -25,6 +25,7 @@ import numpy as np
 
 from ...engine.load_progress import KERNELS, report
 from ...engine.stop_event import stop_event_of
+from ...host.heap import release_free_heap
 from ..base import ForwardCancelled, LlamaBase
 from ..choice.kernels import DEFAULT_KERNELS, KERNEL_MODES, KERNELS_ENV
 from ..gguf.file import LlamaConfig
@@ -65,6 +66,7 @@ class CompactLlamaModel(LlamaBase):
                                       weights.external_ref, self.kernels, self.has_local_rope))
         self._session, self.session_origin = cached_session(
             proto, weights.cache_path, self.kernels, self._threads)
+        release_free_heap()  # what the parallel repack's threads freed (host/heap.py)
         self.session_seconds = time.perf_counter() - t0
         report(KERNELS, 1.0)
         self._cos_sin: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # local? -> (rot, cos, sin)
