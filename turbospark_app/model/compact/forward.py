@@ -64,9 +64,11 @@ class CompactLlamaModel(LlamaBase):
             weights.cache_path, self.kernels, self.has_local_rope,
             lambda: build_model_proto(config, weights.layers, weights.head, weights.output_norm,
                                       weights.external_ref, self.kernels, self.has_local_rope))
+        # A first open (the weights prepared just now) peaks highest: its repack goes serial.
         self._session, self.session_origin = cached_session(
-            proto, weights.cache_path, self.kernels, self._threads)
-        release_free_heap()  # what the parallel repack's threads freed (host/heap.py)
+            proto, weights.cache_path, self.kernels, self._threads,
+            parallel_prepack=weights.origin == "cache")
+        release_free_heap()  # what the repack's threads freed (host/heap.py)
         self.session_seconds = time.perf_counter() - t0
         report(KERNELS, 1.0)
         self._cos_sin: dict[bool, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # local? -> (rot, cos, sin)

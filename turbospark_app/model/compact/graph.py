@@ -437,12 +437,13 @@ def _shared_runtime(threads: int) -> dict[str, bool]:
         return _runtime
 
 
-def session_options(folder: Path | None, threads: int | None = None):
+def session_options(folder: Path | None, threads: int | None = None, parallel_prepack: bool = True):
     """ONNX Runtime session options for a stage; external data is read from `folder`.
 
     Sessions share the process-wide thread pool and arena (`_shared_runtime`) when they could
     be made (once the pool exists every session of the process must use it); otherwise each
-    gets its own pool, whose workers then sleep between runs.
+    gets its own pool, whose workers then sleep between runs. `parallel_prepack`: repack the
+    weights on every pool thread (faster; a higher peak of memory while it runs).
     """
     import onnxruntime as ort
 
@@ -457,8 +458,9 @@ def session_options(folder: Path | None, threads: int | None = None):
     if shared["arena"]:
         so.add_session_config_entry("session.use_env_allocators", "1")
     # Repack the 4/8-bit weights on every pool thread: the bulk of a warm open (1B Q4_0 int8
-    # graph 0.90 -> 0.50 s here; older ONNX Runtimes ignore the key).
-    so.add_session_config_entry("session.prepack.enable_parallel", "1")
+    # graph 0.90 -> 0.50 s here; older ONNX Runtimes ignore the key). Its threads' buffers
+    # raise the peak by ~0.1-0.2 GB at 1B: a first open, whose peak is the highest, goes serial.
+    so.add_session_config_entry("session.prepack.enable_parallel", "1" if parallel_prepack else "0")
     # The graphs are already what should run (fused stacks, contrib norms): skipping the
     # optimizer passes cuts session creation (the warm load) by ~40%; weights are prepacked anyway.
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
@@ -470,9 +472,10 @@ def session_options(folder: Path | None, threads: int | None = None):
     return so
 
 
-def make_session(proto: bytes, folder: Path | None, threads: int | None = None, so=None):
+def make_session(proto: bytes, folder: Path | None, threads: int | None = None, so=None,
+                 parallel_prepack: bool = True):
     """An ONNX Runtime CPU session over `proto` (options: `session_options` unless given)."""
     import onnxruntime as ort
 
-    options = so if so is not None else session_options(folder, threads)
+    options = so if so is not None else session_options(folder, threads, parallel_prepack)
     return ort.InferenceSession(proto, options, providers=["CPUExecutionProvider"])

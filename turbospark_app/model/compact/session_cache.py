@@ -95,15 +95,17 @@ def _prune(entry: Path, keep: Path | None, count: int) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int) -> tuple[Any, str]:
+def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int,
+                   parallel_prepack: bool = True) -> tuple[Any, str]:
     """A session for `proto` and how it was made: "mapped" (saved blobs), "saved" (made now
-    and saved for the next load) or "built" (no cache entry, or it cannot be written)."""
+    and saved for the next load) or "built" (no cache entry, or it cannot be written).
+    `parallel_prepack`: see `graph.session_options`."""
     if entry is None:
-        return make_session(proto, None, threads), "built"
+        return make_session(proto, None, threads, parallel_prepack=parallel_prepack), "built"
     kept = budget.SESSION_POLICIES[budget.session_policy()]
     if kept == 0:  # policy "none": the smallest cache, a prepack on every load
         _prune(entry, None, 0)
-        return make_session(proto, entry, threads), "built"
+        return make_session(proto, entry, threads, parallel_prepack=parallel_prepack), "built"
     folder = entry / f"ort-{cache_key(proto, kernels, threads)}"
     if folder.is_dir():
         verify_early(folder)  # hashed while ONNX Runtime maps it: the first token waits less
@@ -121,7 +123,7 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     built = None
     try:
         tmp.mkdir()
-        so = session_options(entry, threads)
+        so = session_options(entry, threads, parallel_prepack)
         so.optimized_model_filepath = str(tmp / _MODEL)
         so.add_session_config_entry("session.optimized_model_external_initializers_file_name", _DATA)
         so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
@@ -134,7 +136,9 @@ def cached_session(proto: bytes, entry: Path | None, kernels: str, threads: int)
     except OSError as exc:  # read-only cache, disk full, a racing writer: keep what we made
         log.info("cannot save the ONNX Runtime session in %s (%s)", entry, exc)
         shutil.rmtree(tmp, ignore_errors=True)
-        return (built if built is not None else make_session(proto, entry, threads)), "built"
+        if built is None:
+            built = make_session(proto, entry, threads, parallel_prepack=parallel_prepack)
+        return built, "built"
     try:  # reopen from disk: the weights then live in mapped pages, not on the heap
         session = _load_saved(folder, threads)
     except Exception as exc:
