@@ -22,7 +22,8 @@ _FENCES = ("```", "~~~")
 def with_line_breaks(markdown: str) -> str:
     """`markdown` with each line break inside a paragraph made a hard break (two trailing
     spaces), as chat apps show replies: a poem or an address keeps its lines, where Markdown
-    would join them into one. Fenced code is left as it is; blank lines still end paragraphs."""
+    would join them into one. Fenced and indented code are left as they are; blank lines still
+    end paragraphs."""
     lines = markdown.split("\n")
     fence: str | None = None
     for i, line in enumerate(lines[:-1]):
@@ -36,7 +37,9 @@ def with_line_breaks(markdown: str) -> str:
             fence = opener
             continue
         nxt = lines[i + 1].lstrip()
-        if line.strip() and nxt and not nxt.startswith(_FENCES) and not line.endswith(("  ", "\\")):
+        indented = line.startswith(("    ", "\t"))  # indented code keeps its bytes (Copy Code Block)
+        if line.strip() and nxt and not indented and not nxt.startswith(_FENCES) \
+                and not line.endswith(("  ", "\\")):
             lines[i] = line + "  "
     return "\n".join(lines)
 
