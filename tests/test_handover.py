@@ -42,3 +42,18 @@ def test_an_event_after_tokens_wakes_at_once_and_a_drain_reopens_the_batch() -> 
     handover.drain()
     handover.drain()  # nothing waiting: a no-op
     assert len(delivered) == 4
+
+
+def test_a_batch_waits_only_when_the_last_drain_was_recent() -> None:
+    """Fast streams are drained at most every COALESCE_S; a slow or paced one at once."""
+    from turbospark_app.service.handover import COALESCE_S
+
+    now = [100.0]
+    handover: Handover[object] = Handover(lambda later: None, lambda item: None, clock=lambda: now[0])
+    assert handover.delay() == 0.0  # never drained: at once
+    handover.drain()
+    assert abs(handover.delay() - COALESCE_S) < 1e-9  # just drained: wait a frame
+    now[0] += COALESCE_S / 2
+    assert abs(handover.delay() - COALESCE_S / 2) < 1e-9
+    now[0] += COALESCE_S
+    assert handover.delay() == 0.0  # a paced stream's next token shows when it comes

@@ -23,10 +23,10 @@ from turbospark_app.engine.session_pool import SessionPool
 from api_harness import run_fresh
 
 from turbospark_app.server.errors import ApiError
-from turbospark_app.server import jobs as jobs_module
 from turbospark_app.server.jobs import JobBoard
 from turbospark_app.server.params import parse_chat, parse_completion
 from turbospark_app.server.wire import Envelope, finish_reason, sse, timings, usage
+from turbospark_app.service import handover as handover_module
 from turbospark_app.service.engine_thread import EngineThread
 from turbospark_app.service.events import Failed, Finished, PromptRequest, Started, Token, TurnStats
 
@@ -261,7 +261,7 @@ def test_job_board_hands_tokens_to_the_loop_in_batches_and_the_end_at_once() -> 
         loop = asyncio.get_running_loop()
         engine = FakeEngine()
         board = JobBoard(engine, loop)
-        jobs_module.COALESCE_S = 1.0  # a batch waits 1 s here: the end must not wait for it
+        handover_module.COALESCE_S = 1.0  # a batch waits 1 s here: the end must not wait for it
         wakes: list[int] = []
         original = loop.call_soon_threadsafe
 
@@ -296,11 +296,11 @@ def test_job_board_hands_tokens_to_the_loop_in_batches_and_the_end_at_once() -> 
         assert job.first_token_at == sent  # TTFT from the engine's stamp, not the batch's arrival
         loop.call_soon_threadsafe = original  # type: ignore[method-assign]
 
-    saved = jobs_module.COALESCE_S
+    saved = handover_module.COALESCE_S
     try:
         run_fresh(run)
     finally:
-        jobs_module.COALESCE_S = saved
+        handover_module.COALESCE_S = saved
 
 
 def test_prompt_requests_on_the_engine_thread_listener_slot_and_model_switch() -> None:

@@ -213,7 +213,7 @@ def test_tokens_reach_the_widgets_in_batches_in_order_with_their_engine_times(ui
     """A streaming reply wakes the GUI thread per batch of tokens, not per token (each wake-up
     took a core from the kernels); every token still arrives, in order, before Finished, with
     the time the engine sent it; and a Stop still ends the turn at once."""
-    from turbospark_app.ui import bridge as bridge_module
+    from turbospark_app.service import handover as handover_module
 
     backend = FakeBackend(replies=(LONG,), step_delay=0.0005)
     w = ui.window(backend)
@@ -238,7 +238,7 @@ def test_tokens_reach_the_widgets_in_batches_in_order_with_their_engine_times(ui
     assert "".join(t.delta for t in tokens) == w.store.messages(pane.conversation_id)[-1].content
     assert all(t.at is not None for t in tokens) and [t.at for t in tokens] == sorted(t.at for t in tokens)
     assert len(drains) < len(tokens) / 4  # batches, not a wake-up per token
-    assert bridge_module.COALESCE_S <= 0.04  # a token waits at most a frame or two
+    assert handover_module.COALESCE_S <= 0.04  # a token waits at most a frame or two
 
     # Stop mid-reply: the turn ends without waiting for a batch timer.
     slow = FakeBackend(replies=(LONG,), step_delay=0.01)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from ..service.handover import COALESCE_S, Handover
+from ..service.handover import Handover
 from ..service.events import (
     AnyRequest,
     EngineEvent,
@@ -48,7 +48,8 @@ class Engine(Protocol):
 
 @dataclass(eq=False)
 class ApiJob:
-    """One API request's record (mutated on the loop thread only)."""
+    """One API request's record (mutated on the loop thread only, but for `generated`: the
+    engine thread counts its tokens as it sends them, so /status is not a token batch late)."""
 
     number: int
     response_id: str
@@ -123,8 +124,13 @@ class JobBoard:
             pass
 
     def _arm(self) -> None:
-        if self._timer is None:
-            self._timer = self._loop.call_later(COALESCE_S, self._drain)
+        if self._timer is not None:
+            return
+        wait = self._handover.delay()
+        if wait <= 0:
+            self._drain()
+        else:
+            self._timer = self._loop.call_later(wait, self._drain)
 
     def _drain(self) -> None:
         if self._timer is not None:
@@ -153,7 +159,9 @@ class JobBoard:
         job = ApiJob(next(self._numbers), response_id, endpoint, stream, len(getattr(request, "prompt_ids", ())))
         self.live[job.number] = job
 
-        def listener(event: EngineEvent) -> None:  # engine thread: hand over, nothing else
+        def listener(event: EngineEvent) -> None:  # engine thread: count, hand over, nothing else
+            if isinstance(event, Token):  # counted as produced, not as the loop takes the batch
+                job.generated += 1
             self._handover.put((job, event))
 
         job.request_id = self.engine.submit(request, listener)
@@ -180,7 +188,6 @@ class JobBoard:
             if job.state != "decode":
                 job.state, changed = "decode", True
                 job.first_token_at = event.at if event.at is not None else time.monotonic()
-            job.generated += 1
         elif isinstance(event, Finished):
             job.finished = event
             job.state, job.stop_reason = "ended", event.result.reason.value

@@ -1,8 +1,9 @@
 """Engine events handed to another thread (the window's, the API's event loop), tokens in batches.
 
 The engine thread `put`s each event; the consumer's thread is woken at once for every event but
-a token, and for a token only when it opens a batch: the consumer then waits `COALESCE_S` and
-`drain`s everything that came meanwhile, in order. A streaming reply thus wakes the consumer
+a token, and for a token only when it opens a batch: the consumer then drains everything that
+came meanwhile, in order, `COALESCE_S` after its previous drain (at once when that is longer
+ago: a slow or paced stream shows each token when it comes). A streaming reply thus wakes the consumer
 ~40 times a second instead of once per token. Measured on the 2-core machine: a wake-up per
 token cost the window ~15% of its decode rate against the CLI (the woken thread took a core
 and the GIL from the kernels' spinning threads and the engine's Python between steps). Tokens
@@ -12,6 +13,7 @@ carry the time the engine sent them (`Token.at`), so cadence figures do not see 
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Callable, Generic, TypeVar
 
@@ -26,18 +28,26 @@ class Handover(Generic[Item]):
     """`put` on the engine thread, `drain` on the consumer's thread (see the module docstring).
 
     `wake(later)` runs on the engine thread and must only schedule, thread-safely, a `drain` on
-    the consumer's thread: after `COALESCE_S` when `later`, else at once. `deliver(item)` is
-    called by `drain` for each item, in `put` order. `is_token(item)` says what is batched.
+    the consumer's thread: after `delay()` seconds when `later` (a token opened a batch), else at
+    once. `deliver(item)` is called by `drain` for each item, in `put` order. `is_token(item)`
+    says what is batched.
     """
 
     def __init__(self, wake: Callable[[bool], None], deliver: Callable[[Item], None],
-                 is_token: Callable[[Item], bool] = lambda item: isinstance(item, Token)) -> None:
+                 is_token: Callable[[Item], bool] = lambda item: isinstance(item, Token),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._wake = wake
         self._deliver = deliver
         self._is_token = is_token
+        self._clock = clock
         self._inbox: deque[Item] = deque()
         self._lock = threading.Lock()
         self._batch_open = False  # a token waits for a drain already scheduled
+        self._last_drain = float("-inf")  # consumer thread only
+
+    def delay(self) -> float:
+        """Consumer thread: seconds until a batch just opened should be drained (0: now)."""
+        return max(0.0, self._last_drain + COALESCE_S - self._clock())
 
     def put(self, item: Item) -> None:
         """Engine thread: queue `item` and wake the consumer (see the class docstring)."""
@@ -52,6 +62,7 @@ class Handover(Generic[Item]):
 
     def drain(self) -> None:
         """Consumer thread: deliver every item waiting, oldest first (a no-op when none)."""
+        self._last_drain = self._clock()
         while True:
             with self._lock:
                 if not self._inbox:

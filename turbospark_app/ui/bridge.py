@@ -5,8 +5,9 @@ and emits a wake-up signal, connected with an explicit QueuedConnection to the b
 thread, which then takes the inbox's events in order and `_dispatch`es each there. The worker
 never touches a widget: the append and the emit are all the engine thread does here.
 
-Tokens are delivered in batches (`service.handover`: one GUI wake-up per 25 ms while a reply
-streams; every other event, Finished and Failed included, at once, after the tokens before it).
+Tokens are delivered in batches (`service.handover`: at most one GUI wake-up per 25 ms while a
+reply streams; every other event, Finished and Failed included, at once, after the tokens
+before it).
 
 `_dispatch` hands each event to the listener registered for its request (a pane) and then
 re-emits it on `engineEvent` (the status bar). Backend load events update `backend_state`.
@@ -30,7 +31,7 @@ from ..service import (
     TurnRequest,
 )
 from ..service.engine_thread import BackendFactory, Monitors
-from ..service.handover import COALESCE_S, Handover
+from ..service.handover import Handover
 
 Listener = Callable[[Any], None]
 
@@ -40,7 +41,7 @@ class EngineBridge(QObject):
 
     engineEvent = Signal(object)  # every engine event, on the GUI thread
     backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
-    _wake = Signal()  # engine thread: a batch of tokens began (queued to _arm: drain in 25 ms)
+    _wake = Signal()  # engine thread: a batch of tokens began (queued to _arm: drain within 25 ms)
     _wake_now = Signal()  # engine thread: another event (queued to _drain)
     cacheProblem = Signal(str)  # the weight cache was corrupt: the message (GUI thread)
     _cache_relay = Signal(str)  # emitted on the cache-checking thread; queued to the GUI thread
@@ -66,7 +67,6 @@ class EngineBridge(QObject):
             lambda later: (self._wake if later else self._wake_now).emit(), self._dispatch)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(round(COALESCE_S * 1000))
         self._timer.timeout.connect(self._drain)
         self._wake.connect(self._arm, Qt.ConnectionType.QueuedConnection)
         self._wake_now.connect(self._drain, Qt.ConnectionType.QueuedConnection)
@@ -172,8 +172,13 @@ class EngineBridge(QObject):
 
     @Slot()
     def _arm(self) -> None:
-        if not self._timer.isActive():
-            self._timer.start()
+        if self._timer.isActive():
+            return
+        wait = self._handover.delay()
+        if wait <= 0:
+            self._drain()
+        else:
+            self._timer.start(max(1, round(wait * 1000)))
 
     @Slot()
     def _drain(self) -> None:
