@@ -57,3 +57,21 @@ def test_a_batch_waits_only_when_the_last_drain_was_recent() -> None:
     assert abs(handover.delay() - COALESCE_S / 2) < 1e-9
     now[0] += COALESCE_S
     assert handover.delay() == 0.0  # a paced stream's next token shows when it comes
+
+
+def test_a_failing_delivery_does_not_strand_the_events_behind_it(caplog) -> None:
+    delivered: list[object] = []
+    wakes: list[bool] = []
+
+    def deliver(item: object) -> None:
+        if getattr(item, "index", None) == 1:
+            raise RuntimeError("a listener's bug")
+        delivered.append(item)
+
+    handover: Handover[object] = Handover(wakes.append, deliver)
+    for i in range(3):
+        handover.put(Token(1, "c", i, i, "x"))
+    handover.drain()
+    assert [e.index for e in delivered] == [0, 2] and "delivering" in caplog.text
+    handover.put(Token(1, "c", 3, 3, "y"))
+    assert wakes == [True, True]  # the batch was closed: the next token wakes the consumer again

@@ -12,12 +12,15 @@ carry the time the engine sent them (`Token.at`), so cadence figures do not see 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from typing import Callable, Generic, TypeVar
 
 from .events import Token
+
+log = logging.getLogger(__name__)
 
 COALESCE_S = 0.025  # longest a token waits for its consumer (a 60 Hz frame is 17 ms)
 
@@ -69,4 +72,7 @@ class Handover(Generic[Item]):
                     self._batch_open = False
                     return
                 item = self._inbox.popleft()
-            self._deliver(item)
+            try:
+                self._deliver(item)
+            except Exception:  # one consumer's bug must not strand the events behind it
+                log.exception("delivering %r failed", type(item).__name__)
