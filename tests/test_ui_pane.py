@@ -249,3 +249,25 @@ def test_tokens_reach_the_widgets_in_batches_in_order_with_their_engine_times(ui
     qtbot.mouseClick(pane2.send_button, Qt.MouseButton.LeftButton)
     wait_idle(qtbot, pane2)
     assert pane2.state == "stopped"
+
+
+def test_a_new_turn_scrolls_to_it_even_when_the_view_was_scrolled_up(ui, qtbot) -> None:
+    """Send shows the user's message and the reply streaming below it (found under Xvfb: after
+    a split narrowed the pane, its view stayed at the top and the new turn was out of sight)."""
+    backend = FakeBackend(replies=(LONG,), step_delay=0.0)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    w.resize(900, 500)
+    send(qtbot, pane, "first")
+    wait_idle(qtbot, pane)
+    bar = pane.transcript.verticalScrollBar()
+    assert bar.maximum() > 0  # the long reply overflows the view
+    bar.setValue(0)  # the user reads from the top
+    gate = StepGate()
+    backend.gate = gate  # the new turn holds at its first step: nothing streams yet
+    send(qtbot, pane, "second")
+    qtbot.waitUntil(lambda: pane.busy, timeout=5000)
+    assert bar.value() == bar.maximum() > 0
+    assert "second" in pane.transcript.document().toPlainText()
+    gate.open()
+    wait_idle(qtbot, pane)

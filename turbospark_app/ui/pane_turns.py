@@ -142,6 +142,7 @@ class PaneTurns:
         t.begin_reply()
         if plan.target is not None:
             t.append_delta(plan.target.content)
+        t.scroll_to_end()  # the turn just asked for, even when the view was scrolled up
         self.messages = list(self.tree.path)
 
     # -- events (GUI thread, via the bridge) ------------------------------------------------

@@ -459,6 +459,11 @@ class Transcript(QTextBrowser):
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor
 
+    def scroll_to_end(self) -> None:
+        """Show the end of the transcript (a turn the user just started: their message and the
+        reply streaming below it); streaming then follows until they scroll up."""
+        self._scroll_to_end()
+
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
         return bar.value() >= bar.maximum() - 8
