@@ -109,3 +109,16 @@ def test_line_breaks_only_add_trailing_spaces_outside_fences(lines: list[str]) -
         assert after in (before, before + "  ")
         if not before.strip() or before.startswith(("    ", "\t")):
             assert after == before  # a blank line still ends the paragraph; code keeps its bytes
+
+
+def test_a_short_prefill_says_tokens_and_time_not_a_rate() -> None:
+    """A Regenerate or a continued conversation feeds a token or two: "76.9 tok/s" would read as
+    a slow prefill, so the status bar says what it fed and how long it took."""
+    from turbospark_app.ui.formatting import prefill_label
+
+    assert prefill_label(stats(prompt_tokens=40, reused_prefix_tokens=39, prefill_seconds=0.013)) == \
+        "prefill 1 tok in 13 ms"
+    assert prefill_label(stats(prompt_tokens=430, reused_prefix_tokens=0, prefill_seconds=0.5,
+                               prefill_tokens_per_sec=860.0)) == "prefill 860.0 tok/s"
+    assert prefill_label(stats(prompt_tokens=12, reused_prefix_tokens=0, source="remote",
+                               prefill_tokens_per_sec=50.0)) == "prefill 50.0 tok/s"

@@ -67,6 +67,18 @@ def rate_label(tokens_per_sec: float | None) -> str:
     return f"{tokens_per_sec:.1f} tok/s"
 
 
+SHORT_PREFILL_TOKENS = 16  # below this a rate is mostly fixed cost: say tokens and time instead
+
+
+def prefill_label(stats: TurnStats) -> str:
+    """The status bar's prefill figure: a rate, or for a short prefill (a conversation that
+    continued its cached prefix, a Regenerate) the tokens fed and how long they took."""
+    fed = max(0, stats.prompt_tokens - stats.reused_prefix_tokens)
+    if stats.started and fed < SHORT_PREFILL_TOKENS and stats.source != "remote":
+        return f"prefill {fed} tok in {seconds_label(stats.prefill_seconds)}"
+    return f"prefill {rate_label(stats.prefill_tokens_per_sec)}"
+
+
 def bytes_label(n: int | float | None) -> str:
     """312_000_000 -> "298 MB" (binary units, like Activity Monitor)."""
     if n is None:

@@ -41,7 +41,7 @@ from ..service import (
     Token,
 )
 from .bridge import EngineBridge
-from .formatting import bytes_label, nested, rate_label, reading_label, slot_outcome
+from .formatting import bytes_label, nested, prefill_label, rate_label, reading_label, slot_outcome
 
 POLL_MS = 1000
 CACHE_MESSAGE_MS = 30000  # how long a corrupt-weight-cache notice stays
@@ -176,7 +176,7 @@ class EngineStatusBar(QStatusBar):
             self._last_finished = event
             if event.stats.decode_tokens_per_sec:
                 self._last_decode_rate = event.stats.decode_tokens_per_sec
-            self.labels["prefill"].setText(f"prefill {rate_label(event.stats.prefill_tokens_per_sec)}")
+            self.labels["prefill"].setText(prefill_label(event.stats))
             self._show_reuse(event, None)
             self.poll()  # the engine refreshed its snapshot at the end of the turn
         elif isinstance(event, BackendLoading):
