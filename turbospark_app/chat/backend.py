@@ -12,6 +12,7 @@ import dataclasses
 import os
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -406,26 +407,16 @@ def load_backend(
 def in_background(fn: Callable[[], Any], name: str) -> Callable[[], Any]:
     """Run `fn()` on a new thread in the caller's context (its load-progress reporter is a
     context variable); returns a join that gives fn's result or raises its exception."""
-    box: list[Any] = []
+    future: Future[Any] = Future()
 
     def run() -> None:
         try:
-            box.append((True, fn()))
+            future.set_result(fn())
         except BaseException as exc:  # re-raised by the join, on the caller's thread
-            box.append((False, exc))
+            future.set_exception(exc)
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name,
-                              daemon=True)
-    thread.start()
-
-    def join() -> Any:
-        thread.join()
-        ok, value = box[0]
-        if not ok:
-            raise value
-        return value
-
-    return join
+    threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
+    return future.result
 
 
 def start_cache_check(path: Path, on_problem: Callable[[str], None] | None) -> CacheCheck | None:

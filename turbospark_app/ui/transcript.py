@@ -162,7 +162,7 @@ class Transcript(QTextBrowser):
         self._stream_cursor = None
         for entry in entries:
             self._append_entry(entry)
-        self._scroll_to_end()
+        self.scroll_to_end()
 
     def append_message(self, role: str, text: str, footer: str = "", *, stopped: bool = False,
                        meta: Entry | None = None) -> None:
@@ -175,14 +175,14 @@ class Transcript(QTextBrowser):
             entry.actions, entry.badge = meta.actions, meta.badge
         self._append_entry(entry)
         if at_end:
-            self._scroll_to_end()
+            self.scroll_to_end()
 
     def append_error(self, message: str) -> None:
         """Append an inline error block."""
         at_end = self._at_end()
         self._append_entry(Entry("error", message, kind="error"))
         if at_end:
-            self._scroll_to_end()
+            self.scroll_to_end()
 
     def begin_reply(self) -> None:
         """Start streaming an assistant reply (header now, text as it comes)."""
@@ -199,7 +199,7 @@ class Transcript(QTextBrowser):
         self._body_start = cursor.position()
         self._stream_cursor = cursor
         if at_end:
-            self._scroll_to_end()
+            self.scroll_to_end()
 
     def append_delta(self, delta: str) -> None:
         """Append streamed text: one plain-text insert at the end of the document (nothing above
@@ -212,7 +212,7 @@ class Transcript(QTextBrowser):
         self._stream_parts.append(delta)
         self._stream_cursor.insertText(delta)
         if at_end:
-            self._scroll_to_end()
+            self.scroll_to_end()
 
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
@@ -240,7 +240,7 @@ class Transcript(QTextBrowser):
         self._stream_cursor = None
         self._stream_parts = []
         if at_end:
-            self._scroll_to_end()
+            self.scroll_to_end()
 
     def truncate(self, mark: tuple[int, int]) -> None:
         """Remove everything after `mark` (a failed turn: its user message and partial reply)."""
@@ -459,16 +459,13 @@ class Transcript(QTextBrowser):
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor
 
-    def scroll_to_end(self) -> None:
-        """Show the end of the transcript (a turn the user just started: their message and the
-        reply streaming below it); streaming then follows until they scroll up."""
-        self._scroll_to_end()
-
     def _at_end(self) -> bool:
         bar = self.verticalScrollBar()
         return bar.value() >= bar.maximum() - 8
 
-    def _scroll_to_end(self) -> None:
+    def scroll_to_end(self) -> None:
+        """Show the end of the transcript (also for a turn the user just started: their message
+        and the reply streaming below it); streaming then follows until they scroll up."""
         bar = self.verticalScrollBar()
         bar.setValue(bar.maximum())
 
