@@ -152,3 +152,34 @@ def test_entries_keyed_the_old_way_go_when_a_new_one_is_built(tmp_path: Path) ->
     (legacy / "wqkv.npy").write_bytes(b"old")
     load_weights(_gguf(tmp_path / "m", "new.gguf", 0), cache)
     assert not legacy.exists() and [m.model for m in store.list_models(cache)] == ["new"]
+
+
+def test_a_lease_released_by_the_garbage_collector_inside_a_check_does_not_hang(tmp_path: Path) -> None:
+    """A lease goes when what it is tied to is collected, and that can happen at any allocation
+    in any thread, inside `in_use` too. A model load hung there (the finalizer waited for the
+    lock its own thread held). Here the tied object's last reference is dropped while `in_use`
+    turns its argument into a path, so its finalizer runs right there."""
+    import threading
+
+    held, other = tmp_path / "held", tmp_path / "other"
+    held.mkdir()
+    other.mkdir()
+
+    class Owner:
+        pass
+
+    owners = [Owner()]
+    leases.hold(held).tie_to([owners[0]])
+    assert leases.in_use(held)
+
+    class DropsTheOwner(os.PathLike):
+        def __fspath__(self) -> str:
+            owners.clear()  # the owner's last reference: its lease is released now, in this call
+            return str(other)
+
+    result: list[bool] = []
+    checker = threading.Thread(target=lambda: result.append(leases.in_use(DropsTheOwner())), daemon=True)
+    checker.start()
+    checker.join(5)
+    assert not checker.is_alive(), "in_use deadlocked on its own lock"
+    assert result == [False] and not leases.in_use(held)

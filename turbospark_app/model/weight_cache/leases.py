@@ -21,7 +21,10 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 _local: dict[str, int] = {}  # folder -> leases held by this process
-_lock = threading.Lock()
+# Re-entrant, and nothing that allocates runs under it (keys are made first): a lease is released
+# by a weakref finalizer, which the garbage collector may run in ANY thread at any allocation,
+# the one holding this lock included (a model load hung so inside `in_use`).
+_lock = threading.RLock()
 
 
 class Lease:
@@ -37,8 +40,9 @@ class Lease:
                 fcntl.flock(self._fd, fcntl.LOCK_SH)
             except OSError:
                 self._close()
+        key = str(self.folder)
         with _lock:
-            _local[str(self.folder)] = _local.get(str(self.folder), 0) + 1
+            _local[key] = _local.get(key, 0) + 1
 
     def _close(self) -> None:
         if self._fd is not None:
@@ -54,12 +58,13 @@ class Lease:
             return
         self._released = True
         self._close()
+        key = str(self.folder)
         with _lock:
-            left = _local.get(str(self.folder), 1) - 1
+            left = _local.get(key, 1) - 1
             if left > 0:
-                _local[str(self.folder)] = left
+                _local[key] = left
             else:
-                _local.pop(str(self.folder), None)
+                _local.pop(key, None)
 
     def tie_to(self, objects: Iterable[Any]) -> "Lease":
         """Release when every one of `objects` has been garbage collected."""
@@ -85,8 +90,9 @@ def hold(folder: Path) -> Lease:
 
 def in_use(folder: Path) -> bool:
     """Is `folder` leased, by this process or (with fcntl) another one?"""
+    key = str(Path(folder))
     with _lock:
-        if _local.get(str(Path(folder)), 0) > 0:
+        if _local.get(key, 0) > 0:
             return True
     if fcntl is None:
         return False
