@@ -168,9 +168,13 @@ def main() -> int:
     ap.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8])
     ap.add_argument("--batch", choices=["on", "off"], default="on")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-batching-") as tmp:  # ~0.1-1.5 GB: never left behind
+        return _run(args, tmp)
+
+
+def _run(args: argparse.Namespace, tmp: str) -> int:
     from turbospark_app.model.fetch import default_model_path
 
-    tmp = tempfile.mkdtemp(prefix="bench-batching-")
     args.cache = os.path.join(tmp, "cache")
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.processor() or ''} "
           f"load avg {' '.join(f'{x:.1f}' for x in os.getloadavg())}")

@@ -79,7 +79,11 @@ def main() -> int:
     ap.add_argument("--max-new", type=int, default=384)
     ap.add_argument("--model", default=None)
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-window-") as tmp:  # stores and settings: not left behind
+        return _run(args, Path(tmp))
 
+
+def _run(args: argparse.Namespace, tmp: Path) -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
@@ -90,7 +94,6 @@ def main() -> int:
 
     app = QApplication.instance() or QApplication([])
     path = resolve_model_path(args.model)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-window-"))
     os.environ["TURBOSPARK_DATA_DIR"] = str(tmp / "data")
     real_handover = bridge_module.Handover
 

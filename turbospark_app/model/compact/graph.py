@@ -96,7 +96,9 @@ class _Graph:
         self._weights: dict[tuple[int, str], str] = {}  # one initializer per weight array
         self._n = 0
         self._consts: dict[tuple, str] = {}
-        self._splits: dict[tuple[str, int], str] = {}
+        # Per branch: what was derived from an activation (its split, block view, block sums),
+        # made once however many matrices read it (sessions run with no graph optimizer).
+        self._derived: dict[tuple[str, str, int], str] = {}
 
     def name(self, base: str) -> str:
         self._n += 1
@@ -145,7 +147,11 @@ class _Graph:
         from onnx import helper
 
         if src is not None:
-            self.nodes.append(helper.make_node("Identity", [src], [name]))
+            producer = next((n for n in reversed(self.nodes) if src in n.output), None)
+            if producer is None or any(src in n.input for n in self.nodes):  # input, or read on
+                self.nodes.append(helper.make_node("Identity", [src], [name]))
+            else:  # renamed at its producer: no copy per run
+                producer.output[list(producer.output).index(src)] = name
         self.outputs.append(helper.make_tensor_value_info(name, dtype, shape))
 
     # -- building blocks --------------------------------------------------------------------
@@ -186,16 +192,32 @@ class _Graph:
 
         branches = []
         for exact in (True, False):
-            saved, self.nodes, self._splits = self.nodes, [], {}
+            saved, self.nodes, self._derived = self.nodes, [], {}
             self._exact_now = exact
             outs = build()
             branches.append(helper.make_graph(
                 self.nodes, self.name("branch"), [],
                 [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs]))
             self.nodes = saved
-        self._splits = {}
+        self._derived = {}
         return self.node("If", [self._exact_input()], n_out=len(outs),
                          then_branch=branches[0], else_branch=branches[1])
+
+    def _blocks(self, x: str, k: int, bs: int) -> str:
+        """x (T, k) viewed as blocks of bs: (T, k // bs, bs)."""
+        key = ("blocks", x, bs)
+        if key not in self._derived:
+            shape = self.small(np.array([-1, k // bs, bs], np.int64))
+            self._derived[key] = self.node("Reshape", [x, shape])[0]
+        return self._derived[key]
+
+    def _block_sums(self, x: str, k: int, bs: int) -> str:
+        """The sums of x's blocks of bs (what a matrix's minimums multiply): (T, k // bs)."""
+        key = ("sums", x, bs)
+        if key not in self._derived:
+            axis = self.small(np.array([2], np.int64))
+            self._derived[key] = self.node("ReduceSum", [self._blocks(x, k, bs), axis], keepdims=0)[0]
+        return self._derived[key]
 
     def _split_exact(self, x: str, k: int, bs: int) -> str:
         """[x rounded to the kernel's int8 grid (per block of bs); x minus that]: (2T, k).
@@ -203,10 +225,10 @@ class _Graph:
         The kernel re-quantizes the first half without loss (it is on the grid already), and
         the second half's own rounding error is ~1/250 of x's: their sum is ~exact.
         """
-        key = (x, bs)
-        if key not in self._splits:
+        key = ("split", x, bs)
+        if key not in self._derived:
             i64 = np.int64
-            blocks = self.node("Reshape", [x, self.small(np.array([-1, k // bs, bs], i64))])[0]
+            blocks = self._blocks(x, k, bs)
             amax = self.node("ReduceMax", [self.node("Abs", [blocks])[0], self.small(np.array([2], i64))],
                              keepdims=1)[0]  # (T, nb, 1)
             scale = self.node("Max", [self.node("Mul", [amax, self.small(np.array(1 / 127, np.float32))])[0],
@@ -214,8 +236,8 @@ class _Graph:
             grid = self.node("Mul", [self.node("Round", [self.node("Div", [blocks, scale])[0]])[0], scale])[0]
             rest = self.node("Sub", [blocks, grid])[0]
             both = self.node("Concat", [grid, rest], axis=0)[0]  # (2T, nb, bs)
-            self._splits[key] = self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
-        return self._splits[key]
+            self._derived[key] = self.node("Reshape", [both, self.small(np.array([-1, k], i64))])[0]
+        return self._derived[key]
 
     def _fold(self, y: str) -> str:
         """(2T, n) -> the two halves' sum (T, n). Split + Add: ONNX Runtime's ReduceSum over the
@@ -241,9 +263,7 @@ class _Graph:
             y = self._fold(y)
         if m.mins is None:
             return y
-        nb = k // m.block_size
-        blocks = self.node("Reshape", [x, self.small(np.array([-1, nb, m.block_size], np.int64))])[0]
-        sums = self.node("ReduceSum", [blocks, self.small(np.array([2], np.int64))], keepdims=0)[0]  # (T, nb)
+        sums = self._block_sums(x, k, m.block_size)  # (T, nb)
         # y + sums @ mins.T in one Gemm (C = y): (T, n)
         return self.node("Gemm", [sums, self.weight(m, "mins", lambda: m.mins), y], transB=1)[0]
 
@@ -461,9 +481,10 @@ def session_options(folder: Path | None, threads: int | None = None, parallel_pr
     # graph 0.90 -> 0.50 s here; older ONNX Runtimes ignore the key). Its threads' buffers
     # raise the peak by ~0.1-0.2 GB at 1B: a first open, whose peak is the highest, goes serial.
     so.add_session_config_entry("session.prepack.enable_parallel", "1" if parallel_prepack else "0")
-    # The graphs are already what should run (fused stacks, contrib norms): skipping the
-    # optimizer passes cuts session creation (the warm load) by ~40%; weights are prepacked anyway.
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # The graphs are built as they should run (fused stacks, contrib norms, nothing computed
+    # twice: tests/test_graph_optimizer.py checks ORT's basic passes find nothing to change), so
+    # no optimizer runs: ~50-70 ms of every open (3,000 nodes at 135M) for an identical graph.
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     if folder is not None:
