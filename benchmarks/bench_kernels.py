@@ -126,7 +126,7 @@ def measure(path: Path, rounds: int, steps: int) -> None:
     print(f"  bare kernels' rate             {gguf_bytes / (bare / 1e3) / 1e9:7.1f} GB/s of the GGUF's tensor bytes")
     print(f"  prepacked layout in memory     {packed_mib * 2**20 / weights:7.3f} bytes per weight "
           f"({packed_mib:.0f} MiB private for the bare session)")
-    print(f"  rounds (step ms / bare ms): "
+    print("  rounds (step ms / bare ms): "
           + ", ".join(f"{s:.2f}/{b:.2f}" for s, b in zip(step_ms, bare_ms)))
 
 
