@@ -2,6 +2,8 @@
 
 The model loads on the engine thread while the server already answers (503 + Retry-After
 until it is ready). Ctrl+C / SIGTERM stop it: open requests are cancelled, then the engine.
+A model that cannot be loaded stops it too (exit status 1, the reason on one line): unlike the
+window, a headless server has no way to load another one, and would only answer 503.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import os
 import signal
 import sys
+import threading
 from functools import partial
 from typing import Any, Callable
 
@@ -69,9 +72,36 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
     return load
 
 
-def _report(event: Any, progress: Callable[[str, float], None] | None = None) -> None:
+class LoadOutcome:
+    """Whether the model failed to load, handed from the engine thread to the server's loop:
+    `fail` may come before the loop runs (a missing file fails at once) or while it serves."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.failure: str | None = None
+        self._wake: Callable[[], None] | None = None
+
+    def fail(self, message: str) -> None:
+        with self._lock:
+            self.failure = message
+            wake = self._wake
+        if wake is not None:
+            wake()
+
+    def on_failure(self, wake: Callable[[], None]) -> None:
+        """Call `wake` (thread-safe) once the load fails; at once if it already has."""
+        with self._lock:
+            self._wake = wake
+            failed = self.failure is not None
+        if failed:
+            wake()
+
+
+def _report(event: Any, progress: Callable[[str, float], None] | None = None,
+            outcome: LoadOutcome | None = None) -> None:
     """Backend load events to stderr (engine thread), a long load's steps through `progress`
-    (the same printer as `chat`'s). Requests are never logged."""
+    (the same printer as `chat`'s); a failed load also goes to `outcome`. Requests are never
+    logged."""
     from ..model.choice.common import engine_label
     from ..service.events import BackendFailed, BackendProgress, BackendReady
 
@@ -84,10 +114,13 @@ def _report(event: Any, progress: Callable[[str, float], None] | None = None) ->
               f"context {event.max_context})", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
+        if outcome is not None:
+            outcome.fail(event.message)
 
 
-async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] | None = None) -> None:
-    """Serve until SIGINT / SIGTERM."""
+async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] | None = None,
+                outcome: LoadOutcome | None = None) -> None:
+    """Serve until SIGINT / SIGTERM, or until `outcome` says the model failed to load."""
     from ..server.app import ApiServer
 
     server = ApiServer(engine, config)
@@ -97,6 +130,8 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
         ready(server.url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    if outcome is not None:
+        outcome.on_failure(lambda: loop.call_soon_threadsafe(stop.set))
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -125,15 +160,19 @@ def serve_command(args: argparse.Namespace) -> int:
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
     slots = getattr(args, "session_slots", None) or 4
+    outcome = LoadOutcome()
     engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
                                           kernels, speculation),
-                          partial(_report, progress=StderrProgress()), max_active=slots)
+                          partial(_report, progress=StderrProgress(), outcome=outcome), max_active=slots)
     engine.start()
     try:
-        asyncio.run(serve(engine, config))
+        asyncio.run(serve(engine, config, outcome=outcome))
     except OSError as e:
         print(f"turbospark: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     finally:
         engine.shutdown()
+    if outcome.failure is not None:
+        print("turbospark: stopped: no model to serve", file=sys.stderr)
+        return 1
     return 0

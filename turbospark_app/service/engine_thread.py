@@ -314,7 +314,10 @@ class EngineThread:
             model_info = dict(backend.model_info())
             max_context = int(backend.max_context)
         except Exception as e:  # reported, never raised: the app stays up without a model
-            log.exception("backend load failed")
+            if isinstance(e, (EngineError, OSError)):  # a bad or missing file: the event says it all
+                log.info("backend load failed: %s", e)
+            else:  # unexpected: keep the traceback for the report
+                log.exception("backend load failed")
             self._load_error = (str(e) or type(e).__name__, type(e).__name__)
             self._state = "failed"
             self._emit(BackendFailed(self._load_error[0], self._load_error[1]))
