@@ -202,7 +202,7 @@ def chat_command(args: argparse.Namespace) -> int:
     from ..model.choice.kernels import choose_kernels
     from ..model.choice.speculation import choose_speculation
     from ..model.choice.weights import choose_weights
-    from ..model.fetch import resolve_model_path
+    from ..model.fetch import default_model_path, resolve_model_path
 
     problem = _raw_flag_problem(args)
     if problem is not None:
@@ -226,6 +226,7 @@ def chat_command(args: argparse.Namespace) -> int:
             speculation=speculation,
         )
 
+    path = None
     try:
         weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
         kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
@@ -235,6 +236,9 @@ def chat_command(args: argparse.Namespace) -> int:
             backend = load()
     except (EngineError, OSError, LoadChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
+        if path is not None and path == default_model_path() and not path.exists():
+            print("turbospark: the default model is not here yet: run `turbospark model fetch`",
+                  file=sys.stderr)
         return 2
     raw = bool(getattr(args, "raw", False)) or not getattr(backend, "has_chat_template", True)
     if raw and not getattr(args, "raw", False):
