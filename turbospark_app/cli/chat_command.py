@@ -68,7 +68,7 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
-    from .remote_chat import add_remote_arguments
+    from .remote_args import add_remote_arguments
 
     add_remote_arguments(p)
 

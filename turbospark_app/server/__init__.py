@@ -10,7 +10,20 @@ May import: engine, chat, service (no Qt; `turbospark serve` is `cli.serve_comma
     routes     the endpoints; app: ApiServer (start/stop on the running loop)
 """
 
-from .app import ApiServer
+from typing import TYPE_CHECKING, Any
+
 from .config import DEFAULT_PORT, ServerConfig
 
+if TYPE_CHECKING:
+    from .app import ApiServer
+
 __all__ = ["ApiServer", "DEFAULT_PORT", "ServerConfig"]
+
+
+def __getattr__(name: str) -> Any:
+    # ApiServer (aiohttp, ~0.1 s) on first use: `turbospark`'s argument parser reads the config only.
+    if name == "ApiServer":
+        from .app import ApiServer
+
+        return ApiServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
