@@ -124,3 +124,15 @@ def test_weights_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
 def test_kernels_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
     assert build_parser().parse_args(argv).kernels == "int8"
     assert build_parser().parse_args([a for a in argv if a not in ("--kernels", "int8")]).kernels is None
+
+
+def test_building_the_parser_does_not_import_the_http_stack() -> None:
+    """Every start builds the parser (the window too): aiohttp (~0.12 s) waits until a command
+    needs it (serve, a remote chat, the window's API server)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from turbospark_app.cli.main import build_parser; "
+            "build_parser().parse_args(['chat', '--prompt', 'hi']); print('aiohttp' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
