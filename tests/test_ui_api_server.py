@@ -124,3 +124,26 @@ def test_settings_are_checked_and_remembered_and_the_server_comes_back(ui, qtbot
     w2 = ui.window(ApiFakeBackend())  # a restart: it was running, so it starts again
     qtbot.waitUntil(lambda: w2.api.running, timeout=5000)
     assert w2.api.server.config.api_key == "sk-test"
+
+
+def test_the_window_starts_without_the_http_stack() -> None:
+    """aiohttp (~0.15 s of imports) loads when a remote engine or the local API is first used."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; import turbospark_app.ui.app; "
+            "print(sorted(m for m in ('aiohttp.client', 'aiohttp.web', 'turbospark_app.server.app') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert out.stdout.split() == ["[]"]
+
+
+def test_a_lazy_module_loads_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from turbospark_app.host.lazy_import import lazy_module; m = lazy_module('aiohttp'); "
+            "print('aiohttp.client' in sys.modules, m.ClientTimeout.__name__, 'aiohttp.client' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "ClientTimeout", "True"]

@@ -15,11 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
-import aiohttp
 from yarl import URL
 
+from ..host.lazy_import import lazy_module
 from .errors import RemoteError, connection_error, http_error
 from .sse import ChunkInfo, SSEDecoder, StreamFormatError, error_message, interpret
+
+aiohttp = lazy_module("aiohttp")  # loaded by the first request (host/lazy_import.py)
 
 RETRY_STATUSES = (429, 503)
 

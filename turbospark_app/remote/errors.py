@@ -7,7 +7,9 @@ import socket
 import ssl
 from dataclasses import dataclass
 
-import aiohttp
+from ..host.lazy_import import lazy_module
+
+aiohttp = lazy_module("aiohttp")  # loaded by the first request (host/lazy_import.py)
 
 
 @dataclass

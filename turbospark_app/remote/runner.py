@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import aiohttp
-
 from ..engine.progress import RawDecodeResult, StopReason
+from ..host.lazy_import import lazy_module
 from ..service.events import Failed, Finished, Retrying, Started, Token, TurnRequest, TurnStats
 from .client import RemoteStream, RetryPolicy, Target, Timeouts
 from .errors import RemoteError
 from .sse import Usage
+
+aiohttp = lazy_module("aiohttp")  # loaded by the first request (host/lazy_import.py)
 
 Listener = Callable[[Any], None]
 

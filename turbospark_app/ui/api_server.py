@@ -17,7 +17,7 @@ import asyncio
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from keyring.errors import KeyringError
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
@@ -25,10 +25,13 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel, QMenu
 
 from ..host.keystore import KeyStore, default_folder
-from ..server import ApiServer, ServerConfig
+from ..server import ServerConfig
 from ..server.jobs import ApiJob
 from .api_widgets import ApiRequestsTable, ApiSettingsDialog
 from .settings import read_json, write_json
+
+if TYPE_CHECKING:
+    from ..server import ApiServer
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +156,8 @@ class ApiServerController(QObject):
         asyncio.get_event_loop().create_task(run())
 
     async def _start(self) -> None:
+        from ..server import ApiServer  # aiohttp's server: imported when the API first starts
+
         try:
             server = ApiServer(self.engine, self.config)
             await server.start()
