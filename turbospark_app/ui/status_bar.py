@@ -4,7 +4,7 @@
     reuse       the last turn's prefix reuse ("reused 412/430 tok · slot hit")
     prefill     the last turn's prefill rate
     decode      live decode rate (tokens in the last two seconds, every pane together);
-                between turns, the last turn's rate
+                once no turn runs, the last turn's rate at once (the pane's own figure)
     thermal     the thermal level ("nominal", "serious (simulated)", "unavailable")
     memory      the memory pressure, the same way
     RSS         this process's resident memory
@@ -37,7 +37,9 @@ from ..service import (
     BackendLoading,
     BackendProgress,
     BackendReady,
+    Failed,
     Finished,
+    Started,
     Token,
 )
 from .bridge import EngineBridge
@@ -77,6 +79,7 @@ class EngineStatusBar(QStatusBar):
         self._last_decode_rate = 0.0
         self._batch = 0  # the engine's last decode step's batch size
         self._last_finished: Finished | None = None
+        self._running: set[int] = set()  # turns started and not ended (this computer's and remote)
         self.labels: dict[str, QLabel] = {}
         self._tips: dict[str, str] = {}
         for key, tip in (
@@ -166,6 +169,12 @@ class EngineStatusBar(QStatusBar):
             self._show_reuse(self._last_finished, last)
 
     def _on_event(self, event: Any) -> None:
+        if isinstance(event, Started):
+            self._running.add(event.request_id)
+        elif isinstance(event, (Finished, Failed)):
+            self._running.discard(event.request_id)
+            if not self._running:  # nothing decodes now: the finished turn's rate, not a stale "live"
+                self._token_times.clear()
         if isinstance(event, Token):
             now = event.at if event.at is not None else time.monotonic()  # tokens come in batches
             self._token_times.append(now)
