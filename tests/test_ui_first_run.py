@@ -17,6 +17,7 @@ from turbospark_app.host import folders as paths
 from turbospark_app.model import fetch
 from turbospark_app.ui.first_run import (
     FirstRunDialog,
+    model_at_startup,
     needs_first_run,
     progress_text,
     remember_model,
@@ -83,6 +84,28 @@ def test_when_the_first_run_dialog_is_needed(fake_pip, settings, tmp_path, monke
     mine.unlink()  # a remembered model that is gone is not used
     assert needs_first_run(None, settings) and startup_model_path(None, settings) == fetch.default_model_path()
     assert startup_model_path("/cli.gguf", settings) == Path("/cli.gguf")
+
+
+def test_a_frozen_app_starts_with_its_embedded_model(fake_pip, settings, tmp_path, monkeypatch) -> None:
+    """The .app carries the default model: its first launch opens it, with no dialog and offline
+    (it offered a 98 MB download of the model it already had)."""
+    import sys
+
+    internal = tmp_path / "TurboSpark" / "_internal"
+    embedded = internal / "models" / fetch.DEFAULT_MODEL_FILENAME
+    embedded.parent.mkdir(parents=True)
+    embedded.write_bytes(b"GGUF")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "_MEIPASS", str(internal), raising=False)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "TurboSpark" / "TurboSpark"))
+    assert not fetch.default_model_path().exists()  # nothing in the user's data folder
+    assert not needs_first_run(None, settings)
+    assert startup_model_path(None, settings) == embedded
+    assert model_at_startup(None, settings, dialog_factory=lambda: pytest.fail("no dialog")) == embedded
+    mine = tmp_path / "mine.gguf"
+    mine.write_bytes(b"GGUF")
+    remember_model(settings, mine)  # a model the user opened since wins
+    assert startup_model_path(None, settings) == mine
 
 
 def test_progress_text() -> None:

@@ -55,18 +55,20 @@ def remember_model(settings: QSettings, path: str | os.PathLike[str]) -> None:
 
 
 def startup_model_path(cli_value: str | None, settings: QSettings) -> Path:
-    """--model, else TURBOSPARK_MODEL, else the model opened last, else the default model."""
+    """--model, else TURBOSPARK_MODEL, else the model opened last, else the default model (the
+    copy embedded in a frozen app first, as `fetch.resolve_model_path` picks it)."""
     for value in (cli_value, os.environ.get(fetch.MODEL_ENV)):
         if value and value.strip():
             return Path(value.strip()).expanduser()
-    return remembered_model(settings) or fetch.default_model_path()
+    return remembered_model(settings) or fetch.resolve_model_path(None)
 
 
 def needs_first_run(cli_value: str | None, settings: QSettings) -> bool:
-    """True when no model was named or remembered and the default one is not on disk. (A model
-    named explicitly but missing is the load error's business, not a first run.)"""
+    """True when no model was named or remembered and the default one is neither embedded (a
+    frozen app carries it: its first launch works offline) nor on disk. (A model named
+    explicitly but missing is the load error's business, not a first run.)"""
     named = any(v and v.strip() for v in (cli_value, os.environ.get(fetch.MODEL_ENV)))
-    return not named and remembered_model(settings) is None and not fetch.default_model_path().is_file()
+    return not named and remembered_model(settings) is None and not fetch.resolve_model_path(None).is_file()
 
 
 def model_at_startup(cli_value: str | None, settings: QSettings,
