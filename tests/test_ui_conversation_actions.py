@@ -232,3 +232,43 @@ def test_qa_evidence_export_from_the_file_menu(ui, qtbot, tmp_path: Path, monkey
     doc = json.loads(json_path.read_text())
     assert len(doc["tokens"]) == len(tokens) and len(doc["turns"]) == 2 and doc["stops"][0]["latency"] is not None
     assert doc["totals"]["evictions"] == 0 and "cadence_tok_s" in doc["series"]
+
+
+def test_the_conversation_menu_greys_what_does_nothing(ui, qtbot) -> None:
+    """As the menu opens, actions that would do nothing for the current pane are greyed (the
+    pane's own buttons do the same); as it closes, all are enabled again so shortcuts work."""
+    from PySide6.QtGui import QAction
+
+    backend = EngineLoopBackend(replies=("First answer.", "Second answer.", LONG), step_delay=0.002)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    menu = w.findChild(QAction, "actionRegenerate").associatedObjects()[0]
+
+    def enabled() -> set[str]:
+        menu.aboutToShow.emit()
+        return {a.objectName() for a in menu.actions() if a.isEnabled() and a.objectName()}
+
+    empty = enabled()
+    assert {"actionRename", "actionDelete", "actionSettings", "actionEndpoints"} <= empty
+    assert not empty & {"actionStop", "actionRegenerate", "actionContinue", "actionEditLast", "actionCopyReply",
+                        "actionPrevAlternative", "actionNextAlternative", "actionDeletePair", "actionExportMarkdown"}
+    menu.aboutToHide.emit()
+    assert w.findChild(QAction, "actionRegenerate").isEnabled()  # its shortcut works again
+    send(qtbot, pane, "question")
+    wait_idle(qtbot, pane)
+    after = enabled()
+    assert {"actionRegenerate", "actionEditLast", "actionCopyReply", "actionDeletePair",
+            "actionExportMarkdown"} <= after
+    assert not after & {"actionStop", "actionPrevAlternative", "actionNextAlternative"}
+    menu.aboutToHide.emit()
+    key(qtbot, w, "Ctrl+R")
+    wait_idle(qtbot, pane)
+    assert "actionPrevAlternative" in enabled() and "actionNextAlternative" not in enabled()
+    menu.aboutToHide.emit()
+    send(qtbot, pane, "a long one")
+    qtbot.waitUntil(lambda: pane.busy, timeout=5000)
+    busy = enabled()
+    assert "actionStop" in busy and not busy & {"actionRegenerate", "actionEditLast", "actionDeletePair"}
+    menu.aboutToHide.emit()
+    w.findChild(QAction, "actionStop").trigger()
+    wait_idle(qtbot, pane)

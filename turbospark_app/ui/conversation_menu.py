@@ -28,6 +28,13 @@ from ..conversations.export import (
 
 PaneGetter = Callable[[], Any]
 
+# The Conversation menu's actions that act on the current pane (greyed while they do nothing).
+PANE_ACTIONS = frozenset({
+    "actionStop", "actionRename", "actionDelete", "actionRegenerate", "actionContinue",
+    "actionEditLast", "actionCopyReply", "actionPrevAlternative", "actionNextAlternative",
+    "actionDeletePair", "actionExportMarkdown", "actionExportJson",
+})
+
 
 def add_message_actions(window: Any, menu: QMenu, pane: PaneGetter) -> None:
     """Add the message actions to `menu` (window._action makes each QAction)."""
@@ -60,6 +67,30 @@ def add_message_actions(window: Any, menu: QMenu, pane: PaneGetter) -> None:
     menu.addSeparator()
     window._action(menu, "Export as &Markdown…", lambda: export_current(window, "md"), None, "actionExportMarkdown")
     window._action(menu, "Export as &JSON…", lambda: export_current(window, "json"), None, "actionExportJson")
+
+
+def validate(menu: QMenu, pane: Any) -> None:
+    """As the menu opens: grey the actions that do nothing for `pane` now (no reply to
+    regenerate, nothing generating to stop; every pane action without a pane)."""
+    state = pane.menu_state() if pane is not None else {}
+    for action in menu.actions():
+        name = action.objectName()
+        if name in PANE_ACTIONS:
+            action.setEnabled(state.get(name, pane is not None and name not in state))
+
+
+def enable_all(menu: QMenu) -> None:
+    """As the menu closes: every action enabled again, so its shortcut works whatever the pane
+    became meanwhile (each action checks its pane itself and does nothing when it does not apply)."""
+    for action in menu.actions():
+        if action.objectName() in PANE_ACTIONS:
+            action.setEnabled(True)
+
+
+def watch(menu: QMenu, pane: PaneGetter) -> None:
+    """Validate `menu` against the current pane each time it opens."""
+    menu.aboutToShow.connect(lambda: validate(menu, pane()))
+    menu.aboutToHide.connect(lambda: enable_all(menu))
 
 
 def export_text(window: Any, conversation_id: str, kind: str) -> str:

@@ -24,6 +24,7 @@ from .about import AboutDialog
 from .api_server import install_api_server
 from .bridge import EngineBridge
 from .conversation_menu import add_message_actions
+from .conversation_menu import watch as watch_menu
 from .conversation_pane import ConversationPane
 from .endpoints_dialog import EndpointsDialog
 from .gguf_info import FileDescriber
@@ -164,6 +165,7 @@ class MainWindow(QMainWindow):
                                        "actionSettings", "Ctrl+,")
         settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self._action(conv, "E&ndpoints…", self.open_endpoints, None, "actionEndpoints")
+        watch_menu(conv, self.area.current_pane)
         view = bar.addMenu("&View")
         self._action(view, "Split &Right", self.split_right, "Ctrl+\\", "actionSplitRight")
         self._action(view, "&Unsplit", self.area.unsplit, "Ctrl+Shift+\\", "actionUnsplit")

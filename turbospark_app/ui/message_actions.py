@@ -96,6 +96,30 @@ class MessageActions:
         self.continue_button.setEnabled(idle and can_continue(last) and refusal is None)  # type: ignore[attr-defined]
         self.continue_button.setToolTip(refusal or "Resume the last reply where it stopped (Ctrl+Shift+Enter)")  # type: ignore[attr-defined]
 
+    def menu_state(self) -> dict[str, bool]:
+        """Which Conversation-menu actions (by object name) apply to this pane now: the menu
+        greys the others as it opens (`conversation_menu.validate`)."""
+        idle = not self.busy  # type: ignore[attr-defined]
+        path = self.tree.path
+        last_user = next((m for m in reversed(path) if m.role == "user"), None)
+        last_reply = next((m for m in reversed(path) if m.role == "assistant"), None)
+
+        def has_sibling(step: int) -> bool:
+            return idle and last_reply is not None and self.tree.sibling(last_reply.id, step) is not None
+
+        return {
+            "actionStop": not idle,
+            "actionRegenerate": idle and self.tree.last is not None,
+            "actionContinue": idle and can_continue(self.tree.last) and self.continue_supported(),
+            "actionEditLast": idle and last_user is not None,
+            "actionCopyReply": last_reply is not None,
+            "actionPrevAlternative": has_sibling(-1),
+            "actionNextAlternative": has_sibling(1),
+            "actionDeletePair": idle and last_user is not None,
+            "actionExportMarkdown": bool(path),
+            "actionExportJson": bool(path),
+        }
+
     # -- actions -----------------------------------------------------------------------------
 
     def regenerate(self) -> bool:
