@@ -196,3 +196,21 @@ def test_a_drop_the_store_refuses_does_not_loop(ui, qtbot, monkeypatch) -> None:
     assert not pane.busy and len(backend.prepared) == prepared  # nothing resent
     assert "could not be removed: disk I/O error" in pane.transcript.document().toPlainText()
     assert pane.input.toPlainText() == "fourth " * 8 and len(pane.messages) == 6
+
+
+def test_the_meter_fills_while_the_reply_streams(ui, qtbot) -> None:
+    """From Started it shows the prompt, then prompt + tokens so far (every 8 tokens), and the
+    turn's exact figure at the end: not the previous turn's count for the whole reply."""
+    from ui_fakes import EngineLoopBackend, send, wait_idle
+
+    w = ui.window(EngineLoopBackend(replies=(" ".join(f"w{i}" for i in range(200)),), step_delay=0.003))
+    pane = w.area.current_pane()
+    send(qtbot, pane, "hello")
+    qtbot.waitUntil(lambda: pane._tokens >= 40, timeout=10_000)
+    live = pane.context_meter.used
+    assert live is not None and pane._live_prompt > 0
+    assert pane._live_prompt < live <= pane._live_prompt + pane._tokens  # grew with the reply
+    wait_idle(qtbot, pane)
+    stats = pane.messages[-1].stats
+    assert pane.context_meter.used == stats["prompt_tokens"] + stats["new_tokens"]
+    assert stats["prompt_tokens"] == pane._live_prompt

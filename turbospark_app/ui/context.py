@@ -1,7 +1,8 @@
 """How much of the model's context a conversation uses, and what to do when it no longer fits.
 
 The meter: after each turn the conversation holds `prompt tokens + reply tokens` of the
-context (both exact, from the turn's stats). A reopened conversation shows its last reply's
+context (both exact, from the turn's stats); while a reply streams, the prompt (from Started)
+plus the tokens so far. A reopened conversation shows its last reply's
 figure, when that reply came from the model loaded now (another model tokenizes differently,
 so its count would be a guess: the meter says "–" until the next turn).
 

@@ -96,6 +96,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
         self._sent_text = ""
         self._mark: tuple[int, int] = (0, 0)
         self._tokens = 0
+        self._live_prompt = 0
         self._first_token_at: float | None = None
         self._dispose_when_idle = False
         self._discarded = False  # the conversation was deleted: save nothing more

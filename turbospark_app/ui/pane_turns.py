@@ -116,6 +116,7 @@ class PaneTurns:
         request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
                               raw=self.raw_mode)
         self._tokens, self._first_token_at = 0, None
+        self._live_prompt = 0  # the running turn's prompt tokens (Started): the meter fills live
         self.request_id = self._bridge.submit(request, self._on_event)
         self._set_state("queued")
         self._update_actions()
@@ -153,6 +154,8 @@ class PaneTurns:
                 self._first_token_at = time.monotonic()
                 self.prefill_bar.setVisible(False)
             self._tokens += 1
+            if self._live_prompt and self._tokens % 8 == 1:  # the context meter, as the reply grows
+                self.context_meter.set_usage(self._live_prompt + self._tokens, self._bridge.max_context)
             self.transcript.append_delta(event.delta)
             if not self._discarded:
                 self._recorder.token(event.delta, event.id)
@@ -167,6 +170,9 @@ class PaneTurns:
             if self.state != "stopping":
                 self._set_state("prefilling", f"{event.done}/{event.total} tok")
         elif isinstance(event, Started):
+            self._live_prompt = event.prompt_tokens  # 0 from a remote server: the meter waits
+            if self._live_prompt:
+                self.context_meter.set_usage(self._live_prompt, self._bridge.max_context)
             self.prefill_bar.setRange(0, max(1, event.prompt_tokens))
             self.prefill_bar.setValue(0)
             self.prefill_bar.setVisible(event.prompt_tokens > 0)  # a remote server does not say
