@@ -42,6 +42,21 @@ def test_stats_line_for_stopped_replies() -> None:
     assert "evicted another conversation's KV" in stats_line(stats(slot_evicted=True))
 
 
+def test_a_cut_off_reply_says_token_limit_once() -> None:
+    """The "token limit" badge opens the footer: the stats line does not repeat it."""
+    from turbospark_app.conversations.store import StoredMessage
+    from turbospark_app.ui.message_actions import reply_footer
+
+    def reply(reason: str) -> StoredMessage:
+        return StoredMessage(1, "c", "assistant", "text", None, stats(stop_reason=reason).to_json(), reason, 0.0)
+
+    line, badge = reply_footer(reply("max_tokens"))
+    assert badge == "token limit" and "token limit" not in line
+    assert line == "prompt 430 tok · reused 412 · new 57 tok · TTFT 310 ms · decode 23.8 tok/s"
+    line, badge = reply_footer(reply("end_of_turn"))
+    assert badge == "" and line.endswith(" · end of turn")
+
+
 def test_stats_round_trip_through_json() -> None:
     s = stats(stop_reason="cancelled", stop_latency=0.02)
     assert TurnStats.from_json({**s.to_json(), "model_id": "x"}) == s

@@ -38,6 +38,8 @@ def reply_footer(message: StoredMessage) -> tuple[str, str]:
     if len(runs) > 1:
         line += f" · {len(runs)} runs (continued; figures combined)"
     badge = "token limit" if message.stop_reason == "max_tokens" else ""
+    if badge:  # the badge opens the line: not said twice
+        line = line.replace(f" · {badge}", "", 1)
     return line, badge
 
 
