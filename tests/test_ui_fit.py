@@ -102,3 +102,16 @@ def test_the_fit_check_notices_a_cut_label(qtbot) -> None:
     box.show()
     label.resize(40, 20)
     assert cut_widgets(box) and "squeezed" in cut_widgets(box)[0]
+
+
+def test_the_settings_dialog_fits(ui, qtbot) -> None:
+    """Conversation › Settings… in the default window: no label or choice cut (the weight
+    cache's "Prepacked" row label was clipped by its long choices)."""
+    w = ui.window(FakeBackend())
+    w.resize(*DEFAULT_SIZE)
+    w.show()
+    w.open_settings()
+    dialog = w.settings_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=3000)
+    assert cut_widgets(dialog) == []
+    dialog.reject()

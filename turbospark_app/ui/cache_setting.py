@@ -61,6 +61,9 @@ class CacheBox(QGroupBox):
         form.addRow("Budget", row)
         self.sessions_combo = QComboBox(self)
         self.sessions_combo.setObjectName("cacheSessions")
+        # Its long choices must not widen the column past the dialog (the row label was clipped).
+        self.sessions_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.sessions_combo.setMinimumContentsLength(16)
         for policy, label in budget.SESSION_POLICY_LABELS.items():
             self.sessions_combo.addItem(label, policy)
         self._initial_policy = budget.session_policy()
