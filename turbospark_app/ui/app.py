@@ -219,9 +219,11 @@ def run_app(args: argparse.Namespace) -> int:
     window_ref.append(window)
     window.show()
 
-    # Ctrl+C in the terminal closes the window properly (turns stopped and saved). Python only
-    # runs signal handlers between bytecodes, so a timer gives it a chance while Qt idles.
-    signal.signal(signal.SIGINT, lambda *_: QTimer.singleShot(0, window.close))
+    # Ctrl+C in the terminal, or SIGTERM (a logout, `kill`, a service manager), closes the
+    # window properly: turns stopped and saved, the pane layout kept. Python only runs signal
+    # handlers between bytecodes, so a timer gives it a chance while Qt idles.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: QTimer.singleShot(0, window.close))
     heartbeat = QTimer(window)
     heartbeat.start(250)
     heartbeat.timeout.connect(lambda: None)
