@@ -131,7 +131,13 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if outcome is not None:
-        outcome.on_failure(lambda: loop.call_soon_threadsafe(stop.set))
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:  # the loop has closed: the server stopped first (Ctrl+C)
+                pass
+
+        outcome.on_failure(wake)
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)

@@ -76,7 +76,7 @@ def validate(menu: QMenu, pane: Any) -> None:
     for action in menu.actions():
         name = action.objectName()
         if name in PANE_ACTIONS:
-            action.setEnabled(state.get(name, pane is not None and name not in state))
+            action.setEnabled(state.get(name, pane is not None))  # Rename, Delete: any pane
 
 
 def enable_all(menu: QMenu) -> None:
