@@ -10,12 +10,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tiny_gguf import write_tiny_gguf
 
-from turbospark_app.conversations.store import STORE_FILENAME
 from turbospark_app.ui.settings import SETTINGS_FILENAME
 
 
+def _catches_sigterm(pid: int) -> bool:
+    """Whether process `pid` has a SIGTERM handler yet (Linux: the SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the handler mask from /proc")
 def test_sigterm_closes_the_window_and_saves_the_layout(tmp_path: Path) -> None:
     model = tmp_path / "tiny.gguf"
     write_tiny_gguf(model, tokenizer={})
@@ -27,10 +37,10 @@ def test_sigterm_closes_the_window_and_saves_the_layout(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        store = tmp_path / "data" / STORE_FILENAME
-        while time.monotonic() < deadline and not store.exists():
-            time.sleep(0.1)
-        time.sleep(1.0)  # the window is up and its event loop runs
+        while time.monotonic() < deadline and not _catches_sigterm(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)  # the handler is set just before the event loop starts
         assert proc.poll() is None, proc.communicate()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
