@@ -19,6 +19,7 @@ from ..service.events import Failed, Finished, Token, TurnRequest, TurnStats
 from .arg_types import read_lines
 from .remote_args import API_KEY_ENV
 
+
 def remote_target(args: argparse.Namespace) -> Target:
     """The Target from the flags; a saved endpoint's name brings its URL, key and model."""
     from ..remote.endpoints import EndpointBook
