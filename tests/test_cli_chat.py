@@ -43,6 +43,17 @@ def test_script_turns_show_reuse(default_model_path: Path, tmp_path: Path) -> No
     assert reused[0] == 0 and reused[1] > 20
 
 
+def test_piped_stdin_is_read_like_a_script(default_model_path: Path) -> None:
+    """`printf ... | turbospark chat`: one turn per non-blank line (a blank one does not end the
+    session), and stdout holds the replies only (no "> " prompt marker)."""
+    p = chat(default_model_path, "--max-new", "6", stdin=subprocess.PIPE)
+    out, err = p.communicate("My name is Ann.\n\nWhat is my name?\n", timeout=300)
+    assert p.returncode == 0, err
+    assert sum(ln.startswith("[prompt ") for ln in err.splitlines()) == 2
+    assert "> My name is Ann." in err and "> What is my name?" in err
+    assert ">" not in out and len(out.strip().splitlines()) == 2
+
+
 def test_ctrl_c_cancels_the_reply_and_keeps_it(default_model_path: Path) -> None:
     p = chat(default_model_path, "--prompt", "Write a long story about a dragon.", "--max-new", "400",
              "--max-tps", "10")

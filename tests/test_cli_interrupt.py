@@ -6,11 +6,13 @@ long prefill chunk, prints the summary and exits promptly."""
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import subprocess
 import sys
 import threading
 import time
+import tty
 from pathlib import Path
 from typing import Callable
 
@@ -178,12 +180,30 @@ def _long_prompt() -> str:
     return " ".join(f"Item {i}: a red kite flies above the old mill near river {i % 9}." for i in range(110))
 
 
-def _spawn(model: Path, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+def _spawn(model: Path, *args: str, terminal: bool = False) -> subprocess.Popen[str]:
+    """The chat child; `terminal`: its stdin is a terminal (a pty in raw mode: no echo, no line
+    length limit), which makes it interactive; write to it with `_type`."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "turbospark_app", "chat", "--model", str(model), *args],
-        stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
+    if not terminal:
+        return subprocess.Popen(
+            [sys.executable, "-m", "turbospark_app", "chat", "--model", str(model), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    master, slave = pty.openpty()
+    tty.setraw(slave)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "turbospark_app", "chat", "--model", str(model), *args],
+            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    finally:
+        os.close(slave)
+    child.terminal = master  # type: ignore[attr-defined]
+    return child
+
+
+def _type(child: subprocess.Popen[str], text: str) -> None:
+    data = text.encode()
+    while data:
+        data = data[os.write(child.terminal, data):]  # type: ignore[attr-defined]
 
 
 class _Lines:
@@ -240,13 +260,12 @@ def test_ctrl_c_inside_a_long_prefill_chunk_stops_and_exits(default_model_path: 
 
 @pytest.mark.real_model
 def test_interactive_ctrl_c_stops_the_reply_then_quits_at_the_prompt(default_model_path: Path) -> None:
-    child = _spawn(default_model_path, "--max-new", "8", "--chunk-size", "2048", stdin=subprocess.PIPE)
-    assert child.stdin is not None and child.stdout is not None
+    child = _spawn(default_model_path, "--max-new", "8", "--chunk-size", "2048", terminal=True)
+    assert child.stdout is not None
     err = _Lines(child)
     try:
         assert child.stdout.read(2) == "> "  # loaded, at the prompt
-        child.stdin.write(_long_prompt() + "\n")
-        child.stdin.flush()
+        _type(child, _long_prompt() + "\n")
         time.sleep(1.0)  # the line was read and the prefill (seconds long) is under way
         child.send_signal(signal.SIGINT)
         summary = err.wait_for(_is_summary)[0]
@@ -258,13 +277,14 @@ def test_interactive_ctrl_c_stops_the_reply_then_quits_at_the_prompt(default_mod
     finally:
         if child.poll() is None:
             child.kill()
+        os.close(child.terminal)  # type: ignore[attr-defined]
     assert child.returncode == 0, "".join(err.lines)
     assert "Traceback" not in "".join(err.lines)
 
 
 @pytest.mark.real_model
 def test_interactive_ctrl_c_at_the_first_prompt_quits(default_model_path: Path) -> None:
-    child = _spawn(default_model_path, stdin=subprocess.PIPE)
+    child = _spawn(default_model_path, terminal=True)
     assert child.stdout is not None
     err = _Lines(child)
     try:
@@ -275,4 +295,5 @@ def test_interactive_ctrl_c_at_the_first_prompt_quits(default_model_path: Path) 
         if child.poll() is None:
             child.kill()
             child.wait()
+        os.close(child.terminal)  # type: ignore[attr-defined]
     assert child.returncode == 0, "".join(err.lines)

@@ -5,6 +5,7 @@ prefix turn after turn; `turbospark chat --raw`; the API refuses chat on such a 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import threading
 import time
@@ -166,9 +167,15 @@ def test_cli_runs_a_base_model_raw_without_the_flag(base_model: Path, capsys) ->
     assert prompt_tokens(summaries(err)[0]) == n_tokens(base_model, "the cat")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_cli_raw_interactive(base_model: Path, monkeypatch, capsys) -> None:
     lines = iter(["the cat", " he", ""])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    monkeypatch.setattr("sys.stdin", _Terminal())  # interactive: a terminal, not a pipe
     assert main(["chat", "--model", str(base_model), "--raw", "--max-new", "3"]) == 0
     err = capsys.readouterr().err
     assert "raw completion" in err

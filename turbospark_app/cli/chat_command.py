@@ -1,7 +1,7 @@
 """`turbospark chat`: headless chat for scripting and QA.
 
-One prompt (`--prompt`), a script of turns (`--script FILE`, one user message per line), or an
-interactive session (neither). Replies stream to stdout; each turn ends with a one-line summary
+One prompt (`--prompt`), a script of turns (`--script FILE`, one user message per line; piped
+stdin is read the same way, line by line as it arrives), or an interactive session (a terminal). Replies stream to stdout; each turn ends with a one-line summary
 on stderr. Ctrl-C cancels the reply through the engine's cancel predicate within milliseconds,
 even inside a prefill chunk (the turn runs on a worker thread, see `interrupt`): the partial reply
 is kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C during the same
@@ -165,12 +165,17 @@ class Conversation:
         return result, ttft
 
 
-def _user_turns(args: argparse.Namespace) -> Iterable[str] | None:
+def _user_turns(args: argparse.Namespace, stdin: TextIO | None = None) -> Iterable[str] | None:
+    """The user turns: --prompt, --script, piped stdin read like a script (one turn per non-blank
+    line, taken as it arrives, no "> " marker on stdout); None for a terminal (interactive)."""
     if args.prompt is not None:
         return [args.prompt]
     if args.script is not None:
         return [ln for ln in args.script.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    return None
+    stdin = sys.stdin if stdin is None else stdin
+    if stdin is None or stdin.isatty():
+        return None
+    return (ln.rstrip("\r\n") for ln in stdin if ln.strip())
 
 
 def _report_cache_problems(problems: list[str]) -> None:
