@@ -105,6 +105,7 @@ def test_one_turn_streams_and_finishes_on_the_engine_thread(make_engine) -> None
     assert fin.stats.time_to_first_token is not None and fin.stats.stop_latency is None
     prefill = [e for e in rec.of(rid) if isinstance(e, Prefilling)]
     assert prefill[-1].done == prefill[-1].total == len(fin.prompt_ids)
+    assert {e.reused for e in prefill} == {fin.stats.reused_prefix_tokens}
     # Every event came from the engine thread, and only it touched the backend.
     assert rec.threads == {eng.engine_thread_ident}
     assert {tid for _, tid in backend.calls} == {eng.engine_thread_ident}

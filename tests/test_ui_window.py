@@ -85,7 +85,7 @@ def test_restart_restores_conversations_and_open_panes(ui, qtbot) -> None:
 
 
 def test_status_bar_figures_change_after_a_turn(ui, qtbot) -> None:
-    backend = EngineLoopBackend(replies=("x" * 120, "y" * 40), step_delay=0.004)
+    backend = EngineLoopBackend(replies=("x" * 120, "y" * 400), step_delay=0.004)
     w = ui.window(backend)
     status = w.status
     assert status.text("reuse") == "reused –" and status.text("prefill") == "prefill – tok/s"
@@ -103,6 +103,12 @@ def test_status_bar_figures_change_after_a_turn(ui, qtbot) -> None:
     assert re.fullmatch(r"reused 0/\d+ tok · slot miss", first)
     assert re.fullmatch(r"prefill [\d.]+ tok/s", status.text("prefill"))
     send(qtbot, pane, "again")
+    # As soon as its prompt is in, the running turn's own reuse (not the last turn's), and the
+    # once-a-second poll leaves it while the turn runs.
+    live = r"reused (\d+)/(\d+) tok"
+    qtbot.waitUntil(lambda: re.fullmatch(live, status.text("reuse")) is not None, timeout=5000)
+    status.poll()
+    assert re.fullmatch(live, status.text("reuse")) or not pane.busy
     wait_idle(qtbot, pane)
     second = status.text("reuse")
     m = re.fullmatch(r"reused (\d+)/(\d+) tok · slot hit", second)

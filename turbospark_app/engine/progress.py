@@ -26,10 +26,12 @@ class StopReason(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class PrefillProgress:
-    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
+    """`done` of `total` prompt tokens are in the KV cache (reused ones included);
+    `reused` of them were there before the turn (its prefix reuse)."""
 
     done: int
     total: int
+    reused: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -168,12 +168,14 @@ class Started:
 
 @dataclass(frozen=True, slots=True)
 class Prefilling:
-    """`done` of `total` prompt tokens are in the KV cache (reused ones included)."""
+    """`done` of `total` prompt tokens are in the KV cache (reused ones included); `reused`
+    of them came from the turn's prefix reuse."""
 
     request_id: int
     conversation_id: str
     done: int
     total: int
+    reused: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The status bar: what the engine is doing, honestly.
 
     model       loading / name · quantization · weights: compact · kernels: exact-prompt / failed to load
-    reuse       the last turn's prefix reuse ("reused 412/430 tok · slot hit")
+    reuse       the prefix reuse of the turn prefilling now ("reused 412/430 tok · prefilling 420/430"),
+                known as its prompt goes in; once a turn ends, with its slot outcome ("· slot hit")
     prefill     the last turn's prefill rate
     decode      live decode rate (tokens in the last two seconds, every pane together);
                 once no turn runs, the last turn's rate at once (the pane's own figure)
@@ -39,6 +40,7 @@ from ..service import (
     BackendReady,
     Failed,
     Finished,
+    Prefilling,
     Started,
     Token,
 )
@@ -80,12 +82,14 @@ class EngineStatusBar(QStatusBar):
         self._batch = 0  # the engine's last decode step's batch size
         self._last_finished: Finished | None = None
         self._running: set[int] = set()  # turns started and not ended (this computer's and remote)
+        self._live_reuse: int | None = None  # the running turn whose reuse the label shows
         self.labels: dict[str, QLabel] = {}
         self._tips: dict[str, str] = {}
         for key, tip in (
             ("model", "The model the engine thread runs"),
-            ("reuse", "Last turn: prompt tokens continued from the KV cache, and how the "
-                      "conversation got its KV slot (hit / miss / evicted another)"),
+            ("reuse", "The turn prefilling now, else the last turn: prompt tokens continued from "
+                      "the KV cache, and (once it ends) how the conversation got its KV slot "
+                      "(hit / miss / evicted another)"),
             ("prefill", "Last turn's prefill rate (new prompt tokens per second)"),
             ("decode", "Decode rate: live while generating (all panes), else the last turn's; "
                        "'batch N': N streams' decode steps run as one forward pass"),
@@ -165,7 +169,7 @@ class EngineStatusBar(QStatusBar):
         self._update_decode()
         last = info.get("last_turn")
         if self._last_finished is not None and self._last_finished.stats.source != "remote" \
-                and isinstance(last, dict):
+                and isinstance(last, dict) and self._live_reuse not in self._running:
             self._show_reuse(self._last_finished, last)
 
     def _on_event(self, event: Any) -> None:
@@ -181,13 +185,24 @@ class EngineStatusBar(QStatusBar):
             # Throttled: a label update per token would cost more than the token at 100 tok/s.
             if len(self._token_times) % 4 == 1:
                 self._update_decode(now)
+        elif isinstance(event, Prefilling):  # a long reply no longer shows the previous turn's reuse
+            self._live_reuse = event.request_id
+            progress = f" · prefilling {event.done}/{event.total}" if event.done < event.total else ""
+            self.labels["reuse"].setText(f"reused {event.reused}/{event.total} tok{progress}")
         elif isinstance(event, Finished):
             self._last_finished = event
             if event.stats.decode_tokens_per_sec:
                 self._last_decode_rate = event.stats.decode_tokens_per_sec
             self.labels["prefill"].setText(prefill_label(event.stats))
-            self._show_reuse(event, None)
+            if self._live_reuse not in self._running:  # else another turn's live reuse stays
+                self._show_reuse(event, None)
             self.poll()  # the engine refreshed its snapshot at the end of the turn
+        elif isinstance(event, Failed) and event.request_id == self._live_reuse:
+            self._live_reuse = None  # its prompt never finished: the last finished turn's again
+            if self._last_finished is not None:
+                self._show_reuse(self._last_finished, None)
+            else:
+                self.labels["reuse"].setText("reused –")
         elif isinstance(event, BackendLoading):
             self.labels["model"].setText("Loading model…")
         elif isinstance(event, BackendProgress):
