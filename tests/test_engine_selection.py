@@ -40,6 +40,26 @@ def test_argmax_sees_the_penalties() -> None:
     assert sampler(x, []) == 0
 
 
+def test_logit_bias_comes_before_everything_else() -> None:
+    x = vec(5.0, 4.9, 1.0)
+    assert make_sampler(Shaping(logit_bias=((0, -100.0),)))(x, []) == 1  # banned: the next best
+    assert make_sampler(Shaping(logit_bias=((2, 4.5),)))(x, []) == 2  # 1 + 4.5 > 5
+    # before the penalties: the biased logit is the one divided
+    sampler = make_sampler(Shaping(logit_bias=((1, 0.2),), repetition_penalty=1.1))
+    assert sampler(x, [1]) == 0  # (4.9 + 0.2) / 1.1 < 5
+    assert x[0] == F32(5.0) and x[1] == F32(4.9)  # the caller's logits are left alone
+    sampled = make_sampler(Shaping(temperature=1.0, seed=3, logit_bias=((0, -100.0), (1, -100.0))))
+    assert {sampled(x, []) for _ in range(20)} == {2}
+
+
+def test_logit_bias_errors_are_clear() -> None:
+    with pytest.raises(SelectionError, match="past the vocabulary"):
+        make_sampler(Shaping(logit_bias=((3, 1.0),)))(vec(1.0, 2.0, 3.0), [])
+    for bad in (((-1, 1.0),), ((1, math.inf),), ((1.5, 1.0),), ((1,),)):
+        with pytest.raises(SelectionError, match="logit_bias"):
+            make_sampler(Shaping(logit_bias=bad))  # type: ignore[arg-type]
+
+
 # -- penalties --------------------------------------------------------------------------
 def test_repetition_divides_positive_and_multiplies_negative_logits() -> None:
     x = vec(2.0, -2.0, 3.0, 0.0)

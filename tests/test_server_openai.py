@@ -138,6 +138,27 @@ def test_seed_reproduces_a_sampled_reply(client, model_id) -> None:
     assert len({sample(s) for s in (1, 2, 3)} | {a}) > 1  # the seed matters
 
 
+def test_logit_bias_bans_and_forces_tokens(client, model_id, default_model_path) -> None:
+    from turbospark_app.model.text.tokenizer import GGUFTokenizer
+
+    tok = GGUFTokenizer.from_gguf(default_model_path, use_cache=False)
+
+    def first(**kw: object) -> str:
+        return client.completions.create(model=model_id, prompt="The capital of France is", max_tokens=1,
+                                         temperature=0, **kw).choices[0].text
+
+    top = first()
+    (top_id,) = tok.encode(top)
+    assert first(logit_bias={str(top_id): -100}) != top  # banned: the next best instead
+    (forced,) = tok.encode(" zebra")
+    assert first(logit_bias={str(forced): 100}) == " zebra"
+    for bad, param in (({"x": 1}, "logit_bias"), ({"5": 101}, "logit_bias"), ([[5, 1]], "logit_bias"),
+                       ({str(10**9): 1}, "logit_bias")):
+        with pytest.raises(openai.BadRequestError) as e:
+            first(logit_bias=bad)
+        assert e.value.body["param"] == param
+
+
 def test_chat_logprobs_stream_and_not(client, model_id) -> None:
     r = client.chat.completions.create(model=model_id, messages=HELLO, max_tokens=6, temperature=0,
                                        logprobs=True, top_logprobs=3)

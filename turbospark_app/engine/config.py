@@ -19,6 +19,8 @@ class Shaping:
     top_k 0 = off, top_p 1.0 = off, min_p 0.0 = off. Penalties look at the last
     `penalty_last_n` tokens of the history (prompt + generated); repetition_penalty 1.0,
     presence_penalty 0.0 and frequency_penalty 0.0 are off. seed None = fresh entropy.
+    `logit_bias`: (token id, bias) pairs added to the logits before anything else (llama.cpp's
+    chain order); -100 all but bans a token.
     """
 
     temperature: float = 0.0
@@ -30,6 +32,7 @@ class Shaping:
     frequency_penalty: float = 0.0
     penalty_last_n: int = 64
     seed: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Choosing the next token from the logits (reference: `selection::select`).
 
-Order, as llama.cpp's default chain: penalties -> top-k -> top-p -> min-p -> temperature ->
-draw. The filters read the un-tempered distribution, so temperature changes how the
+Order, as llama.cpp's default chain: logit bias -> penalties -> top-k -> top-p -> min-p ->
+temperature -> draw. The filters read the un-tempered distribution, so temperature changes how the
 survivors are weighted but never which tokens survive. Temperature 0 is argmax (after
 penalties). Everything on the hot path stays float32: numpy 2 promotes
 `float32_array * np.float64` to float64, so scalars are wrapped in `np.float32`.
@@ -62,6 +62,10 @@ def validate_shaping(shaping: Shaping) -> None:
         problems.append(f"penalty_last_n must be an integer >= 0 (got {s.penalty_last_n!r})")
     if s.seed is not None and (not _is_int(s.seed) or s.seed < 0):
         problems.append(f"seed must be None or an integer >= 0 (got {s.seed!r})")
+    bad_bias = next((e for e in s.logit_bias if not (isinstance(e, tuple) and len(e) == 2 and _is_int(e[0])
+                                                     and e[0] >= 0 and _is_finite(e[1]))), None)
+    if bad_bias is not None:
+        problems.append(f"logit_bias takes (token id >= 0, finite bias) pairs (got {bad_bias!r})")
     if problems:
         raise SelectionError("invalid sampling settings: " + "; ".join(problems))
 
@@ -120,6 +124,26 @@ def apply_penalties(logits: np.ndarray, shaping: Shaping, history: Sequence[int]
         vals = vals - _F32(shaping.presence_penalty)
     out[ids] = vals
     return out
+
+
+def bias_of(shaping: Shaping) -> Callable[[np.ndarray], np.ndarray]:
+    """`logits -> logits + the shaping's logit_bias` (a float32 copy; the input itself when
+    there is none). Built once per request; SelectionError for an id past the vocabulary."""
+    if not shaping.logit_bias:
+        return lambda logits: logits
+    ids = np.array([t for t, _ in shaping.logit_bias], np.int64)
+    biases = np.array([b for _, b in shaping.logit_bias], np.float32)
+    highest = int(ids.max())
+
+    def apply(logits: np.ndarray) -> np.ndarray:
+        if highest >= logits.shape[0]:
+            raise SelectionError(f"logit_bias names token {highest}, past the vocabulary "
+                                 f"(0..{logits.shape[0] - 1})")
+        out = np.array(logits, dtype=np.float32, copy=True)
+        np.add.at(out, ids, biases)  # a repeated id adds up
+        return out
+
+    return apply
 
 
 def _sorted_desc(x: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -197,9 +221,10 @@ def _draw(weights: np.ndarray, rng: np.random.Generator) -> int:
 def _build(shaping: Shaping, rng: np.random.Generator) -> Sampler:
     # A temperature so small that 1/T overflows float32 is greedy too (else 0 * inf = NaN).
     greedy = shaping.temperature == 0 or 1.0 / shaping.temperature > float(np.finfo(np.float32).max)
+    bias = bias_of(shaping)
 
     def sample(logits: np.ndarray, history: Sequence[int]) -> int:
-        x = apply_penalties(checked_logits(logits), shaping, history)
+        x = apply_penalties(bias(checked_logits(logits)), shaping, history)
         if greedy:
             return int(np.argmax(x))
         if not _filters_active(shaping, x.shape[0]):

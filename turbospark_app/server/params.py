@@ -20,6 +20,7 @@ from .errors import ApiError, bad_request
 MAX_STOP_STRINGS = 4
 MAX_TOP_LOGPROBS = 20  # chat; the legacy completions `logprobs` goes to 5
 MAX_LEGACY_LOGPROBS = 5
+MAX_LOGIT_BIAS = 1024  # entries of one request's logit_bias
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
@@ -90,14 +91,32 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     return tuple(s for s in stop if s)
 
 
+def _logit_bias(body: dict[str, Any]) -> tuple[tuple[int, float], ...]:
+    """OpenAI's {"token id": bias in [-100, 100]} map, as (id, bias) pairs (ids checked against
+    the vocabulary once the model is known: `check_logit_bias`)."""
+    value = body.get("logit_bias")
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias")
+    if len(value) > MAX_LOGIT_BIAS:
+        raise bad_request(f"'logit_bias' takes at most {MAX_LOGIT_BIAS} tokens", "logit_bias")
+    pairs = []
+    for key, bias in value.items():
+        if not (isinstance(key, str) and key.isascii() and key.isdigit()):
+            raise bad_request(f"logit_bias keys must be token ids (got {key!r})", "logit_bias")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)) or not -100 <= bias <= 100:
+            raise bad_request(f"logit_bias[{key!r}] must be a number between -100 and 100", "logit_bias")
+        pairs.append((int(key), float(bias)))
+    return tuple(pairs)
+
+
 def _unsupported(body: dict[str, Any]) -> None:
     n = body.get("n")
     if n is not None and n != 1:
         raise bad_request("only n=1 is supported (one choice per request)", "n")
     if body.get("tools"):
         raise bad_request("tools are not supported by this server", "tools")
-    if body.get("logit_bias"):
-        raise bad_request("logit_bias is not supported by this server", "logit_bias")
     fmt = body.get("response_format")
     if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
         raise bad_request("only response_format {\"type\": \"text\"} is supported", "response_format")
@@ -143,6 +162,7 @@ def _common(body: dict[str, Any]) -> dict[str, Any]:
         frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
         penalty_last_n=_integer(body, "repeat_last_n", 0, 1 << 20) or Shaping.penalty_last_n,
         seed=None if seed is None else seed % (1 << 64),
+        logit_bias=_logit_bias(body),
     )
     return dict(
         model=model, stream=stream, include_usage=include_usage,
@@ -212,6 +232,14 @@ def parse_completion(body: Any) -> ApiParams:
     return ApiParams(kind="completion", prompt=_prompt(body.get("prompt")),
                      logprobs=logprobs is not None, top_logprobs=logprobs or 0,
                      echo=_flag(body, "echo"), **common)
+
+
+def check_logit_bias(shaping: Shaping, vocab_size: int) -> None:
+    """logit_bias may only name tokens of the vocabulary."""
+    bad = next((t for t, _ in shaping.logit_bias if t >= vocab_size), None)
+    if bad is not None:
+        raise ApiError(400, f"logit_bias names token {bad}, outside the vocabulary (0..{vocab_size - 1})",
+                       param="logit_bias")
 
 
 def check_token_ids(ids: tuple[int, ...], vocab_size: int) -> None:

@@ -24,7 +24,7 @@ from ..engine.selection import validate_shaping
 from .config import ServerConfig
 from .errors import ApiError, bad_request, context_exceeded, unavailable
 from .jobs import Engine, JobBoard
-from .params import ApiParams, check_token_ids, parse_chat, parse_completion
+from .params import ApiParams, check_logit_bias, check_token_ids, parse_chat, parse_completion
 from .responder import Admitted, Timing, respond
 from .wire import Envelope
 
@@ -146,6 +146,7 @@ class Routes:
             validate_shaping(p.shaping)
         except EngineError as e:
             raise bad_request(str(e)) from None
+        check_logit_bias(p.shaping, int(info.get("vocab_size") or 0) or 1 << 31)
         if p.kind == "chat" and not getattr(builder, "has_chat_template", True):
             # A base model: refused up front, not answered in a made-up chat format.
             raise bad_request(f"the model '{model_id(info)}' has no chat template (a base model "
