@@ -158,3 +158,40 @@ def test_a_client_that_stops_reading_does_not_block_the_engine(api) -> None:  # 
     _assert_cancelled(row, "client_stalled")
     assert 0 < row["generated_tokens"] < 600
     stalled.close()
+
+
+def test_a_server_stop_mid_reply_says_the_reply_was_cut(api) -> None:  # noqa: F811
+    """The server stopping under a waiting client (Server › Stop Local API): the stream ends
+    with an error event after the text that came, a non-stream request with a 503 — never a
+    finish_reason "stop" that would pass a cut reply off as a whole one."""
+    import concurrent.futures
+
+    import openai
+
+    server = api.start()
+    client = openai_client(server)
+    model = client.models.list().data[0].id
+    slow = {"max_tokens_per_sec": 20}
+    story = [{"role": "user", "content": "Write a long story about a castle."}]
+    got: list[str] = []
+    with pytest.raises(openai.APIError, match="cut after .* the server stopped"):
+        for chunk in client.chat.completions.create(model=model, messages=story, max_tokens=400,
+                                                    stream=True, extra_body=slow):
+            assert chunk.choices[0].finish_reason is None
+            got.append(chunk.choices[0].delta.content or "")
+            if len(got) == 4:
+                api.on_loop(server.halt)
+    assert "".join(got)
+    api.stop(server)
+
+    server = api.start()
+    client = openai_client(server)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        whole = pool.submit(client.chat.completions.create, model=model, messages=story, max_tokens=400,
+                            extra_body=slow)
+        wait_job(server, lambda job: job["state"] == "decode" and job["generated_tokens"] >= 3)
+        api.on_loop(server.halt)
+        with pytest.raises(openai.InternalServerError) as e:
+            whole.result(60)
+    assert e.value.status_code == 503 and e.value.body["code"] == "server_stopped"
+    api.stop(server)

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from ..chat.api import TurnSettings
+from ..engine.progress import StopReason
 from ..service.events import Failed, Finished, PromptRequest, Tail, Token
 from .errors import ApiError
 from .jobs import ApiJob, JobBoard
@@ -76,6 +77,18 @@ async def respond(request: web.Request, board: JobBoard, admitted: Admitted, tim
     finally:
         if not job.over:
             board.cancel(job, reason)
+
+
+def _cut(job: ApiJob, finished: Finished) -> ApiError | None:
+    """The error that ends a reply stopped on the server while its client still waits (the
+    server stopping, the model being switched): not a finish_reason "stop", which would pass
+    a cut reply off as a whole one. None for a reply that ended by itself."""
+    if finished.result.reason is not StopReason.CANCELLED:
+        return None
+    why = "the server stopped" if job.cancel_reason == "server_stopped" else "it was stopped on the server"
+    n = len(finished.generated_ids)
+    return ApiError(503, f"the reply was cut after {n} token{'s' * (n != 1)}: {why}",
+                    type="server_error", code=job.cancel_reason or "cancelled")
 
 
 def _delta(admitted: Admitted, text: str, tokens: list[Token]) -> dict[str, Any] | None:
@@ -152,6 +165,9 @@ async def _write_stream(request: web.Request, resp: web.StreamResponse, job: Api
                 chunk = _delta(admitted, ev.delta, [ev])
             elif isinstance(ev, Tail):
                 chunk = _delta(admitted, ev.text, [])
+            elif isinstance(ev, Finished) and (cut := _cut(job, ev)) is not None:
+                out += sse(cut.body()) + DONE  # the client keeps what came, and learns it is cut
+                chunk = None
             elif isinstance(ev, Finished):
                 finish = finish_reason(ev.result.reason, p.kind)
                 out += sse(env.chunk({} if p.kind == "chat" else "", finish, None, p.include_usage))
@@ -182,6 +198,9 @@ async def _whole(job: ApiJob, admitted: Admitted) -> web.Response:
         if isinstance(event, Token):
             tokens.append(event)
         elif isinstance(event, Finished):
+            cut = _cut(job, event)
+            if cut is not None:
+                raise cut
             break
         elif isinstance(event, Failed):
             status = 503 if event.kind in ("engine", "backend_unavailable") else 500
