@@ -11,6 +11,7 @@ import urllib.request
 from typing import Any
 
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from test_ui_remote import loop  # noqa: F401 (the qasync loop fixture)
 from test_server_units import ApiFakeBackend
@@ -61,7 +62,7 @@ def _start(ui, qtbot, backend: FakeBackend, port: int = 0):
 def test_start_serve_list_and_stop(ui, qtbot, loop) -> None:  # noqa: F811
     backend = ApiFakeBackend(replies=("one two three four",), step_delay=0.01)
     w, action = _start(ui, qtbot, backend)
-    label = w.status.findChild(type(w.status.labels["model"]), "status_api")
+    label = w.status.findChild(QLabel, "status_api")
     port = w.api.server.port
     assert label.isVisible() and label.text() == f"API :{port} · 0 active"
     out: dict[str, Any] = {}
@@ -86,7 +87,7 @@ def test_a_gone_api_client_is_listed_with_its_stop_latency(ui, qtbot, loop) -> N
     body = json.dumps({"messages": [{"role": "user", "content": "go"}], "stream": True}).encode()
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                  b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-    label = w.status.findChild(type(w.status.labels["model"]), "status_api")
+    label = w.status.findChild(QLabel, "status_api")
     qtbot.waitUntil(lambda: "1 active" in label.text(), timeout=5000)
     sock.close()
     table = w.qa_panel.findChild(ApiRequestsTable, "qaApiTable")

@@ -15,8 +15,8 @@ MIN_CHARS = 8
 
 
 class ElidedLabel(QLabel):
-    """See the module docstring. The tooltip is the full text while it is elided; a tooltip set
-    with `setToolTip` is kept for when it is not."""
+    """See the module docstring. The tooltip is the full text while it is elided (followed by a
+    tooltip set with `setToolTip`, which alone is shown when it is not)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -55,4 +55,9 @@ class ElidedLabel(QLabel):
         painter.drawText(rect, int(self.alignment() | Qt.AlignmentFlag.AlignVCenter), shown)
 
     def _update_tip(self) -> None:
-        super().setToolTip(self.text() if self.elided else self._own_tip)
+        if not self.elided:
+            super().setToolTip(self._own_tip)
+        elif self._own_tip and self.text() not in self._own_tip:
+            super().setToolTip(f"{self.text()}\n\n{self._own_tip}")
+        else:
+            super().setToolTip(self.text())

@@ -45,6 +45,7 @@ from ..service import (
     Token,
 )
 from .bridge import EngineBridge
+from .elided_label import ElidedLabel
 from .formatting import bytes_label, nested, prefill_label, rate_label, reading_label, slot_outcome
 
 POLL_MS = 1000
@@ -97,7 +98,9 @@ class EngineStatusBar(QStatusBar):
             ("memory", "Memory pressure (pacing slows down under pressure)"),
             ("rss", "This process's resident memory"),
         ):
-            label = QLabel(self)
+            # The model's name gives up width first (elided, whole in its tooltip): the figures
+            # and the API item must stay whole in the default window.
+            label = ElidedLabel(self) if key == "model" else QLabel(self)
             label.setObjectName(f"status_{key}")
             label.setToolTip(tip)
             self._tips[key] = tip
