@@ -145,6 +145,8 @@ def test_reuse_continues_from_the_reused_prefix_without_reset() -> None:
         ("produce_prefill", 3), ("produce_prefill", 4), ("produce", 5)]
     assert [e.done for e in events if isinstance(e, PrefillProgress)] == [4, 5, 6]
     assert {e.reused for e in events if isinstance(e, PrefillProgress)} == {3}  # known as it goes in
+    seconds = [e.seconds for e in events if isinstance(e, PrefillProgress)]  # the prefill's own clock
+    assert 0 < seconds[0] <= seconds[1] <= seconds[2] <= result.prefill_seconds
     assert result.reused_prefix_tokens == 3
     assert result.kv_backed_token_ids[:6] == prompt
     assert_kv_honest(result, producer)

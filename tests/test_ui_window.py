@@ -8,7 +8,7 @@ import re
 from PySide6.QtWidgets import QMessageBox
 from ui_fakes import EngineLoopBackend, FakeBackend, send, wait_idle
 
-from turbospark_app.service import Finished, Token
+from turbospark_app.service import Finished, Prefilling, Started, Token
 from turbospark_app.ui.conversation_pane import ConversationPane
 from turbospark_app.ui.formatting import rate_label
 
@@ -118,6 +118,25 @@ def test_status_bar_figures_change_after_a_turn(ui, qtbot) -> None:
     assert rate > 0 and status.text("decode") == f"decode {rate_label(rate)}"
     status.poll()
     assert status.text("decode") == f"decode {rate_label(rate)}"
+
+
+def test_status_bar_prefill_and_reuse_are_the_running_turns(ui, qtbot) -> None:
+    """Fed the engine's events: the reuse and prefill figures follow the turn whose prompt goes
+    in (its engine-timed rate; a short prefill as tokens and time once all are in)."""
+    w = ui.window(FakeBackend())
+    status = w.status
+    status._on_event(Started(7, "c", 50))
+    status._on_event(Prefilling(7, "c", 20, 50, 0, 0.5))
+    assert status.text("reuse") == "reused 0/50 tok · prefilling 20/50"
+    assert status.text("prefill") == f"prefill {rate_label(40.0)}"
+    status._on_event(Prefilling(7, "c", 50, 50, 0, 1.0))
+    assert (status.text("reuse"), status.text("prefill")) == ("reused 0/50 tok", f"prefill {rate_label(50.0)}")
+    status._on_event(Started(8, "d", 42))
+    status._on_event(Prefilling(8, "d", 42, 42, 40, 0.021))
+    assert (status.text("reuse"), status.text("prefill")) == ("reused 40/42 tok", "prefill 2 tok in 21 ms")
+    status._on_event(Started(9, "e", 30))
+    status._on_event(Prefilling(9, "e", 25, 30, 20, 0.001))
+    assert status.text("prefill") == "prefill …"  # not all in: a short prefill has no figure yet
 
 
 def test_sidebar_new_rename_filter_delete(ui, qtbot, monkeypatch) -> None:

@@ -175,7 +175,7 @@ class FakeBackend:
             self._forward(turn.session_id, step)
             step += 1
             kv.extend(prompt[len(kv):len(kv) + self.chunk_size])
-            yield PrefillProgress(len(kv), len(prompt), reused)
+            yield PrefillProgress(len(kv), len(prompt), reused, self.clock() - t0)
         prefill_seconds = self.clock() - t0
         t1 = self.clock()
         new = 0

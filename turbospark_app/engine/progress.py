@@ -27,11 +27,13 @@ class StopReason(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class PrefillProgress:
     """`done` of `total` prompt tokens are in the KV cache (reused ones included);
-    `reused` of them were there before the turn (its prefix reuse)."""
+    `reused` of them were there before the turn (its prefix reuse); `seconds` since the
+    prefill began (the clock of the result's prefill_seconds)."""
 
     done: int
     total: int
     reused: int = 0
+    seconds: float = field(default=0.0, compare=False)  # a measurement, not the event's identity
 
 
 @dataclass(frozen=True, slots=True)

@@ -378,7 +378,7 @@ def stream_prefill_then_decode(
         if committed:
             position += len(ids)
             history.extend(ids)
-            yield PrefillProgress(position, total, reused)
+            yield PrefillProgress(position, total, reused, time.perf_counter() - prefill_start)
         # Polled AFTER the span is committed: the producer's cursor has already moved.
         if not committed or cancel():
             evicted = call_producer(producer.session_slot_evicted)

@@ -446,7 +446,7 @@ class EngineThread:
                              time.monotonic()))
         elif isinstance(event, PrefillProgress):
             job.round_done = self._round
-            self._emit(Prefilling(rid, cid, event.done, event.total, event.reused))
+            self._emit(Prefilling(rid, cid, event.done, event.total, event.reused, event.seconds))
         elif isinstance(event, TailProgress):
             job.text_parts.append(event.text)
             self._emit(Tail(rid, cid, event.text))

@@ -169,13 +169,14 @@ class Started:
 @dataclass(frozen=True, slots=True)
 class Prefilling:
     """`done` of `total` prompt tokens are in the KV cache (reused ones included); `reused`
-    of them came from the turn's prefix reuse."""
+    of them came from the turn's prefix reuse; `seconds` since its prefill began."""
 
     request_id: int
     conversation_id: str
     done: int
     total: int
     reused: int = 0
+    seconds: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

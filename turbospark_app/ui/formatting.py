@@ -79,6 +79,14 @@ def prefill_label(stats: TurnStats) -> str:
     return f"prefill {rate_label(stats.prefill_tokens_per_sec)}"
 
 
+def live_prefill_label(fed: int, seconds: float, done: bool) -> str:
+    """`prefill_label` of a prompt going in: `fed` new tokens in `seconds` so far; `done`: all
+    of them (a short prefill is said as tokens and time only then)."""
+    if fed < SHORT_PREFILL_TOKENS:
+        return f"prefill {fed} tok in {seconds_label(seconds)}" if done else "prefill …"
+    return f"prefill {rate_label(fed / seconds if seconds > 0 else 0.0)}"
+
+
 def bytes_label(n: int | float | None) -> str:
     """312_000_000 -> "298 MB" (binary units, like Activity Monitor)."""
     if n is None:

@@ -3,7 +3,7 @@
     model       loading / name · quantization · weights: compact · kernels: exact-prompt / failed to load
     reuse       the prefix reuse of the turn prefilling now ("reused 412/430 tok · prefilling 420/430"),
                 known as its prompt goes in; once a turn ends, with its slot outcome ("· slot hit")
-    prefill     the last turn's prefill rate
+    prefill     that turn's prefill rate, live as its prompt goes in (engine-timed), then final
     decode      live decode rate (tokens in the last two seconds, every pane together);
                 once no turn runs, the last turn's rate at once (the pane's own figure)
     thermal     the thermal level ("nominal", "serious (simulated)", "unavailable")
@@ -46,7 +46,15 @@ from ..service import (
 )
 from .bridge import EngineBridge
 from .elided_label import ElidedLabel
-from .formatting import bytes_label, nested, prefill_label, rate_label, reading_label, slot_outcome
+from .formatting import (
+    bytes_label,
+    live_prefill_label,
+    nested,
+    prefill_label,
+    rate_label,
+    reading_label,
+    slot_outcome,
+)
 
 POLL_MS = 1000
 CACHE_MESSAGE_MS = 30000  # how long a corrupt-weight-cache notice stays
@@ -91,7 +99,8 @@ class EngineStatusBar(QStatusBar):
             ("reuse", "The turn prefilling now, else the last turn: prompt tokens continued from "
                       "the KV cache, and (once it ends) how the conversation got its KV slot "
                       "(hit / miss / evicted another)"),
-            ("prefill", "Last turn's prefill rate (new prompt tokens per second)"),
+            ("prefill", "Prefill rate of the turn prefilling now, else the last turn's "
+                        "(new prompt tokens per second)"),
             ("decode", "Decode rate: live while generating (all panes), else the last turn's; "
                        "'batch N': N streams' decode steps run as one forward pass"),
             ("thermal", "Thermal level (pacing slows down when hot)"),
@@ -192,20 +201,24 @@ class EngineStatusBar(QStatusBar):
             self._live_reuse = event.request_id
             progress = f" · prefilling {event.done}/{event.total}" if event.done < event.total else ""
             self.labels["reuse"].setText(f"reused {event.reused}/{event.total} tok{progress}")
+            self.labels["prefill"].setText(live_prefill_label(
+                event.done - event.reused, event.seconds, event.done >= event.total))
         elif isinstance(event, Finished):
             self._last_finished = event
             if event.stats.decode_tokens_per_sec:
                 self._last_decode_rate = event.stats.decode_tokens_per_sec
-            self.labels["prefill"].setText(prefill_label(event.stats))
-            if self._live_reuse not in self._running:  # else another turn's live reuse stays
+            if self._live_reuse not in self._running:  # else another turn's live figures stay
+                self.labels["prefill"].setText(prefill_label(event.stats))
                 self._show_reuse(event, None)
             self.poll()  # the engine refreshed its snapshot at the end of the turn
         elif isinstance(event, Failed) and event.request_id == self._live_reuse:
             self._live_reuse = None  # its prompt never finished: the last finished turn's again
             if self._last_finished is not None:
                 self._show_reuse(self._last_finished, None)
+                self.labels["prefill"].setText(prefill_label(self._last_finished.stats))
             else:
                 self.labels["reuse"].setText("reused –")
+                self.labels["prefill"].setText("prefill – tok/s")
         elif isinstance(event, BackendLoading):
             self.labels["model"].setText("Loading model…")
         elif isinstance(event, BackendProgress):
