@@ -1,5 +1,5 @@
-"""`turbospark chat --endpoint URL --remote-model NAME`: stream, summary line, Ctrl-C closes
-the stream (checked on the server side), failures explained."""
+"""`turbospark chat --endpoint URL [--remote-model NAME]`: stream, summary line, Ctrl-C closes
+the stream (checked on the server side), failures explained, the server's only model by default."""
 
 from __future__ import annotations
 
@@ -21,14 +21,34 @@ def server():
     s.stop()
 
 
-def chat(tmp_path: Path, url: str, *args: str) -> subprocess.Popen[str]:
+def chat(tmp_path: Path, url: str, *args: str, model: tuple[str, ...] = ("--remote-model", "fake-7b")
+         ) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TURBOSPARK_CONFIG_DIR": str(tmp_path),
            "TURBOSPARK_DATA_DIR": str(tmp_path)}
     return subprocess.Popen(
-        [sys.executable, "-m", "turbospark_app", "chat", "--endpoint", url, "--remote-model", "fake-7b",
+        [sys.executable, "-m", "turbospark_app", "chat", "--endpoint", url, *model,
          "--api-key", "sk-cli", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
+
+
+def test_without_remote_model_the_servers_only_model_is_used(tmp_path: Path) -> None:
+    one = fakes.FakeServer(models=("solo-1b",), api_key="sk-cli").start()
+    try:
+        p = chat(tmp_path, one.url, "--prompt", "Hello", model=())
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.strip() and one.requests[0]["model"] == "solo-1b"
+    finally:
+        one.stop()
+    two = fakes.FakeServer(api_key="sk-cli").start()  # fake-7b and fake-70b: the user chooses
+    try:
+        p = chat(tmp_path, two.url, "--prompt", "Hello", model=())
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 1 and "offers 2 models: fake-7b, fake-70b" in err and "--remote-model" in err
+        assert not two.requests
+    finally:
+        two.stop()
 
 
 def test_script_streams_and_prints_the_summary(server, tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""`turbospark chat --endpoint URL --remote-model NAME [--api-key KEY]`: headless chat with a
+"""`turbospark chat --endpoint URL [--remote-model NAME] [--api-key KEY]`: headless chat with a
 remote OpenAI-compatible server, the same turns, stream and per-turn summary line as the local
-chat. Ctrl-C during a reply closes the stream (the partial reply is kept); at the prompt it quits.
+chat. Without --remote-model the server's only model is used (llama.cpp's server, `turbospark
+serve`); a server with several says which. Ctrl-C during a reply closes the stream (the partial
+reply is kept); at the prompt it quits.
 """
 
 from __future__ import annotations
@@ -29,9 +31,31 @@ def remote_target(args: argparse.Namespace) -> Target:
     saved = next((e for e in book.endpoints() if e.name == args.endpoint), None)
     if saved is not None:
         return saved.target(key or book.keys.get(saved.id), args.remote_model or None)
-    if not args.remote_model:
-        raise SystemExit("turbospark: --endpoint needs --remote-model NAME (the server's /v1/models lists them)")
-    return Target(args.endpoint, args.remote_model, key, args.endpoint)
+    model = args.remote_model or _only_model(Target(args.endpoint, "", key, args.endpoint))
+    return Target(args.endpoint, model, key, args.endpoint)
+
+
+def _only_model(target: Target) -> str:
+    """The one model the server lists; SystemExit naming them when it lists several or none,
+    or saying why the list could not be read."""
+    import aiohttp
+
+    from ..remote.client import list_models
+    from ..remote.errors import RemoteError
+
+    async def fetch() -> list[str]:
+        async with aiohttp.ClientSession() as session:
+            return await list_models(session, target)
+
+    try:
+        models = asyncio.run(fetch())
+    except RemoteError as e:
+        raise SystemExit(f"turbospark: cannot list the server's models for --remote-model: {e.message}") from None
+    if len(models) == 1:
+        return models[0]
+    listed = ", ".join(models[:10]) + (", …" if len(models) > 10 else "")
+    raise SystemExit(f"turbospark: {target.base_url} offers {len(models)} models"
+                     f"{': ' + listed if models else ''} — choose one with --remote-model NAME")
 
 
 def summary_line(stats: TurnStats) -> str:
