@@ -55,3 +55,19 @@ def test_chat_without_the_default_model_says_how_to_fetch_it(tmp_path: Path) -> 
     assert lines[-1] == "turbospark: the default model is not here yet: run `turbospark model fetch`"
     other = _run(tmp_path, "chat", "--model", str(tmp_path / "mine.gguf"), "--prompt", "hi")
     assert other.returncode == 2 and "model fetch" not in other.stderr  # a file of the user's own
+
+
+def test_a_port_in_use_is_said_once_and_the_load_is_not_reported_after_it(tmp_path: Path) -> None:
+    import socket
+
+    model = tmp_path / "model.gguf"
+    write_tiny_gguf(model, tokenizer={})
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _run(tmp_path, "serve", "--model", str(model), "--port", str(port))
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    # The last word: a load still under way when the bind failed is not reported after it.
+    assert lines[-1].startswith(f"turbospark: cannot listen on 127.0.0.1:{port}: "), done.stderr

@@ -167,16 +167,20 @@ def serve_command(args: argparse.Namespace) -> int:
         return 2
     slots = getattr(args, "session_slots", None) or 4
     outcome = LoadOutcome()
+    closing = threading.Event()  # once set, a load still under way finishes unsaid
+    report = partial(_report, progress=StderrProgress(), outcome=outcome)
     engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
                                           kernels, speculation),
-                          partial(_report, progress=StderrProgress(), outcome=outcome), max_active=slots)
+                          lambda event: None if closing.is_set() else report(event), max_active=slots)
     engine.start()
     try:
         asyncio.run(serve(engine, config, outcome=outcome))
     except OSError as e:
+        closing.set()  # no "model ready" after "cannot listen": the process is leaving
         print(f"turbospark: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     finally:
+        closing.set()
         engine.shutdown()
     if outcome.failure is not None:
         print("turbospark: stopped: no model to serve", file=sys.stderr)
