@@ -1,11 +1,12 @@
 """`turbospark chat`: headless chat for scripting and QA.
 
 One prompt (`--prompt`), a script of turns (`--script FILE`, one user message per line; piped
-stdin is read the same way, line by line as it arrives), or an interactive session (a terminal). Replies stream to stdout; each turn ends with a one-line summary
-on stderr. Ctrl-C cancels the reply through the engine's cancel predicate within milliseconds,
-even inside a prefill chunk (the turn runs on a worker thread, see `interrupt`): the partial reply
-is kept (reason cancelled) and the conversation goes on from it; a second Ctrl-C during the same
-reply, or Ctrl-C at the interactive prompt, quits.
+stdin is read the same way, line by line as it arrives), or an interactive session (a terminal).
+Replies stream to stdout; each turn ends with a one-line summary on stderr. Ctrl-C cancels the
+reply through the engine's cancel predicate within milliseconds, even inside a prefill chunk (the
+turn runs on a worker thread, see `interrupt`): the partial reply is kept (reason cancelled) and
+the conversation goes on from it; a second Ctrl-C during the same reply, or Ctrl-C at the
+interactive prompt, quits.
 
 `--raw`: raw completion. Each line is text the model continues, with no roles and no template;
 the prompt of a turn is everything so far (lines and replies, concatenated), so the next turn

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import threading
-from functools import partial
 from typing import Any, Callable
 
 from ..server.config import DEFAULT_PORT, ServerConfig
@@ -168,10 +167,15 @@ def serve_command(args: argparse.Namespace) -> int:
     slots = getattr(args, "session_slots", None) or 4
     outcome = LoadOutcome()
     closing = threading.Event()  # once set, a load still under way finishes unsaid
-    report = partial(_report, progress=StderrProgress(), outcome=outcome)
+    progress = StderrProgress()
+
+    def report(event: Any) -> None:
+        if not closing.is_set():
+            _report(event, progress, outcome)
+
     engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
                                           kernels, speculation),
-                          lambda event: None if closing.is_set() else report(event), max_active=slots)
+                          report, max_active=slots)
     engine.start()
     try:
         asyncio.run(serve(engine, config, outcome=outcome))

@@ -80,9 +80,9 @@ async def respond(request: web.Request, board: JobBoard, admitted: Admitted, tim
 
 
 def _cut(job: ApiJob, finished: Finished) -> ApiError | None:
-    """The error that ends a reply stopped on the server while its client still waits (the
-    server stopping, the model being switched): not a finish_reason "stop", which would pass
-    a cut reply off as a whole one. None for a reply that ended by itself."""
+    """The error that ends a reply stopped on the server's side while its client still waits
+    (the server stopping): not a finish_reason "stop", which would pass a cut reply off as a
+    whole one. None for a reply that ended by itself."""
     if finished.result.reason is not StopReason.CANCELLED:
         return None
     why = "the server stopped" if job.cancel_reason == "server_stopped" else "it was stopped on the server"
