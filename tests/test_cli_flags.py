@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from turbospark_app.cli.main import build_parser
+from turbospark_app.cli.main import build_parser, main
 from turbospark_app.chat.backend import kv_budget_bytes
 from turbospark_app.cli.chat_command import settings_from_args
 
@@ -136,3 +138,16 @@ def test_building_the_parser_does_not_import_the_http_stack() -> None:
             "build_parser().parse_args(['chat', '--prompt', 'hi']); print('aiohttp' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False"]
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory", "not utf-8"])
+def test_a_script_that_cannot_be_read_is_a_clear_error(kind: str, tmp_path: Path, capsys) -> None:
+    script = {"missing": tmp_path / "nope.txt", "directory": tmp_path}.get(kind, tmp_path / "latin1.txt")
+    if kind == "not utf-8":
+        script.write_bytes("café\n".encode("latin-1"))
+    # Said before any model is looked for: this model path does not exist either.
+    assert main(["chat", "--model", str(tmp_path / "none.gguf"), "--script", str(script)]) == 2
+    err = capsys.readouterr().err
+    said = {"missing": "No such file or directory", "directory": "Is a directory",
+            "not utf-8": "is not UTF-8 text (byte 0xe9 at offset 3)"}[kind]
+    assert said in err and str(script) in err and "Traceback" not in err and "none.gguf" not in err

@@ -214,10 +214,19 @@ def chat_command(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"turbospark: {problem}", file=sys.stderr)
         return 2
+    try:  # before the model loads: a script that cannot be read is said at once
+        turns = _user_turns(args)
+    except OSError as e:
+        print(f"turbospark: cannot read --script {args.script}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as e:
+        print(f"turbospark: --script {args.script} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+              f"offset {e.start})", file=sys.stderr)
+        return 2
     if getattr(args, "endpoint", None):
         from .remote_chat import remote_chat_command
 
-        return remote_chat_command(args, settings_from_args(args), _user_turns(args))
+        return remote_chat_command(args, settings_from_args(args), turns)
     cache_problems: list[str] = []  # appended by the background weight-cache check
 
     def load() -> Any:
@@ -271,7 +280,6 @@ def chat_command(args: argparse.Namespace) -> int:
     ended_by_ctrl_c = False
     try:
         with ctrl_c:
-            turns = _user_turns(args)
             interactive = turns is None
             if interactive:
                 mode = ", raw completion: each line is continued, no roles" if raw else ""
