@@ -100,7 +100,9 @@ def test_not_a_gguf_and_no_file(tmp_path: Path, capsys) -> None:
     code, _, lines, err = _info(capsys, str(text))
     assert code == 1 and lines == [] and "not a GGUF file (bad magic" in err
     code, _, _, err = _info(capsys, str(tmp_path / "gone.gguf"))
-    assert code == 1 and err == f"error: no model file at {tmp_path / 'gone.gguf'}\n"
+    assert code == 1 and err == f"error: no model file at {tmp_path / 'gone.gguf'}: it does not exist\n"
+    code, _, _, err = _info(capsys, str(tmp_path))
+    assert code == 1 and err == f"error: no model file at {tmp_path}: it is a directory, not a GGUF file\n"
 
 
 def test_fetch_and_path_take_no_file(capsys) -> None:

@@ -39,7 +39,8 @@ def _info(path: Path) -> int:
     from ..model.gguf.header import ModelFileError
 
     if not path.is_file():
-        print(f"error: no model file at {path}", file=sys.stderr)
+        what = "is a directory, not a GGUF file" if path.is_dir() else "does not exist"
+        print(f"error: no model file at {path}: it {what}", file=sys.stderr)
         return 1
     try:
         description = describe_gguf(path)
