@@ -75,15 +75,19 @@ def prefill_label(stats: TurnStats) -> str:
     continued its cached prefix, a Regenerate) the tokens fed and how long they took."""
     fed = max(0, stats.prompt_tokens - stats.reused_prefix_tokens)
     if stats.started and fed < SHORT_PREFILL_TOKENS and stats.source != "remote":
-        return f"prefill {fed} tok in {seconds_label(stats.prefill_seconds)}"
+        return _fed_in(fed, stats.prefill_seconds)
     return f"prefill {rate_label(stats.prefill_tokens_per_sec)}"
+
+
+def _fed_in(fed: int, seconds: float) -> str:
+    return f"prefill {fed} tok in {seconds_label(seconds)}"
 
 
 def live_prefill_label(fed: int, seconds: float, done: bool) -> str:
     """`prefill_label` of a prompt going in: `fed` new tokens in `seconds` so far; `done`: all
     of them (a short prefill is said as tokens and time only then)."""
     if fed < SHORT_PREFILL_TOKENS:
-        return f"prefill {fed} tok in {seconds_label(seconds)}" if done else "prefill …"
+        return _fed_in(fed, seconds) if done else "prefill …"
     return f"prefill {rate_label(fed / seconds if seconds > 0 else 0.0)}"
 
 

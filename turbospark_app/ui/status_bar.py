@@ -129,8 +129,7 @@ class EngineStatusBar(QStatusBar):
             else:
                 self.addPermanentWidget(label)
         self.labels["model"].setText("Starting…")
-        self.labels["reuse"].setText("reused –")
-        self.labels["prefill"].setText("prefill – tok/s")
+        self._show_turn_figures(None)
         self.labels["decode"].setText("decode – tok/s")
         bridge.engineEvent.connect(self._on_event)
         cache_problem = getattr(bridge, "cacheProblem", None)  # absent on QA stub bridges
@@ -208,17 +207,11 @@ class EngineStatusBar(QStatusBar):
             if event.stats.decode_tokens_per_sec:
                 self._last_decode_rate = event.stats.decode_tokens_per_sec
             if self._live_reuse not in self._running:  # else another turn's live figures stay
-                self.labels["prefill"].setText(prefill_label(event.stats))
-                self._show_reuse(event, None)
+                self._show_turn_figures(event)
             self.poll()  # the engine refreshed its snapshot at the end of the turn
         elif isinstance(event, Failed) and event.request_id == self._live_reuse:
             self._live_reuse = None  # its prompt never finished: the last finished turn's again
-            if self._last_finished is not None:
-                self._show_reuse(self._last_finished, None)
-                self.labels["prefill"].setText(prefill_label(self._last_finished.stats))
-            else:
-                self.labels["reuse"].setText("reused –")
-                self.labels["prefill"].setText("prefill – tok/s")
+            self._show_turn_figures(self._last_finished)
         elif isinstance(event, BackendLoading):
             self.labels["model"].setText("Loading model…")
         elif isinstance(event, BackendProgress):
@@ -237,6 +230,15 @@ class EngineStatusBar(QStatusBar):
             self.load_bar.hide()
             self.labels["model"].setText("Model failed to load")
             self.labels["model"].setToolTip(f"{event.error_type}: {event.message}")
+
+    def _show_turn_figures(self, event: Finished | None) -> None:
+        """A finished turn's prefill and reuse figures (None: no turn yet)."""
+        if event is None:
+            self.labels["reuse"].setText("reused –")
+            self.labels["prefill"].setText("prefill – tok/s")
+            return
+        self.labels["prefill"].setText(prefill_label(event.stats))
+        self._show_reuse(event, None)
 
     def _show_reuse(self, event: Finished, last_turn: dict[str, Any] | None) -> None:
         stats = event.stats
