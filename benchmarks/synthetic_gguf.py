@@ -4,7 +4,9 @@
 
 `--arch` writes a ~0.5-1B model of that family instead (`FAMILY_SHAPES`: its real head layout,
 its own tensors and keys: q/k norms, post norms, fused q|k|v and gate|up, sliding windows,
-soft-caps, scales), with a 32k vocabulary so every family's head costs the same.
+soft-caps, scales), with a 32k vocabulary so every family's head costs the same; `--layers`
+shortens it, and a row that is not whole 256-blocks (Gemma 3's 1152 columns) takes the type
+llama.cpp's quantizer falls back to (Q4_K -> Q5_0, Q6_K -> Q8_0).
 
 16 layers, dim 2048, ffn 8192, 32 query / 8 KV heads (head_dim 64), vocab 128256, tied
 embeddings. Every matrix is random blocks of `--type` (Q4_K_M: Q4_K with Q6_K tensors where
@@ -23,7 +25,11 @@ import numpy as np
 from gguf import GGMLQuantizationType as Q
 
 SHAPE = {"n_layers": 16, "dim": 2048, "ffn": 8192, "n_heads": 32, "n_kv": 8, "vocab": 128256}
-_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4)), "Q6_K": ((208, 2e-5),)}
+_F16_FIELDS = {"Q4_0": ((0, 2e-3),), "Q4_K": ((0, 2e-4), (2, 1e-4)), "Q6_K": ((208, 2e-5),),
+               "Q5_0": ((0, 1e-3),), "Q8_0": ((0, 1e-4),)}
+# What llama.cpp's quantizer writes instead of a K-quant when a row is not whole 256-blocks
+# (Gemma 3 1B's 1152 columns): llama-quant.cpp's fallback types.
+_K_FALLBACK = {"Q4_K": "Q5_0", "Q6_K": "Q8_0"}
 MIXES = {"Q4_K_M": ("Q4_K", "Q6_K")}  # a mix: (most tensors, the tensors llama.cpp gives more bits)
 
 
@@ -129,9 +135,13 @@ _FAMILY_KEYS: dict[str, dict] = {  # the family's own metadata (plus what each r
 }
 
 
-def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int = 0) -> Path:
-    """A ~0.5-1B `arch` model with random `qtype` blocks (see the module docstring)."""
-    s = FAMILY_SHAPES[arch]
+def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int = 0,
+                           layers: int | None = None) -> Path:
+    """A ~0.5-1B `arch` model with random `qtype` blocks (a mix such as Q4_K_M as `mix_type`
+    says; see the module docstring); `layers` instead of the family's count."""
+    s = dict(FAMILY_SHAPES[arch])
+    if layers is not None:
+        s["n_layers"] = layers
     rng = np.random.default_rng(seed)
     dim, ffn, hd, vocab = s["dim"], s["ffn"], s["head_dim"], 32000
     q_dim, kv_dim = s["n_heads"] * hd, s["n_kv"] * hd
@@ -154,12 +164,18 @@ def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0 if qtype == "Q4_0" else gguf.LlamaFileType.MOSTLY_Q4_K_M)
     phi_specials = ("<|endoftext|>", "<|assistant|>", "<|end|>", "<|system|>", "<|user|>")
     _add_vocab(w, vocab, phi_specials if arch == "phi3" else ())
-    qt = Q[qtype]
     ones = lambda n: np.ones(n, np.float32)  # noqa: E731
-    w.add_tensor("token_embd.weight", random_blocks(vocab, dim, qtype, rng), raw_dtype=qt)
+
+    def blocks(prefix: str, kind: str, rows: int, cols: int, layer: int = 0) -> None:
+        t = mix_type(qtype, kind, layer, s["n_layers"])
+        if cols % 256 and t in _K_FALLBACK:
+            t = _K_FALLBACK[t]
+        w.add_tensor(f"{prefix}{kind}.weight", random_blocks(rows, cols, t, rng), raw_dtype=Q[t])
+
+    blocks("", "token_embd", vocab, dim)
     w.add_tensor("output_norm.weight", ones(dim))
     if arch == "olmo2":  # its head is never tied
-        w.add_tensor("output.weight", random_blocks(vocab, dim, qtype, rng), raw_dtype=qt)
+        blocks("", "output", vocab, dim)
     if arch == "phi3":
         for kind in ("long", "short"):
             w.add_tensor(f"rope_factors_{kind}.weight", 1.0 + rng.random(hd * 3 // 8).astype(np.float32))
@@ -172,7 +188,7 @@ def write_family_synthetic(path: Path, arch: str, qtype: str = "Q4_0", seed: int
             mats.update({"attn_q": (q_dim, dim), "attn_k": (kv_dim, dim), "attn_v": (kv_dim, dim),
                          "ffn_gate": (ffn, dim), "ffn_up": (ffn, dim)})
         for kind, (rows, cols) in mats.items():
-            w.add_tensor(p + kind + ".weight", random_blocks(rows, cols, qtype, rng), raw_dtype=qt)
+            blocks(p, kind, rows, cols, i)
         if arch != "olmo2":
             w.add_tensor(p + "attn_norm.weight", ones(dim))
             w.add_tensor(p + "ffn_norm.weight", ones(dim))
@@ -200,7 +216,7 @@ def main() -> int:
     ap.add_argument("--arch", choices=sorted(FAMILY_SHAPES), default=None)
     args = ap.parse_args()
     if args.arch:
-        write_family_synthetic(args.out, args.arch, args.type)
+        write_family_synthetic(args.out, args.arch, args.type, layers=args.layers)
     else:
         write_synthetic(args.out, args.type, args.layers)
     print(f"{args.out}: {args.out.stat().st_size / 1e6:.0f} MB")

@@ -83,7 +83,7 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
 
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
-    # The compact-weight kernels (model/ort_graph.py imports them inside functions).
+    # The compact-weight kernels (model/compact/graph.py imports them inside functions).
     "onnxruntime", "onnxruntime.capi._pybind_state", "onnx", "onnx.helper", "onnx.numpy_helper",
 )
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""

@@ -151,3 +151,43 @@ def test_a_script_that_cannot_be_read_is_a_clear_error(kind: str, tmp_path: Path
     said = {"missing": "No such file or directory", "directory": "Is a directory",
             "not utf-8": "is not UTF-8 text (byte 0xe9 at offset 3)"}[kind]
     assert said in err and str(script) in err and "Traceback" not in err and "none.gguf" not in err
+
+
+@pytest.mark.parametrize("names", [
+    ["--max-tokens", "9", "--temp", "0.3"],
+    ["-n", "9", "--temperature", "0.3"],
+    ["--n-predict", "9", "--temp", "0.3"],
+])
+def test_chat_takes_the_flag_names_of_llama_cpp_and_the_openai_api(names: list[str]) -> None:
+    s = settings_from_args(build_parser().parse_args(["chat", "--prompt", "hi", *names]))
+    assert s.generation.max_new_tokens == 9 and s.generation.shaping.temperature == 0.3
+
+
+@pytest.mark.parametrize(("argv", "usage", "hint"), [
+    (["serve", "--prot", "8080"], "turbospark serve: error: unrecognized arguments: --prot 8080",
+     "(did you mean --port?)"),
+    (["chat", "--prompt", "hi", "--top_k", "3"], "turbospark chat: error: unrecognized arguments: --top_k 3",
+     "(did you mean --top-k?)"),
+    (["model", "info", "--zzz"], "turbospark model: error: unrecognized arguments: --zzz", None),
+    (["--zzz"], "turbospark: error: unrecognized arguments: --zzz", None),
+])
+def test_an_unknown_flag_is_refused_by_its_subcommand_with_the_nearest_flag(
+        argv: list[str], usage: str, hint: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and usage in err
+    assert (hint in err) if hint else "did you mean" not in err
+    if argv[0] != "--zzz":  # the subcommand's own usage line, not the top level's
+        assert f"usage: turbospark {argv[0]}" in err
+
+
+def test_every_chat_flag_says_what_it_does() -> None:
+    import argparse
+
+    from turbospark_app.cli.chat_command import add_chat_arguments
+
+    p = argparse.ArgumentParser()
+    add_chat_arguments(p)
+    silent = [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
+    assert silent == []

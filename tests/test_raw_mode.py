@@ -282,7 +282,13 @@ def test_exports_say_a_conversation_runs_raw(tmp_path: Path) -> None:
         chat = store.create_conversation("chat")
         assert conversation_json(store, raw.id)["conversation"]["raw_completion"] is True
         assert conversation_json(store, chat.id)["conversation"]["raw_completion"] is False
-        assert "Raw completion" in conversation_markdown(store, raw.id)
-        assert "Raw completion" not in conversation_markdown(store, chat.id)
+        for conv in (raw, chat):
+            store.add_message(conv.id, "user", "the cat")
+            store.add_message(conv.id, "assistant", " sat on the mat")
+        raw_md, chat_md = conversation_markdown(store, raw.id), conversation_markdown(store, chat.id)
+        assert "Raw completion" in raw_md and "Raw completion" not in chat_md
+        # headed as the pane heads them: no roles in raw completion
+        assert "## Text" in raw_md and "## Continuation" in raw_md and "## You" not in raw_md
+        assert "## You" in chat_md and "## Assistant" in chat_md and "## Text" not in chat_md
     finally:
         store.close()

@@ -48,20 +48,32 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt", help="one user message; print the reply and exit")
     src.add_argument("--script", type=Path, help="a file of user messages, one per line")
     p.add_argument("--system", help="system prompt (default: the model template's own)")
-    p.add_argument("--max-new", type=int_at_least(1), default=256, metavar="N")
-    p.add_argument("--temperature", type=float_in(0.0), default=0.0)
-    p.add_argument("--top-k", type=int_at_least(0), default=0)
-    p.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=1.0)
-    p.add_argument("--min-p", type=float_in(0.0, 1.0, high_open=True), default=0.0)
-    p.add_argument("--repeat-penalty", type=float_in(0.0, low_open=True), default=1.0)
-    p.add_argument("--seed", type=int_at_least(0), default=None)
+    # The names llama.cpp's and the OpenAI API's users type work too (-n, --max-tokens, --temp).
+    p.add_argument("--max-new", "--max-tokens", "--n-predict", "-n", dest="max_new",
+                   type=int_at_least(1), default=256, metavar="N",
+                   help="most tokens per reply (default 256)")
+    p.add_argument("--temperature", "--temp", dest="temperature", type=float_in(0.0), default=0.0,
+                   help="sampling temperature (default 0: greedy, the same reply every time)")
+    p.add_argument("--top-k", type=int_at_least(0), default=0,
+                   help="sample from the k most likely tokens (default 0: all)")
+    p.add_argument("--top-p", type=float_in(0.0, 1.0, low_open=True), default=1.0,
+                   help="nucleus sampling: the smallest set of tokens holding this probability "
+                   "(default 1: all)")
+    p.add_argument("--min-p", type=float_in(0.0, 1.0, high_open=True), default=0.0,
+                   help="drop tokens less likely than this fraction of the top one (default 0)")
+    p.add_argument("--repeat-penalty", type=float_in(0.0, low_open=True), default=1.0,
+                   help="penalise tokens among the last 64 of the context, as llama.cpp does "
+                   "(default 1: off)")
+    p.add_argument("--seed", type=int_at_least(0), default=None,
+                   help="seed of the sampler: the same seed and settings give the same reply")
     p.add_argument("--stop", type=non_empty, action="append", default=None, metavar="TEXT",
                    help="stop string (repeatable)")
     p.add_argument("--max-tps", type=float_in(0.0, low_open=True), default=None, metavar="TOK/S",
                    help="cap the decode rate")
     p.add_argument("--chunked", action=argparse.BooleanOptionalAction, default=True,
                    help="prefill in chunks (default) or token by token (--no-chunked)")
-    p.add_argument("--chunk-size", type=int_at_least(1), default=128)
+    p.add_argument("--chunk-size", type=int_at_least(1), default=128,
+                   help="prompt tokens per prefill chunk (default 128)")
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
     p.add_argument("--raw", action="store_true",
                    help="raw completion: the text is continued as is (no roles, no template); the "

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from typing import Sequence
 
@@ -120,11 +121,30 @@ def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         args.file = ops[0]
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    unknown: list[str]) -> None:
+    """Exit 2 naming the arguments no flag takes, in the words of the subcommand they were given
+    to (its usage, not the top level's), with the nearest flag when one is close."""
+    target = parser
+    if args.command:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        target = sub.choices[args.command]
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    flags = [o for a in target._actions for o in a.option_strings if o.startswith("--")]
+    first = next((u.split("=", 1)[0] for u in unknown if u.startswith("-")), None)
+    near = difflib.get_close_matches(first, flags, n=1, cutoff=0.6) if first else []
+    if near:
+        message += f" (did you mean {near[0]}?)"
+    target.error(message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(parser, args, unknown)
     if args.command == "model":
         _model_operands(parser, args)
     if args.command == "model" and args.action == "cache":

@@ -10,12 +10,12 @@ import json
 import time
 from typing import Any
 
+from .roles import role_names
 from .store import INTERRUPTED, Store, StoredMessage
 from .tree import children_of, variant_of
 
 EXPORT_FORMAT = "turbospark-conversation"
 EXPORT_VERSION = 1
-_ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 _ENDINGS = {"cancelled": "stopped", "max_tokens": "token limit", INTERRUPTED: "interrupted"}
 
 
@@ -61,9 +61,10 @@ def conversation_markdown(store: Store, conversation_id: str) -> str:
         lines += ["*Raw completion: the texts below run on as one prompt, with no roles.*", ""]
     if conv.system_prompt:
         lines += ["**System prompt:**", "", _quote(conv.system_prompt), ""]
+    names = role_names(conv.raw)  # raw completion: "Text" / "Continuation", as on screen
     for m in store.messages(conversation_id):
         position, count = variant_of(m, kids)
-        title = _ROLE_TITLES.get(m.role, m.role.title())
+        title = names.get(m.role, m.role.title())
         if count > 1:
             title += f" (alternative {position} of {count})"
         lines += [f"## {title}", "", m.content if m.role == "assistant" else _user_text(m.content), ""]

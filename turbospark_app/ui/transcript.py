@@ -36,11 +36,10 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
+from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import code_block_text, style_code
 from .formatting import with_line_breaks
 
-ROLE_NAMES = {"user": "You", "assistant": "Assistant", "system": "System"}
-RAW_ROLE_NAMES = {"user": "Text", "assistant": "Continuation", "system": "System"}  # raw completion
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
     "continue": "Continue",
@@ -86,7 +85,7 @@ class Transcript(QTextBrowser):
         self.document().setDocumentMargin(16)
         self.setPlaceholderText("No messages yet. Type below and press Enter: the model runs on this computer.")
         self._entries: list[Entry] = []
-        self._role_names = ROLE_NAMES  # RAW_ROLE_NAMES in raw completion (set_raw_labels)
+        self._role_names = ROLE_NAMES  # raw completion's names after set_raw_labels(True)
         self._spans: list[tuple[int, int]] = []  # each entry's document range
         self._streaming: Entry | None = None
         self._stream_cursor: QTextCursor | None = None
@@ -146,7 +145,7 @@ class Transcript(QTextBrowser):
     def set_raw_labels(self, raw: bool) -> None:
         """Head entries "Text" / "Continuation" (raw completion: no roles) or "You" / "Assistant";
         re-rendered at once unless a reply is streaming (then from the next entry on)."""
-        names = RAW_ROLE_NAMES if raw else ROLE_NAMES
+        names = role_names(raw)
         if names is self._role_names:
             return
         self._role_names = names
