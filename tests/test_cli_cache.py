@@ -59,3 +59,29 @@ def test_other_model_actions_take_no_cache_words(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["model", "path", "clear"])
     assert "that is `model cache`" in capsys.readouterr().err
+
+
+def test_clear_missing_frees_the_models_whose_gguf_is_gone(two_models, capsys) -> None:
+    two_models["beta"].unlink()
+    (two_models["alpha"]).unlink()  # alpha is still on disk as alpha-copy.gguf: it stays
+    assert main(["model", "cache", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "beta  [" in out and "its GGUF is gone" in out.split("beta  [")[1].split("\n")[0]
+    assert "its GGUF is gone" not in out.split("alpha  [")[1].split("\n")[0]
+    assert "1 model (" in out and "`turbospark model cache clear --missing` frees it" in out
+    assert main(["model", "cache", "clear", "--missing"]) == 0
+    assert "freed" in capsys.readouterr().out
+    main(["model", "cache", "list"])
+    out = capsys.readouterr().out
+    assert "alpha  [" in out and "beta  [" not in out and "clear --missing" not in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["model", "cache", "list", "--missing"],
+    ["model", "cache", "clear", "beta", "--missing"],
+    ["model", "info", "--missing"],
+])
+def test_missing_goes_with_cache_clear_alone(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "--missing goes with `model cache clear`" in capsys.readouterr().err

@@ -95,3 +95,19 @@ def test_the_session_policy_is_saved_on_ok_and_trims_saved_sessions(qtbot, tmp_p
     combo.setCurrentIndex(combo.findData("none"))
     d.accept()
     assert budget.session_policy() == "none" and not list((cache / "weights").glob("*/ort-*"))
+
+
+def test_clear_missing_models_frees_only_those_whose_gguf_is_gone(qtbot, cached: Path,
+                                                                  tmp_path: Path) -> None:
+    d = _dialog(qtbot, cached)
+    assert not d.cache_box.clear_missing_button.isEnabled()  # both GGUFs are where they were
+    assert not d.cache_box.missing_label.isVisibleTo(d)
+    (tmp_path / "alpha.gguf").unlink()
+    d.cache_box.refresh()
+    assert d.cache_box.clear_missing_button.isEnabled()
+    assert d.cache_box.missing_label.isVisibleTo(d) and "1 model (" in d.cache_box.missing_label.text()
+    assert "its GGUF is gone" in d.cache_box.details.toPlainText()
+    qtbot.mouseClick(d.cache_box.clear_missing_button, Qt.MouseButton.LeftButton)
+    assert [m.model for m in store.list_models(cached)] == ["beta"]
+    assert "Freed" in d.cache_box.result_label.text()
+    assert not d.cache_box.clear_missing_button.isEnabled()

@@ -4,6 +4,7 @@ elided with the whole text in its tooltip) and the transcripts keep a usable hei
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QWidget
@@ -104,16 +105,33 @@ def test_the_fit_check_notices_a_cut_label(qtbot) -> None:
     assert cut_widgets(box) and "squeezed" in cut_widgets(box)[0]
 
 
-def test_the_settings_dialog_fits(ui, qtbot) -> None:
+def test_the_settings_dialog_fits(ui, qtbot, isolated_dirs, tmp_path: Path) -> None:
     """Conversation › Settings… in the default window: no label or choice cut (the weight
-    cache's "Prepacked" row label was clipped by its long choices)."""
+    cache's "Prepacked" row label was clipped by its long choices; under Xvfb, with models
+    cached and one of them deleted, its usage line was cut in the narrow left column, and in the
+    right column the dialog was not made tall enough for the wrapped kernels note)."""
+    import gc
+
+    from tiny_gguf import write_tiny_gguf
+
+    from turbospark_app.model.reference.weights import load_weights
+
+    for name, seed in (("a-model-with-a-rather-long-file-name.Q4_K_M", 0), ("gone", 1)):
+        write_tiny_gguf(tmp_path / f"{name}.gguf", seed=seed)
+        load_weights(tmp_path / f"{name}.gguf", isolated_dirs["cache"])
+    (tmp_path / "gone.gguf").unlink()
+    gc.collect()
     w = ui.window(FakeBackend())
     w.resize(*DEFAULT_SIZE)
     w.show()
     w.open_settings()
     dialog = w.settings_dialog
     qtbot.waitUntil(dialog.isVisible, timeout=3000)
+    assert dialog.cache_box.missing_label.isVisible()  # the longest state of the cache group
     assert cut_widgets(dialog) == []
+    # tall enough for its wrapped notes at its width (under Xvfb the kernels note was squeezed)
+    layout = dialog.layout()
+    assert dialog.height() >= layout.totalHeightForWidth(dialog.width())
     dialog.reject()
 
 

@@ -8,7 +8,8 @@ import sys
 
 def cache_command(args: argparse.Namespace) -> int:
     """List the cache (per model: kinds, size, last use, source files) or clear all of it, or
-    one model's (`clear NAME`: model name, file name, source path or key prefix)."""
+    one model's (`clear NAME`: model name, file name, source path or key prefix), or those
+    whose GGUF is gone (`clear --missing`)."""
     from ..host.folders import cache_dir
     from ..model.weight_cache import budget, report, store
 
@@ -30,8 +31,11 @@ def cache_command(args: argparse.Namespace) -> int:
             print("(empty)")
         for m in models:
             print("\n".join(report.model_lines(m)))
+        gone = report.missing_line(models)
+        if gone:
+            print(f"{gone}: `turbospark model cache clear --missing` frees it")
         return 0
-    result = store.clear(root, name)
+    result = store.clear(root, name, missing=args.missing)
     if name is not None and not result.removed and not result.kept_in_use:
         print(f"error: nothing in the weight cache matches {name!r} "
               "(`turbospark model cache list` shows the names)", file=sys.stderr)

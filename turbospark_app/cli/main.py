@@ -3,7 +3,7 @@
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
     turbospark model info [FILE]    the metadata of any GGUF, and whether TurboSpark runs it
-    turbospark model cache [list|clear [NAME]]   the weight cache: what it holds, freeing it
+    turbospark model cache [list|clear [NAME|--missing]]   the weight cache: what it holds, freeing it
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("operands", nargs="*", metavar="ARG",
                        help="info: any GGUF FILE (default: --model, else the default model); "
                        "cache: list (the default) or clear [NAME]")
+    model.add_argument("--missing", action="store_true",
+                       help="cache clear: only the models whose GGUF is no longer where it was "
+                       "opened (deleted or moved)")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
@@ -113,6 +116,10 @@ def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -
             parser.error("`model cache` takes list, or clear [NAME]")
         args.cache_action = ops[0] if ops else None
         args.name = ops[1] if len(ops) > 1 else None
+        if args.missing and (args.cache_action != "clear" or args.name is not None):
+            parser.error("--missing goes with `model cache clear` alone (no NAME)")
+    elif args.missing:
+        parser.error("--missing goes with `model cache clear`")
     elif ops:
         if ops[0] in ("list", "clear"):
             parser.error(f"`model {args.action}` takes no {ops[0]} (that is `model cache`)")

@@ -1,12 +1,13 @@
 """The Settings dialog's Weight cache group: what the cache holds against its budget, the
-budget itself (default, or a size in GiB), the prepacked sessions kept, and Clear Cache.
+budget itself (default, or a size in GiB), the prepacked sessions kept, Clear Cache and Clear
+Missing Models (those whose GGUF is gone).
 
 The budget and how many prepacked sessions a model keeps (none by default, the current kernel
 mode's, or every mode's) are app-wide and live with the cache's own settings
 (`model.weight_cache.budget`, `cache.json` in the config folder), so `turbospark chat` and
 `serve` honour them too. They are saved, and the cache trimmed to them (least recently used
-first, never what a running model maps), when the dialog's OK is pressed; Clear Cache acts at
-once.
+first, never what a running model maps), when the dialog's OK is pressed; the Clear buttons act
+at once.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class CacheBox(QGroupBox):
         self.usage_label.setObjectName("cacheUsage")
         self.usage_label.setWordWrap(True)
         form.addRow("In use", self.usage_label)
+        self.missing_label = QLabel(self)
+        self.missing_label.setObjectName("cacheMissing")
+        self.missing_label.setWordWrap(True)
+        form.addRow(self.missing_label)
         self.default_check = QCheckBox("Default", self)
         self.default_check.setObjectName("cacheBudgetDefault")
         self.default_check.setToolTip(
@@ -85,13 +90,22 @@ class CacheBox(QGroupBox):
         self.clear_button.setToolTip("Delete every prepared weight file now; a model is prepared "
                                      "again from its GGUF when next loaded (the one in use stays)")
         self.clear_button.clicked.connect(self.clear)
+        self.clear_missing_button = QPushButton("Clear Missing Models", self)
+        self.clear_missing_button.setObjectName("clearMissing")
+        self.clear_missing_button.setToolTip(
+            "Delete the prepared weights of models whose GGUF is no longer where it was opened "
+            "(deleted or moved); the others stay")
+        self.clear_missing_button.clicked.connect(lambda: self.clear(missing=True))
         self.result_label = QLabel(self)
         self.result_label.setObjectName("cacheClearResult")
         self.result_label.setWordWrap(True)
         buttons = QHBoxLayout()
         buttons.addWidget(self.clear_button)
-        buttons.addWidget(self.result_label, 1)
+        buttons.addWidget(self.clear_missing_button)
+        buttons.addStretch(1)
         form.addRow(buttons)
+        form.addRow(self.result_label)
+        self.result_label.hide()  # until a Clear says what it freed
         setting = budget.budget_setting()
         self._initial = setting
         self.default_check.setChecked(setting is None)
@@ -112,17 +126,23 @@ class CacheBox(QGroupBox):
         models = store.list_models(self.cache_root)
         lines = [line for m in models for line in report.model_lines(m)]
         self.details.setPlainText("\n".join(lines) if lines else "(empty)")
+        gone = report.missing_line(models)
+        self.clear_missing_button.setEnabled(gone is not None)
+        self.missing_label.setText(f"{gone}." if gone else "")
+        self.missing_label.setVisible(gone is not None)
 
     def budget_bytes(self) -> int | None:
         """The budget chosen: None for the default, else bytes."""
         return None if self.default_check.isChecked() else int(self.budget_spin.value() * GIB)
 
-    def clear(self) -> None:
-        """Clear Cache: everything not mapped by a running model."""
-        result = store.clear(self.cache_root)
+    def clear(self, missing: bool = False) -> None:
+        """Clear Cache: everything not mapped by a running model; with `missing` (Clear Missing
+        Models) only the models whose GGUF is gone."""
+        result = store.clear(self.cache_root, missing=missing)
         kept = (f"; kept {len(result.kept_in_use)} in use by a running model"
                 if result.kept_in_use else "")
         self.result_label.setText(f"Freed {report.human_size(result.freed)}{kept}.")
+        self.result_label.show()
         self.refresh()
 
     def apply(self) -> None:

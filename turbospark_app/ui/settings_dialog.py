@@ -153,7 +153,11 @@ class SettingsDialog(QDialog):
         for group in self.findChildren(QGroupBox):
             group.updateGeometry()
         self.adjustSize()  # (this refreshes the layout's cached sizes)
-        self.resize(self.minimumWidth(), self.minimumSizeHint().height())
+        height = self.minimumSizeHint().height()
+        layout = self.layout()
+        if layout is not None and layout.hasHeightForWidth():  # wrapped notes at this width
+            height = max(height, layout.totalHeightForWidth(self.minimumWidth()))
+        self.resize(self.minimumWidth(), height)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -277,7 +281,7 @@ class SettingsDialog(QDialog):
 
             self._cache_root = cache_dir()
         self.cache_box = CacheBox(self._cache_root, self)
-        left.insertWidget(2, self.cache_box)  # (the left column has the room)
+        right.addWidget(self.cache_box)  # (the wider column: the cache's lines are long)
         right.addStretch(1)
         columns.addLayout(left, 1)
         columns.addLayout(right, 1)

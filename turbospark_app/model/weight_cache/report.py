@@ -28,7 +28,7 @@ def when(t: float, now: float | None = None) -> str:
 
 def model_lines(m: ModelCache, now: float | None = None) -> list[str]:
     """One model's block: name, size, last use, each kind with its size, the sources seen."""
-    state = " · in use" if m.in_use else ""
+    state = (" · in use" if m.in_use else "") + (" · its GGUF is gone" if m.missing else "")
     lines = [f"{m.model}  [{m.key}]  {human_size(m.size)}  last used {when(m.last_used, now)}{state}"]
     for unit in sorted(m.units, key=lambda u: (u.kind.startswith("prepacked"), u.kind)):
         extra = " (in use)" if unit.in_use else ""
@@ -43,3 +43,13 @@ def model_lines(m: ModelCache, now: float | None = None) -> list[str]:
 def summary(total: int, budget: int, default: bool) -> str:
     """"1.2 GiB of 20.0 GiB (default budget)"."""
     return f"{human_size(total)} of {human_size(budget)} ({'default' if default else 'your'} budget)"
+
+
+def missing_line(models: list[ModelCache]) -> str | None:
+    """What the models whose GGUF is gone hold, or None when there are none."""
+    gone = [m for m in models if m.missing]
+    if not gone:
+        return None
+    size = human_size(sum(m.size for m in gone))
+    return (f"{len(gone)} model{'s' if len(gone) > 1 else ''} ({size}) whose GGUF is no longer "
+            "where it was opened")

@@ -60,6 +60,12 @@ class ModelCache:
     def in_use(self) -> bool:
         return any(u.in_use for u in self.units)
 
+    @property
+    def missing(self) -> bool:
+        """Every GGUF this cache was made from or opened as is gone from where it was seen
+        (deleted, or moved somewhere TurboSpark has not opened it from yet)."""
+        return bool(self.sources) and not any(Path(s).exists() for s in self.sources)
+
 
 @dataclass
 class ClearResult:
@@ -147,12 +153,15 @@ def _matches(m: ModelCache, name: str) -> bool:
             or any(Path(s).name.lower() in (wanted, wanted + ".gguf") or s == name for s in m.sources))
 
 
-def clear(cache_root: Path, name: str | None = None) -> ClearResult:
+def clear(cache_root: Path, name: str | None = None, missing: bool = False) -> ClearResult:
     """Remove every model's cache, or those matching `name` (model name, file name, source path,
-    entry folder or key prefix). What a running model maps stays (listed in `kept_in_use`)."""
+    entry folder or key prefix), or with `missing` those whose GGUF is gone (`ModelCache.missing`).
+    What a running model maps stays (listed in `kept_in_use`)."""
     result = ClearResult()
     for m in list_models(cache_root):
         if name is not None and not _matches(m, name):
+            continue
+        if missing and not m.missing:
             continue
         # sessions first, so an entry kept for being in use still loses its unused sessions
         for unit in sorted(m.units, key=lambda u: u.path == u.entry):
