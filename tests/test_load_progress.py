@@ -5,6 +5,7 @@ into BackendProgress events, the status bar shows "Preparing model… 40%" with 
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from pathlib import Path
@@ -111,6 +112,13 @@ def test_the_status_bar_shows_the_step_and_a_bar(ui, qtbot) -> None:
     status._on_event(BackendProgress(PREPARING, 0.4))
     assert status.text("model") == "Preparing model… 40%"
     assert status.load_bar.isVisible() and status.load_bar.value() == 40
+    assert status.load_bar.maximum() == 100
+    # the kernels' prepack has no measure: a busy bar (range 0-0) and no percentage
+    status._on_event(BackendProgress(KERNELS, 0.0))
+    assert status.text("model") == "Preparing kernels…"
+    assert status.load_bar.isVisible() and status.load_bar.maximum() == 0
+    status._on_event(BackendProgress(PREPARING, 0.5))  # a measured phase gets its bar back
+    assert status.load_bar.maximum() == 100 and status.load_bar.value() == 50
     status._on_event(BackendReady({"file_name": "m.gguf"}, 2048, 1.0))
     assert not status.load_bar.isVisible()
 
@@ -126,7 +134,42 @@ def test_chat_prints_the_steps_on_stderr() -> None:
     for i in range(21):
         progress(PREPARING, i / 20)
     progress(KERNELS, 0.0)
+    time.sleep(0.05)
     progress(KERNELS, 1.0)
     lines = out.getvalue().splitlines()
     assert lines[0] == "turbospark: Preparing model… 0%" and lines[10] == "turbospark: Preparing model… 100%"
-    assert len(lines) == 13 and lines[-1] == "turbospark: Preparing kernels… 100%"
+    # the prepack has no measure: said begun, then done with its time (no "0%" for seconds)
+    assert len(lines) == 13 and lines[11] == "turbospark: Preparing kernels…"
+    assert re.fullmatch(r"turbospark: Preparing kernels… done \(\d+\.\d s\)", lines[-1]), lines[-1]
+
+
+def test_a_long_prepack_is_said_when_the_quiet_time_ends_and_a_quick_one_not_at_all() -> None:
+    from turbospark_app.cli.progress import StderrProgress
+
+    out = io.StringIO()
+    progress = StderrProgress(out, quiet_for=0.1)
+    progress(KERNELS, 0.0)  # begun within the quiet time: no line yet
+    assert out.getvalue() == ""
+    time.sleep(0.3)  # still running when the quiet time ends: said then, no report needed
+    assert out.getvalue() == "turbospark: Preparing kernels…\n"
+    progress(KERNELS, 1.0)
+    done = re.fullmatch(r"turbospark: Preparing kernels… done \((\d+\.\d) s\)", out.getvalue().splitlines()[-1])
+    assert done is not None and float(done.group(1)) >= 0.3  # timed from the begin report
+    quick = io.StringIO()
+    progress = StderrProgress(quick, quiet_for=0.2)
+    progress(KERNELS, 0.0)
+    progress(KERNELS, 1.0)
+    time.sleep(0.3)  # the cancelled timer says nothing later
+    assert quick.getvalue() == ""
+
+
+def test_silence_drops_a_begun_phase_line_still_to_come() -> None:
+    from turbospark_app.cli.progress import StderrProgress
+
+    out = io.StringIO()
+    progress = StderrProgress(out, quiet_for=0.1)
+    progress(KERNELS, 0.0)
+    progress.silence()  # the load failed, or serve could not listen: the process is leaving
+    time.sleep(0.3)
+    progress(KERNELS, 1.0)
+    assert out.getvalue() == ""

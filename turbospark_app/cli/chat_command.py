@@ -259,8 +259,12 @@ def chat_command(args: argparse.Namespace) -> int:
         kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
         path = resolve_model_path(args.model)
-        with load_progress.reporting(StderrProgress()):
-            backend = load()
+        progress = StderrProgress()
+        try:
+            with load_progress.reporting(progress):
+                backend = load()
+        finally:
+            progress.silence()  # a load that failed mid-phase leaves no line for later
     except (EngineError, OSError, LoadChoiceError) as e:
         print(f"turbospark: {e}", file=sys.stderr)
         if path is not None and path == default_model_path() and not path.exists():

@@ -181,10 +181,12 @@ def serve_command(args: argparse.Namespace) -> int:
         asyncio.run(serve(engine, config, outcome=outcome))
     except OSError as e:
         closing.set()  # no "model ready" after "cannot listen": the process is leaving
+        progress.silence()  # nor a "Preparing kernels…" line that a timer would say later
         print(f"turbospark: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     finally:
         closing.set()
+        progress.silence()
         engine.shutdown()
     if outcome.failure is not None:
         print("turbospark: stopped: no model to serve", file=sys.stderr)

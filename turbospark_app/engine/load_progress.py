@@ -19,6 +19,14 @@ ProgressCallback = Callable[[str, float], None]
 
 PREPARING = "Preparing model"  # the weight cache being built (first open of a file)
 KERNELS = "Preparing kernels"  # ONNX Runtime making the session (prepacking the weights)
+# Phases reported only as begun (0) and done (1): ONNX Runtime's prepack has no finer grain, so
+# their fraction is no measure and shows as a busy bar, not "0%" for seconds.
+UNMEASURED = frozenset({KERNELS})
+
+
+def measured(phase: str) -> bool:
+    """Whether `phase`'s fractions in between say how far it is (see UNMEASURED)."""
+    return phase not in UNMEASURED
 
 _reporter: ContextVar[ProgressCallback | None] = ContextVar("turbospark_load_progress", default=None)
 

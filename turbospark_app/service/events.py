@@ -13,6 +13,7 @@ from ..engine.errors import (
     ProducerError,
     ZeroBudget,
 )
+from ..engine.load_progress import measured
 from ..engine.progress import RawDecodeResult
 
 
@@ -115,8 +116,15 @@ class BackendProgress:
     fraction: float
 
     @property
+    def measured(self) -> bool:
+        """Whether `fraction` says how far the phase is (else only begun / done)."""
+        return measured(self.phase)
+
+    @property
     def label(self) -> str:
-        """What to show: "Preparing model… 40%"."""
+        """What to show: "Preparing model… 40%", or "Preparing kernels…" (no measure)."""
+        if not self.measured:
+            return f"{self.phase}…"
         return f"{self.phase}… {round(self.fraction * 100)}%"
 
 

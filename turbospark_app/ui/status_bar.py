@@ -216,6 +216,8 @@ class EngineStatusBar(QStatusBar):
             self.labels["model"].setText("Loading model…")
         elif isinstance(event, BackendProgress):
             self.labels["model"].setText(event.label)
+            # A phase without a measure (the kernels' prepack): a busy bar, not one stuck at 0%
+            self.load_bar.setRange(0, 100 if event.measured else 0)
             self.load_bar.setValue(round(event.fraction * 100))
             self.load_bar.setVisible(event.fraction < 1.0)
         elif isinstance(event, BackendReady):
