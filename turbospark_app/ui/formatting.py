@@ -103,8 +103,9 @@ def bytes_label(n: int | float | None) -> str:
     return f"{value:.1f} TB"  # pragma: no cover - unreachable
 
 
-def stats_line(stats: TurnStats) -> str:
-    """The line under a reply: prompt, reused, new, TTFT, decode rate, drafts, stop reason, latency."""
+def stats_line(stats: TurnStats, with_reason: bool = True) -> str:
+    """The line under a reply: prompt, reused, new, TTFT, decode rate, drafts, stop reason, latency
+    (`with_reason` False: a reason the reply's badge already says is left out)."""
     remote = stats.source == "remote"
     if not stats.started:
         latency = f" after {seconds_label(stats.stop_latency)}" if stats.stop_latency is not None else ""
@@ -131,7 +132,7 @@ def stats_line(stats: TurnStats) -> str:
         if stats.new_tokens == 0:
             stop += " (during prefill)"
         parts.append(stop)
-    else:
+    elif with_reason:
         parts.append(reason_label(stats.stop_reason))
     if stats.slot_evicted:
         parts.append("evicted another conversation's KV")

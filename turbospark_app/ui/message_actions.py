@@ -33,13 +33,11 @@ def reply_footer(message: StoredMessage) -> tuple[str, str]:
                 "interrupted")
     if not stats:
         return "", ""
-    line = stats_line(TurnStats.from_json(stats))
+    badge = "token limit" if message.stop_reason == "max_tokens" else ""
+    line = stats_line(TurnStats.from_json(stats), with_reason=not badge)  # the badge opens the line
     runs = stats.get("runs") or []
     if len(runs) > 1:
         line += f" · {len(runs)} runs (continued; figures combined)"
-    badge = "token limit" if message.stop_reason == "max_tokens" else ""
-    if badge:  # the badge opens the line: not said twice
-        line = line.replace(f" · {badge}", "", 1)
     return line, badge
 
 
@@ -74,12 +72,18 @@ class MessageActions:
         if last is None or last.id != message_id or self.busy:  # type: ignore[attr-defined]
             return ()
         out = ("regenerate",)
-        return out + ("continue",) if can_continue(last) and self.continue_supported() else out
+        return out + ("continue",) if self._can_continue_now() else out
 
     def continue_supported(self) -> bool:
         """The local engine continues any reply; a remote one only a server known to honour an
         open final assistant message (PaneEngine.continue_unsupported says why not)."""
         return self._continue_refusal() is None
+
+    def _can_regenerate_now(self) -> bool:
+        return not self.busy and self.tree.last is not None  # type: ignore[attr-defined]
+
+    def _can_continue_now(self) -> bool:
+        return not self.busy and can_continue(self.tree.last) and self.continue_supported()  # type: ignore[attr-defined]
 
     def _continue_refusal(self) -> str | None:
         engine = self._bridge  # type: ignore[attr-defined]
@@ -90,12 +94,11 @@ class MessageActions:
 
     def _update_actions(self) -> None:
         """Enable the pane's Regenerate / Continue buttons for what the branch allows."""
-        idle = not self.busy  # type: ignore[attr-defined]
         last = self.tree.last
-        self.regenerate_button.setEnabled(idle and last is not None)  # type: ignore[attr-defined]
+        self.regenerate_button.setEnabled(self._can_regenerate_now())  # type: ignore[attr-defined]
         self.regenerate_button.setText("Answer" if last is not None and last.role == "user" else "Regenerate")  # type: ignore[attr-defined]
+        self.continue_button.setEnabled(self._can_continue_now())  # type: ignore[attr-defined]
         refusal = self._continue_refusal()
-        self.continue_button.setEnabled(idle and can_continue(last) and refusal is None)  # type: ignore[attr-defined]
         self.continue_button.setToolTip(refusal or "Resume the last reply where it stopped (Ctrl+Shift+Enter)")  # type: ignore[attr-defined]
 
     def menu_state(self) -> dict[str, bool]:
@@ -111,8 +114,8 @@ class MessageActions:
 
         return {
             "actionStop": not idle,
-            "actionRegenerate": idle and self.tree.last is not None,
-            "actionContinue": idle and can_continue(self.tree.last) and self.continue_supported(),
+            "actionRegenerate": self._can_regenerate_now(),
+            "actionContinue": self._can_continue_now(),
             "actionEditLast": idle and last_user is not None,
             "actionCopyReply": last_reply is not None,
             "actionPrevAlternative": has_sibling(-1),
