@@ -1,0 +1,10 @@
+"""The llama.cpp binding: the one package of the app that touches ctypes.
+
+    library     llama-cpp-python's low-level binding, loaded alone; backends, devices, CPU features
+    log         llama.cpp's log into the app's log; a load's refusal in one line
+    model       a GGUF opened by llama.cpp (mmap), with what llama.cpp says of it
+    context     the KV memory of every slot (one sequence each), llama_decode, Stop, state
+    batch       a llama_batch over numpy arrays
+    producer    the engine's producer over one sequence, and the batched decode step
+    vocab       llama.cpp's tokenizer, for files our `tokenizers` build does not match
+"""

@@ -1,0 +1,73 @@
+"""A `llama_batch` whose arrays are numpy arrays we own: filling one is a few slice writes.
+
+`llama_batch_init` would malloc the arrays in C, and writing them through ctypes costs a Python
+call per field per token. Here every row belongs to ONE sequence (`n_seq_id[i] == 1`), which is
+all the producer needs: a prompt chunk of one slot, or one decode row per slot.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import library
+
+
+class Batch:
+    """Room for `capacity` tokens; `fill` sets the rows, `struct` is what `llama_decode` takes."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"a batch needs room for at least one token (got {capacity})")
+        C = library.binding()
+        self.capacity = capacity
+        self.token = np.zeros(capacity, np.int32)
+        self.pos = np.zeros(capacity, np.int32)
+        self.n_seq_id = np.ones(capacity, np.int32)
+        self.seq = np.zeros(capacity, np.int32)  # each row's one sequence id
+        self.logits = np.zeros(capacity, np.int8)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        base = self.seq.ctypes.data
+        self._seq_ptrs = (int_p * capacity)(*(ctypes.cast(base + 4 * i, int_p) for i in range(capacity)))
+        self.struct = C.llama_batch()
+        self.struct.token = self.token.ctypes.data_as(int_p)
+        self.struct.embd = None
+        self.struct.pos = self.pos.ctypes.data_as(int_p)
+        self.struct.n_seq_id = self.n_seq_id.ctypes.data_as(int_p)
+        self.struct.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p))
+        self.struct.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        self.struct.n_tokens = 0
+
+    def fill_span(self, tokens: Sequence[int], position: int, seq: int, outputs: str) -> None:
+        """Rows for `tokens` of sequence `seq` at [position, position + len): `outputs` "none",
+        "last" or "all" says which rows' logits llama.cpp computes."""
+        n = len(tokens)
+        if not 0 < n <= self.capacity:
+            raise ValueError(f"a batch of {n} tokens does not fit {self.capacity}")
+        self.token[:n] = tokens
+        self.pos[:n] = np.arange(position, position + n, dtype=np.int32)
+        self.seq[:n] = seq
+        self.logits[:n] = 1 if outputs == "all" else 0
+        if outputs == "last":
+            self.logits[n - 1] = 1
+        self.struct.n_tokens = n
+
+    def fill_rows(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int]) -> None:
+        """One decode row per entry (each its own sequence), every row's logits computed."""
+        n = len(tokens)
+        if not 0 < n <= self.capacity:
+            raise ValueError(f"a batch of {n} rows does not fit {self.capacity}")
+        self.token[:n] = tokens
+        self.pos[:n] = positions
+        self.seq[:n] = seqs
+        self.logits[:n] = 1
+        self.struct.n_tokens = n
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.struct.n_tokens)
+
+    def tokens_view(self) -> Any:
+        return self.token[: self.n_tokens]

@@ -1,0 +1,189 @@
+"""A llama.cpp context over a model: the KV memory of every session slot (one llama.cpp
+sequence each, in ONE unified buffer: `kv_unified`, so a cell is any slot's), `llama_decode`
+with its return codes made errors, the logits rows, Stop inside a decode, and per-sequence state.
+
+Sliding-window models keep the whole window history (`swa_full`): trimming a sequence and
+feeding it again is then exact, which prefix reuse, Regenerate and speculation rely on.
+
+Stop inside a decode: on the CPU llama.cpp polls an abort callback after every graph node, so
+a prefill chunk stops within one node. The callback is a Python function (it takes the GIL per
+node), so it is installed only around a cancellable chunk, never for a decode step. On a GPU
+backend (Metal) the callback does not reach the device: `abort_works` is False and the
+producer cuts its chunks small instead (`producer.py`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from ...engine.errors import EngineError
+from . import library
+from .batch import Batch
+from .log import capturing, refusal
+from .model import LlamaCppModel
+
+Cancel = Callable[[], bool]
+
+DEFAULT_BATCH = 512  # tokens per llama_decode (n_batch = n_ubatch): llama-server's n_ubatch
+
+
+class DecodeError(EngineError):
+    """llama_decode failed; the message says why (llama.cpp's own line when it gave one)."""
+
+
+class KVCacheFull(DecodeError):
+    """No room left in the KV memory for the batch (llama_decode returned 1)."""
+
+
+class LlamaCppContext:
+    """One context: `n_ctx` KV cells shared by `n_seq_max` sequences (the session slots)."""
+
+    def __init__(self, model: LlamaCppModel, *, n_ctx: int, n_seq_max: int = 1,
+                 n_batch: int = DEFAULT_BATCH, threads: int = 4, threads_batch: int | None = None,
+                 swa_full: bool = True) -> None:
+        C = library.backend()
+        self.model = model
+        params = C.llama_context_default_params()
+        params.n_ctx = int(n_ctx)
+        params.n_batch = params.n_ubatch = int(n_batch)
+        params.n_seq_max = int(n_seq_max)
+        params.n_threads = int(threads)
+        params.n_threads_batch = int(threads_batch or threads)
+        params.kv_unified = True
+        params.swa_full = bool(swa_full)
+        params.no_perf = True
+        with capturing() as lines:
+            handle = C.llama_init_from_model(model.handle, params)
+        if not handle:
+            raise DecodeError("llama.cpp could not create a context of "
+                              f"{n_ctx:,} tokens: {refusal(lines) or 'no reason given'}")
+        self._C = C
+        self._handle = handle
+        self._mem = C.llama_get_memory(handle)
+        self.n_ctx = int(C.llama_n_ctx(handle))
+        self.n_seq_max = int(C.llama_n_seq_max(handle))
+        self.n_batch = int(C.llama_n_batch(handle))
+        self.n_vocab = model.vocab_size
+        self.threads = int(threads)
+        self.threads_batch = int(threads_batch or threads)
+        self.abort_works = model.facts.gpu_layers == 0
+        self.batch = Batch(self.n_batch)
+        self._cancel: Cancel | None = None
+        self._abort = C.ggml_abort_callback(self._poll_cancel)  # kept alive with the context
+        self._no_abort = C.ggml_abort_callback()  # NULL
+        self._lock = threading.Lock()
+
+    # -- decode ---------------------------------------------------------------------------------
+
+    def _poll_cancel(self, _data: Any) -> bool:
+        cancel = self._cancel
+        if cancel is None:
+            return False
+        try:
+            return bool(cancel())
+        except Exception:  # a failing predicate stops the chunk rather than being ignored
+            return True
+
+    def decode(self, batch: Batch, cancel: Cancel | None = None) -> bool:
+        """Run `batch`. True = done; False = `cancel` stopped it inside (CPU only: what llama.cpp
+        kept of it is for the caller to trim). Raises KVCacheFull / DecodeError."""
+        C = self._C
+        polled = cancel is not None and self.abort_works
+        if polled:
+            self._cancel = cancel
+            C.llama_set_abort_callback(self.handle, self._abort, None)
+        try:
+            with capturing() as lines:
+                code = int(C.llama_decode(self.handle, batch.struct))
+        finally:
+            if polled:
+                C.llama_set_abort_callback(self.handle, self._no_abort, None)
+                self._cancel = None
+        if code == 0:
+            return True
+        if code == 2:
+            return False
+        said = refusal(lines)
+        if code == 1:
+            raise KVCacheFull(
+                f"the KV cache is full: its {self.n_ctx:,} tokens are held by the conversations "
+                "in memory and the replies being generated" + (f" ({said})" if said else ""))
+        raise DecodeError(f"llama_decode failed (code {code})" + (f": {said}" if said else ""))
+
+    def logits(self, i: int) -> np.ndarray:
+        """The logits of output row `i` of the last decode (batch index; -1 = last): a view,
+        valid until the next decode."""
+        ptr = self._C.llama_get_logits_ith(self.handle, int(i))
+        if not ptr:
+            raise DecodeError(f"llama.cpp has no logits for batch row {i}")
+        addr = ctypes.cast(ptr, ctypes.c_void_p).value
+        return np.frombuffer((ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
+        """Remove positions [p0, p1) of `seq` (p1 < 0: to the end); False when the memory cannot
+        drop part of a sequence (recurrent models)."""
+        return bool(self._C.llama_memory_seq_rm(self._mem, int(seq), int(p0), int(p1)))
+
+    def clear_seq(self, seq: int) -> None:
+        """Drop every position of `seq` (never fails)."""
+        self._C.llama_memory_seq_rm(self._mem, int(seq), -1, -1)
+
+    def seq_pos_max(self, seq: int) -> int:
+        """The last position `seq` holds, -1 when empty."""
+        return int(self._C.llama_memory_seq_pos_max(self._mem, int(seq)))
+
+    def seq_pos_min(self, seq: int) -> int:
+        """The first position `seq` still holds (> 0 only when a window dropped the rest)."""
+        return int(self._C.llama_memory_seq_pos_min(self._mem, int(seq)))
+
+    def state_get(self, seq: int) -> bytes:
+        """`seq`'s KV state (llama_state_seq_get_data): restorable into any sequence of a context
+        of the same model and shape."""
+        C = self._C
+        size = int(C.llama_state_seq_get_size(self.handle, int(seq)))
+        buf = (ctypes.c_uint8 * size)()
+        written = int(C.llama_state_seq_get_data(self.handle, buf, size, int(seq)))
+        if written <= 0:
+            raise DecodeError(f"llama.cpp could not save the state of sequence {seq}")
+        return bytes(memoryview(buf)[:written])
+
+    def state_set(self, seq: int, data: bytes) -> bool:
+        """Restore a state saved by `state_get` into `seq` (replacing what it held); False when
+        llama.cpp refused it (no room, or another model's)."""
+        C = self._C
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        with capturing():
+            read = int(C.llama_state_seq_set_data(self.handle, buf, len(data), int(seq)))
+        return read > 0
+
+    # -- the rest -------------------------------------------------------------------------------
+
+    def set_threads(self, threads: int, threads_batch: int | None = None) -> None:
+        """Threads for decode steps and for prompt batches, from the next decode on."""
+        self.threads, self.threads_batch = int(threads), int(threads_batch or threads)
+        self._C.llama_set_n_threads(self.handle, self.threads, self.threads_batch)
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None:
+            raise RuntimeError("the llama.cpp context was closed")
+        return self._handle
+
+    def close(self) -> None:
+        """Free the context (its KV memory); the model stays."""
+        with self._lock:
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            self._C.llama_free(handle)
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass

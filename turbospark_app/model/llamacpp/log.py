@@ -1,0 +1,109 @@
+"""llama.cpp's log, captured: into the app's log (logger "turbospark.llama_cpp"), never the
+terminal, and, while a load runs, kept so its refusal can be said in one line.
+
+llama.cpp logs through one process-wide callback (`llama_log_set`). Lines arrive in pieces: a
+piece of level CONT continues the line before it. ggml's levels: 1 debug, 2 info, 3 warn,
+4 error, 5 continue. Info lines (a model load writes ~2,000: the metadata dump) only reach the
+log when its level asks for them; a load's capture keeps its warnings and errors either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+logger = logging.getLogger("turbospark.llama_cpp")
+logger.addHandler(logging.NullHandler())  # no handler configured: nothing on the terminal
+logger.propagate = True
+if logger.level == logging.NOTSET:
+    logger.setLevel(logging.WARNING)
+
+_LEVELS = {1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_CONT = 5
+
+_state = threading.local()
+_captures: dict[int, list[tuple[int, str]]] = {}  # thread id -> (level, line) of its capture
+_partial: dict[int, tuple[int, str]] = {}  # thread id -> the line being continued
+_callback: Any = None  # the CFUNCTYPE object: kept alive as long as llama.cpp may call it
+
+
+def _emit(level: int, line: str) -> None:
+    line = line.rstrip("\n")
+    if not line:
+        return
+    captured = _captures.get(threading.get_ident())
+    if captured is not None and level >= logging.WARNING:
+        captured.append((level, line))
+    if logger.isEnabledFor(level):
+        logger.log(level, "%s", line)
+
+
+def _on_log(level: int, text: bytes | None, _user: Any) -> None:
+    piece = (text or b"").decode("utf-8", "replace")
+    me = threading.get_ident()
+    if level == _CONT:
+        prev_level, prev = _partial.pop(me, (logging.INFO, ""))
+        level_py, piece = prev_level, prev + piece
+    else:
+        prev = _partial.pop(me, None)
+        if prev is not None:
+            _emit(*prev)
+        level_py = _LEVELS.get(level, logging.INFO)
+    if piece.endswith("\n"):
+        _emit(level_py, piece)
+    else:
+        _partial[me] = (level_py, piece)
+
+
+def install(C: Any) -> None:
+    """Route llama.cpp's log here (called once, before the backends start)."""
+    global _callback
+    if _callback is None:
+        _callback = C.llama_log_callback(_on_log)
+        C.llama_log_set(_callback, None)
+
+
+@contextmanager
+def capturing() -> Iterator[list[tuple[int, str]]]:
+    """Collect this thread's llama.cpp warnings and errors while the block runs."""
+    me = threading.get_ident()
+    lines: list[tuple[int, str]] = []
+    outer = _captures.get(me)
+    _captures[me] = lines
+    try:
+        yield lines
+    finally:
+        pending = _partial.pop(me, None)
+        if pending is not None:
+            _emit(*pending)
+        if outer is None:
+            _captures.pop(me, None)
+        else:
+            _captures[me] = outer
+            outer.extend(lines)
+
+
+_NOISE = ("llama_model_load_from_file_impl: failed to load model", "failed to load model")
+
+
+def refusal(lines: list[tuple[int, str]]) -> str:
+    """The one line that says why llama.cpp refused: its first error, without the prefix of the
+    function that logged it ("llama_model_load: error loading model: unknown model
+    architecture: 'foo'" -> "unknown model architecture: 'foo'")."""
+    errors = [text for level, text in lines if level >= logging.ERROR]
+    for text in errors:
+        if any(text.strip().endswith(n) for n in _NOISE):
+            continue
+        reason = text.strip()
+        for marker in ("error loading model: ", "error loading model architecture: "):
+            if marker in reason:
+                reason = reason.split(marker, 1)[1]
+                break
+        else:
+            head, sep, tail = reason.partition(": ")
+            if sep and " " not in head:  # "llama_function: the reason"
+                reason = tail
+        return reason.strip()
+    return ""

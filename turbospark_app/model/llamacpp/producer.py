@@ -1,0 +1,266 @@
+"""`LlamaCppProducer`: the engine's producer over ONE llama.cpp sequence (a session slot).
+
+It keeps a TOKEN MIRROR beside the sequence's KV cells: the ids they hold, in order, so
+`len(mirror)` is the sequence's cursor and prefix reuse compares against it (llama.cpp
+server's slots, GPT4All). A token must be fed at the cursor, anything else is a
+`PositionMismatch`; ids outside the vocabulary are refused before llama.cpp sees them.
+
+Stop inside a prefill chunk (`produce_chunk_cancellable`): on the CPU llama.cpp's abort
+callback stops the decode within a graph node; on a GPU backend, where it does not reach the
+device, the chunk goes in pieces sized from the measured rate to take <= `GPU_PIECE_SECONDS`
+each, with a look at the flag between them. Either way a stopped chunk is trimmed off whole:
+nothing of it stays committed. Recurrent models (Mamba, RWKV) cannot drop part of a sequence:
+there a stop clears the sequence (the next turn reads its prompt again) and `can_trim` is False,
+so nothing speculates on them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ...engine.errors import ContextOverflow, EngineError
+from ...engine.kv_prefix import common_prefix_len
+from .context import LlamaCppContext
+
+GPU_PIECE_SECONDS = 0.030  # the longest a piece of a chunk may take where abort cannot reach
+_FIRST_PIECE = 32  # tokens of the first piece, before a rate is measured
+_MIN_PIECE = 8
+
+
+class PositionMismatch(EngineError):
+    """A token was fed at a position other than the sequence's cursor."""
+
+    def __init__(self, position: int, expected: int) -> None:
+        self.position = position
+        self.expected = expected
+        super().__init__(
+            f"token fed at position {position}, but the KV cache holds {expected} tokens "
+            f"(the next position must be {expected}; reset() or try_reuse_prefix() first)")
+
+
+class LlamaCppProducer:
+    """LogitProducer, InterruptibleChunkRunner, DraftVerifier and PooledProducer for sequence
+    `seq` of `context`."""
+
+    def __init__(self, context: LlamaCppContext, seq: int, *, kv_bytes_per_token: int = 0) -> None:
+        if not 0 <= seq < context.n_seq_max:
+            raise ValueError(f"sequence {seq} is not one of the context's {context.n_seq_max}")
+        self.context = context
+        self.seq = seq
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self._mirror: list[int] = []
+        self._vocab = context.n_vocab
+        facts = context.model.facts
+        self.can_trim = not (facts.recurrent or facts.hybrid)
+        self._piece_rate = 0.0  # prefill tokens/s of the last pieces (GPU chunking)
+        context.clear_seq(seq)
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def mirror(self) -> tuple[int, ...]:
+        """The ids the sequence's KV cells hold (a read-only copy)."""
+        return tuple(self._mirror)
+
+    @property
+    def kv_position(self) -> int:
+        return len(self._mirror)
+
+    @property
+    def kv_nbytes(self) -> int:
+        """Bytes of KV this sequence holds (its tokens x the model's K+V bytes per token)."""
+        return len(self._mirror) * self.kv_bytes_per_token
+
+    @property
+    def max_context(self) -> int:
+        return self.context.n_ctx
+
+    @property
+    def batchable(self) -> bool:
+        """Decode steps of several sequences run as one `llama_decode` (`produce_batch`)."""
+        return True
+
+    def _check(self, tokens: Sequence[int], position: int) -> list[int]:
+        if position != len(self._mirror):
+            raise PositionMismatch(position, len(self._mirror))
+        ids = [int(t) for t in tokens]
+        if not ids:
+            raise ValueError("at least one token must be fed")
+        bad = next((t for t in ids if not 0 <= t < self._vocab), None)
+        if bad is not None:
+            raise ValueError(f"token id {bad} is outside the vocabulary of {self._vocab:,} tokens")
+        if position + len(ids) > self.context.n_ctx:
+            raise ContextOverflow(position, len(ids), self.context.n_ctx)
+        return ids
+
+    def _check_out(self, out: np.ndarray, rows: int | None = None) -> None:
+        shape = (self._vocab,) if rows is None else (rows, self._vocab)
+        if (out.dtype != np.float32 or out.shape != shape or not out.flags.c_contiguous
+                or not out.flags.writeable):
+            raise ValueError(f"the logits buffer must be a writable contiguous float32 array of "
+                             f"shape {shape}, got {out.dtype} {out.shape}")
+
+    # -- LogitProducer ------------------------------------------------------------------------
+
+    def produce(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """Feed `token` at `position`; the next-token logits into `logits_out`."""
+        ids = self._check((token,), position)
+        self._check_out(logits_out)
+        batch = self.context.batch
+        batch.fill_span(ids, position, self.seq, "last")
+        self._decode_or_roll_back(position)
+        np.copyto(logits_out, self.context.logits(0))
+        self._mirror.append(ids[0])
+
+    def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """Feed a prompt token whose logits nobody reads (`logits_out` is left untouched)."""
+        ids = self._check((token,), position)
+        self.context.batch.fill_span(ids, position, self.seq, "none")
+        self._decode_or_roll_back(position)
+        self._mirror.append(ids[0])
+
+    def produce_chunk(self, tokens: Sequence[int], position: int,
+                      logits_out: np.ndarray | None) -> None:
+        """Feed `tokens` at [position, position + len); the LAST one's logits when asked."""
+        self.produce_chunk_cancellable(tokens, position, logits_out, None)
+
+    def produce_chunk_cancellable(self, tokens: Sequence[int], position: int,
+                                  logits_out: np.ndarray | None,
+                                  cancel: Callable[[], bool] | None) -> bool:
+        """`produce_chunk`, stoppable inside by `cancel`: False = stopped, nothing of the chunk
+        committed (the cursor stays at `position`)."""
+        ids = self._check(tokens, position)
+        if logits_out is not None:
+            self._check_out(logits_out)
+        ctx = self.context
+        polled = cancel is not None and not (ctx.abort_works and self.can_trim)
+        start = 0
+        while start < len(ids):
+            size = ctx.n_batch if not polled else self._piece_size()
+            end = min(len(ids), start + size)
+            last = end == len(ids)
+            ctx.batch.fill_span(ids[start:end], position + start, self.seq,
+                                "last" if last and logits_out is not None else "none")
+            began = time.perf_counter()
+            try:
+                done = ctx.decode(ctx.batch, None if polled else cancel)
+            except Exception:
+                self._roll_back(position)
+                raise
+            if polled:
+                self._note_piece(end - start, time.perf_counter() - began)
+            if not done or (polled and not last and cancel is not None and cancel()):
+                self._roll_back(position)
+                return False
+            start = end
+        if logits_out is not None:
+            np.copyto(logits_out, ctx.logits(-1))
+        self._mirror.extend(ids)
+        return True
+
+    def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
+        """Feed `tokens` at [position, position + T) in ONE decode (a draft's verification):
+        the logits after every token into `rows_out` (T, vocab)."""
+        ids = self._check(tokens, position)
+        self._check_out(rows_out, len(ids))
+        ctx = self.context
+        if len(ids) > ctx.n_batch:
+            raise ValueError(f"{len(ids)} rows do not fit one batch of {ctx.n_batch}")
+        ctx.batch.fill_span(ids, position, self.seq, "all")
+        self._decode_or_roll_back(position)
+        for i in range(len(ids)):
+            np.copyto(rows_out[i], ctx.logits(i))
+        self._mirror.extend(ids)
+
+    def trim(self, n: int) -> None:
+        """Keep the first `n` fed tokens (KV cells and mirror): a rejected draft's rows go."""
+        if not 0 <= n <= len(self._mirror):
+            raise ValueError(f"cannot trim to {n}: the sequence holds {len(self._mirror)} tokens")
+        if n == len(self._mirror):
+            return
+        if not self.context.seq_rm(self.seq, n, -1):
+            raise EngineError(f"this model's memory cannot drop part of a sequence "
+                              f"({self.context.model.facts.description}: recurrent state)")
+        del self._mirror[n:]
+
+    def reset(self) -> None:
+        """Forget every token: the next is fed at position 0."""
+        self.context.clear_seq(self.seq)
+        self._mirror.clear()
+
+    def release(self) -> None:
+        """Reset: the cells go back to the shared KV memory (PooledProducer)."""
+        self.reset()
+
+    def try_reuse_prefix(self, prompt_ids: Sequence[int]) -> int:
+        """Trim to the longest common prefix with `prompt_ids` (at most len - 1: the last prompt
+        token is always fed again, for fresh logits); return its length."""
+        keep = common_prefix_len(self._mirror, [int(t) for t in prompt_ids[: len(prompt_ids) - 1]])
+        if keep < len(self._mirror) and not self.context.seq_rm(self.seq, keep, -1):
+            keep = 0  # a recurrent state cannot be cut back: read the prompt again
+            self.context.clear_seq(self.seq)
+        del self._mirror[keep:]
+        return keep
+
+    def session_slot_evicted(self) -> bool:
+        """Always False: the session pool reports evictions."""
+        return False
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _decode_or_roll_back(self, position: int) -> None:
+        try:
+            self.context.decode(self.context.batch)
+        except Exception:
+            self._roll_back(position)
+            raise
+
+    def _roll_back(self, position: int) -> None:
+        """Drop whatever a failed or stopped decode left past `position`."""
+        ctx = self.context
+        if ctx.seq_pos_max(self.seq) < position:
+            return
+        if not ctx.seq_rm(self.seq, position, -1):
+            ctx.clear_seq(self.seq)  # recurrent: cannot cut back, start over
+            self._mirror.clear()
+
+    def _piece_size(self) -> int:
+        if self._piece_rate <= 0:
+            return _FIRST_PIECE
+        return int(min(self.context.n_batch, max(_MIN_PIECE, self._piece_rate * GPU_PIECE_SECONDS)))
+
+    def _note_piece(self, tokens: int, seconds: float) -> None:
+        if seconds > 0:
+            rate = tokens / seconds
+            self._piece_rate = rate if self._piece_rate <= 0 else 0.5 * (self._piece_rate + rate)
+
+
+def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]) -> None:
+    """One decode step for each (producer, token, position, logits_out): the sequences of one
+    context go as ONE `llama_decode`, one row each at its own position."""
+    groups: dict[int, list[tuple[LlamaCppProducer, int, int, np.ndarray]]] = {}
+    for producer, token, position, out in steps:
+        ids = producer._check((token,), position)
+        producer._check_out(out)
+        groups.setdefault(id(producer.context), []).append((producer, ids[0], position, out))
+    for group in groups.values():
+        ctx = group[0][0].context
+        seqs = [p.seq for p, _, _, _ in group]
+        if len(set(seqs)) != len(seqs):
+            raise ValueError("two decode rows of one batch are for the same sequence")
+        for at in range(0, len(group), ctx.n_batch):
+            part = group[at: at + ctx.n_batch]
+            ctx.batch.fill_rows([t for _, t, _, _ in part], [pos for _, _, pos, _ in part],
+                                [p.seq for p, _, _, _ in part])
+            try:
+                ctx.decode(ctx.batch)
+            except Exception:
+                for producer, _, position, _ in part:
+                    producer._roll_back(position)
+                raise
+            for i, (producer, token, _, out) in enumerate(part):
+                np.copyto(out, ctx.logits(i))
+                producer._mirror.append(token)
