@@ -1,9 +1,9 @@
-"""Write tiny random Llama/Qwen2/Qwen3 GGUF files for the model tests (not imported by the app).
+"""Write tiny random GGUF files of each family for the tests (not imported by the app).
 
 `write_tiny_gguf(path, **options)` writes a 2-layer model whose tensors use many GGML types
-(quantized with `gguf.quants.quantize` where it can, raw random blocks for the K-quants) and
-returns `(weights, cfg)`: the float64 weights as the test's own reference dequantizer reads
-them, and the hyper-parameters `model_reference.ref_forward` needs.
+(quantized with `gguf.quants.quantize` where it can, raw random blocks for the K-quants), a file
+llama.cpp loads and runs, and returns `(weights, cfg)`: the float32/float16 tensors as written
+(by name) and the hyper-parameters.
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from typing import Any
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as Q
-from model_reference import REFERENCE_TYPES, ref_dequantize
 
-# One tiny model per family beyond llama/qwen2, each exercising what makes it differ (shared by the
-# float32 tests against the float64 reference and the compact tests against float32).
+# One tiny model per family beyond llama/qwen2, each exercising what makes it differ (sliding
+# windows shorter than the tests' prompts, soft-caps, fused projections, NoPE layers).
 FAMILY_VARIANTS: dict[str, dict[str, Any]] = {
     "qwen3": {"arch": "qwen3", "head_dim": 96},  # q/k norms; head_dim != dim / heads
     "granite": {"arch": "granite", "meta": {"logit_scale": 3.0, "residual_scale": 0.22,
@@ -98,15 +97,16 @@ def write_tiny_gguf(
     skip_tensor: str | None = None,
     skip_metadata: str | None = None,
     embd_type: str = "Q8_0",
-    tokenizer: dict[str, Any] | None = None,
+    tokenizer: dict[str, Any] | None | bool = None,
     head_dim: int | None = None,
     meta: dict[str, Any] | None = None,
     wrong_shape: dict[str, tuple[int, ...]] | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Write the GGUF; return (reference float64 weights by tensor name, cfg).
 
-    `tokenizer`: add a byte-level BPE vocabulary (`add_tiny_tokenizer` keywords; {} for the
-    defaults: `vocab` tokens, ChatML special tokens, a ChatML template)."""
+    `tokenizer`: the byte-level BPE vocabulary to add (`add_tiny_tokenizer` keywords; None or {}
+    for the defaults: `vocab` tokens, ChatML special tokens, a ChatML template; False for none,
+    a file llama.cpp refuses)."""
     rng = np.random.default_rng(seed)
     explicit_head_dim = head_dim is not None  # written as key_length (qwen3: != dim / heads)
     head_dim = head_dim or dim // n_heads
@@ -141,8 +141,8 @@ def write_tiny_gguf(
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(linear_scale)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
-    if tokenizer is not None:
-        add_tiny_tokenizer(w, **{"n_tokens": vocab, **tokenizer})
+    if tokenizer is not False:
+        add_tiny_tokenizer(w, **{"n_tokens": vocab, **(tokenizer or {})})
     weights: dict[str, np.ndarray] = {}
 
     def add(name: str, values: np.ndarray, qtype: str) -> None:
@@ -154,8 +154,6 @@ def write_tiny_gguf(
         w.add_tensor(name, arr, raw_dtype=raw_dtype)
         if qtype in ("F32", "F16"):
             weights[name] = arr.astype(np.float64)
-        elif qtype in REFERENCE_TYPES:
-            weights[name] = ref_dequantize(arr.view(np.uint8), qtype, values.shape)
 
     def norm_vec() -> np.ndarray:
         return 1.0 + 0.1 * rng.standard_normal(dim)

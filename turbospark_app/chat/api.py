@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Literal, Protocol, Sequence
 
 from ..engine import GenerationConfig, PaceWait, RawDecodeProgress, RawDecodeResult, StopReason
+from ..engine.foundation import DEFAULT_PREFILL_CHUNK
 
 Role = Literal["system", "user", "assistant"]
 
@@ -40,7 +41,7 @@ class TurnSettings:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     system_prompt: str | None = None  # None = the model template's default
     chunked_prefill: bool = True
-    chunk_size: int = 128
+    chunk_size: int = DEFAULT_PREFILL_CHUNK
     # Log-probabilities with every token (the API's `logprobs`): None = off, else how many
     # top alternatives to report (0 = the chosen token's only).
     top_logprobs: int | None = None

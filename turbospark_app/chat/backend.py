@@ -1,4 +1,4 @@
-"""The real chat backend: a GGUF model, its tokenizer and template, and the session pool.
+"""The real chat backend: a GGUF run by llama.cpp, its tokenizer and template, the session pool.
 
 Only the engine thread calls it (one thread owns the model). `system_info()` is the one
 exception: it reads a snapshot and the probes, never the model, so a GUI timer may call it
@@ -7,12 +7,10 @@ from any thread without waiting behind a forward step.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import os
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -30,18 +28,17 @@ from ..engine import (
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
-from ..model.cache_integrity import (
-    CacheCheck,
-    take_warm_entries,
-    verify_in_background,
-    verifying_load,
-)
-from .cache_gate import CacheRejected, CancelledAtGate, verified_stream
+from ..model.gguf.config import ModelConfig, read_config
+from ..model.gguf.header import ModelFileError, read_header
+from ..model.llamacpp import library
+from ..model.llamacpp.context import DEFAULT_BATCH, LlamaCppContext
+from ..model.llamacpp.model import ALL_LAYERS, LlamaCppModel
+from ..model.llamacpp.probe import forget, verdict
+from ..model.llamacpp.producer import LlamaCppProducer, produce_batch
+from ..model.llamacpp.vocab import load_tokenizer
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
-from ..model.reference.forward import LlamaModel
-from ..model.producer import LlamaProducer, innermost, produce_batch
-from ..model.text.tokenizer import GGUFTokenizer
+from ..engine.load_progress import LOADING, report
 from ..readings import MemoryMonitor, ThermalMonitor, monitors_from_environment
 from ..readings.system_info import system_info
 from .api import ChatMessage, PreparedTurn, TurnSettings, TurnStream
@@ -49,45 +46,54 @@ from .logprobs import LogprobTap
 from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
+DEFAULT_CONTEXT = 8192  # KV cells when the user sets none (the model's own context if smaller)
+MIN_CONTEXT = 256
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
-MAX_REBUILDS = 2  # per turn: a cache failing again after as many rebuilds means a bad disk
+
+
+def innermost(producer: object) -> object:
+    """The producer under any wrappers (a session slot's, a log-probability tap's)."""
+    while True:
+        inner = getattr(producer, "inner_producer", None)
+        if inner is None:
+            return producer
+        producer = inner
 
 
 class LlamaChatBackend:
-    """Implements `ChatBackend` over `LlamaModel` + `SessionPool`."""
+    """Implements `ChatBackend` over a llama.cpp model, its context and the session pool (one
+    llama.cpp sequence per slot, all in one unified KV memory)."""
 
     def __init__(
         self,
-        model: LlamaModel,
-        tokenizer: GGUFTokenizer,
+        model: LlamaCppModel,
+        context: LlamaCppContext,
+        tokenizer: Any,
         template: ChatTemplate | None,
         *,
         model_path: Path,
+        config: ModelConfig,
         session_slots: int = DEFAULT_SESSION_SLOTS,
-        max_kv_bytes: int | None = None,
-        max_context: int | None = None,
         thermal: ThermalMonitor | None = None,
         memory: MemoryMonitor | None = None,
         load_seconds: float = 0.0,
     ) -> None:
         self.model = model
+        self.context = context
         self.tokenizer = tokenizer
         self.template = template
         self.model_path = model_path
-        self.max_context = min(max_context or model.config.context_length, model.config.context_length)
+        self.config = config
+        self.max_context = context.n_ctx
+        self.vocab_size = model.vocab_size
         if thermal is None or memory is None:
             env_thermal, env_memory = monitors_from_environment()
             thermal, memory = thermal or env_thermal, memory or env_memory
         self.thermal = thermal
         self.memory = memory
-        self.pool = self._new_pool(model, session_slots, max_kv_bytes)
+        self.kv_bytes_per_token = config.kv_bytes_per_token
+        self.pool = self._new_pool(session_slots)
         self._load_seconds = load_seconds
-        self.cache_check: CacheCheck | None = None  # the background weight-cache check, if warm
-        # Rebuilding the model after a failed cache check (set by load_backend): the loader,
-        # and how the next check reports. `_generation` counts rebuilds (concurrent turns).
-        self.reload_model: Callable[[], LlamaModel] | None = None
-        self.on_cache_problem: Callable[[str], None] | None = None
-        self._generation = 0
         self._snapshot_lock = threading.Lock()
         self._sessions: list[dict[str, Any]] = self.pool.describe()
         self._last_turn: dict[str, Any] | None = None
@@ -142,74 +148,28 @@ class LlamaChatBackend:
         return session
 
     def stream_turn(self, turn: PreparedTurn, cancel: Callable[[], bool]) -> TurnStream:
-        """The turn's step loop on its session slot (waits, as PaceWait, for a busy slot)."""
+        """The turn's step loop on its session slot (waits, as PaceWait, for a busy slot or for
+        room in the KV memory)."""
         config = self._with_probes(turn.settings.generation)
         return self._run_turn(turn, config, cancel)
 
     def decode_batch(self, steps: Sequence[DecodeStep]) -> None:
-        """Run the decode steps of several turns as one forward pass (the engine thread's
+        """Run the decode steps of several turns as ONE llama_decode (the engine thread's
         batched round); each step's logits land in its own buffer, as `produce` would."""
         produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
                        for s in steps])
 
-    def _new_pool(self, model: LlamaModel, slots: int, max_kv_bytes: int | None
-                  ) -> SessionPool[LlamaProducer]:
-        arena = getattr(model, "new_kv_arena", None)
-        if arena is not None:  # the slots' caches are rows of one arena: they batch
-            kv = arena(self.max_context)
-            return SessionPool(lambda: LlamaProducer(model, kv.new_cache()),
-                               slots=slots, max_kv_bytes=max_kv_bytes)
-        return SessionPool(lambda: LlamaProducer(model, model.new_cache(self.max_context)),
-                           slots=slots, max_kv_bytes=max_kv_bytes)
+    def _new_pool(self, slots: int) -> SessionPool[LlamaCppProducer]:
+        seqs = iter(range(slots))
+        bpt = self.kv_bytes_per_token
+        return SessionPool(lambda: LlamaCppProducer(self.context, next(seqs), kv_bytes_per_token=bpt),
+                           slots=slots, max_kv_bytes=self.context.n_ctx * bpt if bpt else None)
 
     def _run_turn(
         self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
     ) -> TurnStream:
-        """The turn, its first token held until the weight-cache check is in (cache_gate); a
-        failed check rebuilds the weights from the GGUF and runs the turn again."""
-        rebuilds = 0
-        while True:
-            generation = self._generation
-            check = self.cache_check
-            if check is None or check.state != "mismatch":  # (else found before the turn: rebuild)
-                try:
-                    return (yield from self._run_turn_once(turn, config, cancel))
-                except CancelledAtGate:
-                    return _cancelled_before_start(turn)
-                except CacheRejected:
-                    pass
-            if generation != self._generation:  # a concurrent turn rebuilt meanwhile: run again
-                continue
-            if rebuilds == MAX_REBUILDS:  # failing again right after rebuilds: a suspect disk
-                raise CacheRejected(
-                    f"the weight cache failed its integrity check {rebuilds + 1} times in a row, "
-                    "even after being rebuilt from the GGUF: check the disk holding it "
-                    f"({self.cache_check.message if self.cache_check else ''})")
-            rebuilds += 1
-            self._rebuild_model()
-
-    def _rebuild_model(self) -> None:
-        """Load the model again: the folders that failed were set aside, so this rebuilds them
-        from the GGUF. Every slot starts empty (their KV came from the failing weights)."""
-        check = self.cache_check
-        if self.reload_model is None:
-            raise CacheRejected((check.message if check else "")
-                                or "the weight cache failed its integrity check")
-        self.pool.release_all()
-        start = time.perf_counter()
-        self.model = self.reload_model()
-        self.pool = self._new_pool(self.model, len(self.pool.slots), self.pool.max_kv_bytes)
-        self._generation += 1
-        self.cache_check = start_cache_check(self.model_path, self.on_cache_problem)
-        self._load_seconds = time.perf_counter() - start
-        self._model_info = self._describe_model()
-        self._refresh_sessions()
-
-    def _run_turn_once(
-        self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
-    ) -> TurnStream:
-        check = self.cache_check
-        while (producer := self.pool.checkout(turn.session_id)) is None:
+        need = (len(turn.prompt_ids) + config.max_new_tokens) * self.kv_bytes_per_token
+        while (producer := self.pool.checkout(turn.session_id, need_bytes=need)) is None:
             if cancel():
                 return _cancelled_before_start(turn)
             yield PaceWait(time.monotonic() + SLOT_WAIT_SECONDS)
@@ -218,14 +178,13 @@ class LlamaChatBackend:
             producer = tap = LogprobTap(producer, turn.settings.top_logprobs)
         try:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
-                    self.model.vocab_size, cancel)
+                    self.vocab_size, cancel)
             spec = self._speculation(turn.settings)
             if turn.settings.chunked_prefill:
                 stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size,
                                                        speculation=spec)
             else:
                 stream = stream_raw_completion(*args, speculation=spec)
-            stream = verified_stream(stream, check, cancel, config.rate.clock)
             result = yield from (stream if tap is None else tap.scored(stream))
             self._record_turn(turn, producer, result)
             return result
@@ -234,8 +193,11 @@ class LlamaChatBackend:
             self._refresh_sessions()
 
     def _speculation(self, settings: TurnSettings) -> LookupSpeculation | None:
-        """The turn's prompt-lookup speculation, off while `crowded()` (None when not asked)."""
+        """The turn's prompt-lookup speculation, off while `crowded()` (None when not asked, and
+        always for a model whose memory cannot drop a rejected draft: recurrent state)."""
         if (settings.speculation or self.speculation) != "lookup":
+            return None
+        if self.model.facts.recurrent or self.model.facts.hybrid:
             return None
         return LookupSpeculation(crowded=lambda: self.crowded())
 
@@ -244,12 +206,7 @@ class LlamaChatBackend:
         self._refresh_sessions()
 
     def model_info(self) -> dict[str, Any]:
-        info = dict(self._model_info)
-        check = self.cache_check
-        # "pending" | "ok" | "mismatch" after a warm load; else how the weights were prepared
-        origin = getattr(getattr(self.model, "weights", None), "origin", "unknown")
-        info["weights_check"] = check.state if check is not None else origin
-        return info
+        return dict(self._model_info)
 
     def system_info(self) -> dict[str, Any]:
         with self._snapshot_lock:
@@ -262,6 +219,12 @@ class LlamaChatBackend:
             thermal=self.thermal,
             memory=self.memory,
         )
+
+    def close(self) -> None:
+        """Free the context and the weights (a model switch; the backend is not used after)."""
+        self.pool.release_all()
+        self.context.close()
+        self.model.close()
 
     # -- internals --------------------------------------------------------------------------
 
@@ -300,22 +263,39 @@ class LlamaChatBackend:
             self._sessions = rows
 
     def _describe_model(self) -> dict[str, Any]:
-        c = self.model.config
+        c, facts, ctx = self.config, self.model.facts, self.context
         info = c.to_dict()
         info.update(
             path=str(self.model_path),
             file_name=self.model_path.name,
             file_size_bytes=os.path.getsize(self.model_path),
+            n_params=facts.n_params or c.n_params,
+            vocab_size=self.vocab_size,
             chat_template=None if self.template is None else self.template.source,
             chat_template_is_fallback=self.template is not None and self.template.is_fallback,
             has_chat_template=self.template is not None,  # False: a base model, raw completion
             max_context=self.max_context,
             load_seconds=round(self._load_seconds, 3),
-            weights_bytes=self.model.weights.nbytes,
-            weights_kind=self.model.weights_kind,  # "compact" | "f32"
-            kernels=getattr(self.model, "kernels", None),  # compact: "exact-prompt" | "exact" | "int8"
+            weights_bytes=facts.size_bytes,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            runs_on=runs_on_label(facts.gpu_layers, ctx.threads),
+            engine_description=facts.description,
+            llama_cpp_python=library.version(),
+            gpu_layers=facts.gpu_layers,
+            threads=ctx.threads,
+            tokenizer=getattr(self.tokenizer, "kind", "tokenizers"),
         )
         return info
+
+
+def runs_on_label(gpu_layers: int, threads: int) -> str:
+    """"llama.cpp · CPU AVX2 · 2 threads", or "llama.cpp · Metal" with the model on a GPU."""
+    gpu = library.gpu_device() if gpu_layers else None
+    if gpu is not None:
+        return f"llama.cpp · {gpu.name}"
+    simd = library.cpu_label()
+    cpu = f"CPU {simd}" if simd else "CPU"
+    return f"llama.cpp · {cpu} · {threads} thread{'s' if threads != 1 else ''}"
 
 
 def kv_budget_bytes(mb: float | None) -> int | None:
@@ -340,87 +320,76 @@ def _cancelled_before_start(turn: PreparedTurn) -> RawDecodeResult:
     )
 
 
+def context_cells(config: ModelConfig, n_ctx_train: int, max_context: int | None,
+                  max_kv_bytes: int | None) -> int:
+    """The KV cells to allocate: `max_context` (else the model's own context, at most
+    DEFAULT_CONTEXT), no more than the model was trained for, and within the KV budget."""
+    trained = n_ctx_train or config.context_length or DEFAULT_CONTEXT
+    cells = min(max_context or min(trained, DEFAULT_CONTEXT), trained)
+    if max_kv_bytes is not None and config.kv_bytes_per_token:
+        cells = min(cells, max_kv_bytes // config.kv_bytes_per_token)
+    return max(MIN_CONTEXT, int(cells))
+
+
 def load_backend(
     model_path: Path | str,
     *,
     session_slots: int = DEFAULT_SESSION_SLOTS,
     max_kv_bytes: int | None = None,
     max_context: int | None = None,
-    cache_dir: Path | None = None,
     thermal: ThermalMonitor | None = None,
     memory: MemoryMonitor | None = None,
     chat_template: str | None = None,
-    on_cache_problem: Callable[[str], None] | None = None,
-    weights: str | None = None,
-    kernels: str | None = None,
     speculation: str = "off",
+    threads: int | None = None,
+    gpu_layers: int = ALL_LAYERS,
 ) -> LlamaChatBackend:
-    """Load a GGUF (weights through the cache) and build the backend. Raises EngineError.
+    """Open a GGUF with llama.cpp and build the backend. Raises EngineError (ModelFileError
+    for the file, TokenizerError / TemplateError for its tokenizer and template).
 
+    The file's header is checked by our bounded reader first; a file seen for the first time is
+    then loaded once by a child process (`llamacpp.probe`), so a file that would crash llama.cpp
+    is refused without taking the app down; then llama.cpp maps it here. The tokenizer is
+    `tokenizers`' where it matches llama.cpp, else llama.cpp's (`vocab.load_tokenizer`).
     `thermal` / `memory`: monitors to pace on (the desktop app passes its own, so a level forced
     from the QA panel survives a model switch); by default they come from the environment.
-    The load checks (`model.consistency`) refuse a tokenizer that does not fit the weights or a
-    template that cannot render; `chat_template="chatml"` uses the built-in ChatML instead.
-    A file without a template loads with none (`has_chat_template` False): raw completion.
-    A warm load's weight-cache folders are checked in the background (`backend.cache_check`)
-    and each turn's first token waits for the verdict; on a mismatch the folders are set aside,
-    `on_cache_problem(message)` is called (on the checking thread) for the caller to show, and
-    the backend rebuilds the weights from the GGUF and runs the turn again (chat.cache_gate).
-    `weights`: "compact" or "f32" (model.weights_choice); None = $TURBOSPARK_WEIGHTS or compact.
-    `kernels`: the compact engine's kernel mode (model.kernels_choice); None = $TURBOSPARK_KERNELS
-    or exact-prompt; ignored by float32 weights. `speculation`: "lookup" | "off", for turns
+    `chat_template="chatml"` uses the built-in ChatML; a file without a template loads with
+    none (`has_chat_template` False): raw completion. `max_context`: KV cells (all slots share
+    them; default the model's context up to DEFAULT_CONTEXT); `max_kv_bytes` bounds them too.
+    `threads`: llama.cpp's threads (default the performance cores); `gpu_layers`: layers on
+    the GPU where there is one (all by default). `speculation`: "lookup" | "off", for turns
     whose settings leave it None (model.choice.speculation)."""
+    from ..model.choice.threads import performance_cores
+
     path = Path(model_path)
     start = time.perf_counter()
-    take_warm_entries(path)  # (forget entries noted by earlier loads nobody verified)
-
-    def reload_model() -> LlamaModel:
-        with verifying_load():  # the cache folders it maps are hashed while it loads
-            return LlamaModel.from_gguf(path, cache_dir, weights=weights, kernels=kernels)
-
-    # The tokenizer is built while the weights load: ONNX Runtime's session set-up (most of a
-    # warm open) runs without the GIL, and the tokenizer is ~0.2 s of Python (128k vocabulary).
-    model_done = in_background(reload_model, "model-load")
+    header = read_header(path)
+    config = read_config(header)
+    found = verdict(path)
+    if not found.runs:
+        raise ModelFileError(path, found.reason)
+    report(LOADING, 0.0)
     try:
-        tokenizer = GGUFTokenizer.from_gguf(path)
-    finally:
-        model = model_done()  # a failed load raises here, before a tokenizer error
-    template = checked_template(path, model.config, tokenizer, chat_template)
+        model = LlamaCppModel.open(path, header=header, gpu_layers=gpu_layers,
+                                   progress=lambda f: report(LOADING, f))
+    except ModelFileError:
+        forget(path)  # the child said it runs: ask again next time
+        raise
+    try:
+        tokenizer = load_tokenizer(path, header, model)
+        template = checked_template(path, model.vocab_size, tokenizer, chat_template)
+        n_threads = threads or performance_cores()
+        cells = context_cells(config, model.facts.n_ctx_train, max_context, max_kv_bytes)
+        context = LlamaCppContext(model, n_ctx=cells, n_seq_max=max(1, session_slots),
+                                  n_batch=DEFAULT_BATCH, threads=n_threads)
+    except BaseException:
+        model.close()
+        raise
+    report(LOADING, 1.0)
     backend = LlamaChatBackend(
-        model,
-        tokenizer,
-        template,
-        model_path=path,
-        session_slots=session_slots,
-        max_kv_bytes=max_kv_bytes,
-        max_context=max_context,
-        thermal=thermal,
-        memory=memory,
-        load_seconds=time.perf_counter() - start,
+        model, context, tokenizer, template,
+        model_path=path, config=config, session_slots=session_slots,
+        thermal=thermal, memory=memory, load_seconds=time.perf_counter() - start,
     )
-    backend.reload_model, backend.on_cache_problem = reload_model, on_cache_problem
     backend.speculation = speculation
-    backend.cache_check = start_cache_check(path, on_cache_problem)
     return backend
-
-
-def in_background(fn: Callable[[], Any], name: str) -> Callable[[], Any]:
-    """Run `fn()` on a new thread in the caller's context (its load-progress reporter is a
-    context variable); returns a join that gives fn's result or raises its exception."""
-    future: Future[Any] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # re-raised by the join, on the caller's thread
-            future.set_exception(exc)
-
-    threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
-    return future.result
-
-
-def start_cache_check(path: Path, on_problem: Callable[[str], None] | None) -> CacheCheck | None:
-    """Verify, in the background, every cache folder the last load of `path` mapped without
-    building it (whatever format the weight cache holds); None when it built everything."""
-    entries = take_warm_entries(path)
-    return verify_in_background(entries, on_problem) if entries else None

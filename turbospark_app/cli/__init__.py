@@ -5,7 +5,7 @@ model, engine, host.
     main           the entry point: the desktop app by default, plus the subcommands
     chat_command   `turbospark chat` (headless); remote_chat: `chat --endpoint`
     serve_command  `turbospark serve` (the local OpenAI-compatible API)
-    model_command  `turbospark model fetch|path|info`; cache_command: `model cache list|clear`
+    model_command  `turbospark model fetch|path|info`
     arg_types      argparse type functions and the console's line reader
     progress       a long model load's steps on stderr (chat and serve); interrupt: Ctrl-C in chat
     self_test      `turbospark --self-test` for an installed or frozen app

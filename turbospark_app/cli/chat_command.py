@@ -36,6 +36,7 @@ from ..engine import (
     TokenProgress,
     load_progress,
 )
+from ..engine.foundation import DEFAULT_PREFILL_CHUNK
 from ..engine.raw_completion import drive_raw_completion
 from .arg_types import float_in, int_at_least, non_empty, read_lines
 from .interrupt import CtrlC, leave_now
@@ -72,8 +73,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    help="cap the decode rate")
     p.add_argument("--chunked", action=argparse.BooleanOptionalAction, default=True,
                    help="prefill in chunks (default) or token by token (--no-chunked)")
-    p.add_argument("--chunk-size", type=int_at_least(1), default=128,
-                   help="prompt tokens per prefill chunk (default 128)")
+    p.add_argument("--chunk-size", type=int_at_least(1), default=DEFAULT_PREFILL_CHUNK,
+                   help=f"prompt tokens per prefill chunk (default {DEFAULT_PREFILL_CHUNK}; Stop "
+                   "reaches inside a chunk)")
     p.add_argument("--quiet-summary", action="store_true", help="no per-turn summary line")
     p.add_argument("--raw", action="store_true",
                    help="raw completion: the text is continued as is (no roles, no template); the "
@@ -191,15 +193,6 @@ def _user_turns(args: argparse.Namespace, stdin: TextIO | None = None) -> Iterab
     return (ln.rstrip("\r\n") for ln in stdin if ln.strip())
 
 
-def _report_cache_problems(problems: list[str]) -> None:
-    """Say on stderr what the weight-cache check found. The backend held the reply's first
-    token until the check was in and, on a mismatch, answered from weights rebuilt from the
-    GGUF (chat.cache_gate): the reply printed is never the corrupt cache's."""
-    while problems:
-        print(f"\nturbospark: {problems.pop(0)} (the reply above was computed from the rebuilt "
-              "weights)", file=sys.stderr)
-
-
 def _raw_flag_problem(args: argparse.Namespace) -> str | None:
     """Why `--raw` cannot go with the other flags (None: it can)."""
     if not getattr(args, "raw", False):
@@ -217,10 +210,10 @@ def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
     from ..model.choice.common import LoadChoiceError, engine_label
-    from ..model.choice.kernels import choose_kernels
     from ..model.choice.speculation import choose_speculation
-    from ..model.choice.weights import choose_weights
+    from ..model.choice.threads import choose_threads
     from ..model.fetch import default_model_path, resolve_model_path
+    from ..model.legacy import report_once
 
     problem = _raw_flag_problem(args)
     if problem is not None:
@@ -239,25 +232,27 @@ def chat_command(args: argparse.Namespace) -> int:
         from .remote_chat import remote_chat_command
 
         return remote_chat_command(args, settings_from_args(args), turns)
-    cache_problems: list[str] = []  # appended by the background weight-cache check
 
     def load() -> Any:
         return load_backend(
             path,
             session_slots=args.session_slots or DEFAULT_SESSION_SLOTS,
             max_kv_bytes=kv_budget_bytes(getattr(args, "kv_budget_mb", None)),
+            max_context=getattr(args, "ctx_size", None),
             chat_template=args.chat_template,
-            on_cache_problem=cache_problems.append,
-            weights=weights,
-            kernels=kernels,
             speculation=speculation,
+            threads=threads,
+            gpu_layers=gpu_layers,
         )
 
     path = None
     try:
-        weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
-        kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
+        threads = choose_threads(getattr(args, "threads", None)).count  # flag > env > cores
+        gpu_layers = -1 if getattr(args, "gpu_layers", None) is None else args.gpu_layers
+        leftover = report_once()
+        if leftover:
+            print(f"turbospark: {leftover}", file=sys.stderr)
         path = resolve_model_path(args.model)
         progress = StderrProgress()
         try:
@@ -285,7 +280,6 @@ def chat_command(args: argparse.Namespace) -> int:
 
     def one_turn(user_text: str) -> RawDecodeResult:
         result, ttft = conv.turn(user_text, sys.stdout, cancel)
-        _report_cache_problems(cache_problems)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")

@@ -2,8 +2,7 @@
 
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
-    turbospark model info [FILE]    the metadata of any GGUF, and whether TurboSpark runs it
-    turbospark model cache [list|clear [NAME|--missing]]   the weight cache: what it holds, freeing it
+    turbospark model info [FILE]    the metadata of any GGUF, and whether llama.cpp runs it
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -16,10 +15,10 @@ import difflib
 import sys
 from typing import Sequence
 
-from ..model.choice.kernels import KERNEL_MODES, KERNELS_ENV, KERNELS_FLAG
 from ..model.choice.speculation import SPECULATION_ENV, SPECULATION_FLAG, SPECULATION_MODES
-from ..model.choice.weights import WEIGHT_MODES, WEIGHTS_ENV, WEIGHTS_FLAG
-from .arg_types import float_in, int_at_least
+from ..model.choice.threads import MAX_THREADS, THREADS_ENV, THREADS_FLAG
+from ..model.llamacpp.probe import PROBE_FLAG
+from .arg_types import float_in, int_at_least, int_in
 
 
 def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
@@ -44,23 +43,36 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         type=float_in(0.0, low_open=True),
         default=default,
         metavar="MB",
-        help="bound on the KV cache memory of all session slots; least recently used idle "
-        "slots are freed past it (default: unbounded)",
+        help="bound on the KV memory all session slots share (it sets how many tokens the KV "
+        "cache holds; least recently used idle slots are freed for a new turn) (default: the "
+        "context size's worth)",
     )
     p.add_argument(
-        WEIGHTS_FLAG,
-        choices=WEIGHT_MODES,
+        "-c", "--ctx-size",
+        dest="ctx_size",
+        type=int_at_least(256),
         default=default,
-        help="compact: the GGUF's blocks (default); f32: the float32 reference (about 5x the "
-        f"memory, slower decode). Wins over {WEIGHTS_ENV} and the app's setting",
+        metavar="N",
+        help="tokens the KV cache holds, shared by every conversation in memory; also the longest "
+        "prompt + reply (default: the model's own context, at most 8192)",
     )
     p.add_argument(
-        KERNELS_FLAG,
-        choices=KERNEL_MODES,
+        "-t", THREADS_FLAG,
+        dest="threads",
+        type=int_in(1, MAX_THREADS),
         default=default,
-        help="the compact weights' kernels: exact-prompt (default: the prompt exact, replies with "
-        "int8 activations like llama.cpp), exact (every token exact, reproducible, slowest), int8 "
-        f"(llama.cpp's numerics, fastest). Wins over {KERNELS_ENV} and the app's setting",
+        metavar="N",
+        help=f"threads llama.cpp computes with (default: the machine's performance cores). Wins "
+        f"over {THREADS_ENV} and the app's setting",
+    )
+    p.add_argument(
+        "-ngl", "--gpu-layers",
+        dest="gpu_layers",
+        type=int_at_least(0),
+        default=default,
+        metavar="N",
+        help="layers on the GPU where llama.cpp has one (Metal on Apple Silicon); 0 = the CPU only "
+        "(default: all)",
     )
     p.add_argument(
         SPECULATION_FLAG,
@@ -79,15 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true", help="headless smoke test, exit 0 on success")
     sub = parser.add_subparsers(dest="command")
 
-    model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE); "
-                           "the weight cache (cache [list|clear [NAME]])")
-    model.add_argument("action", choices=["fetch", "path", "info", "cache"])
+    model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE) "
+                           "and whether llama.cpp runs it")
+    model.add_argument("action", choices=["fetch", "path", "info"])
     model.add_argument("operands", nargs="*", metavar="ARG",
-                       help="info: any GGUF FILE (default: --model, else the default model); "
-                       "cache: list (the default) or clear [NAME]")
-    model.add_argument("--missing", action="store_true",
-                       help="cache clear: only the models whose GGUF is no longer where it was "
-                       "opened (deleted or moved)")
+                       help="info: any GGUF FILE (default: --model, else the default model)")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
@@ -105,24 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """`model`'s operands by action: info [FILE] (args.file), cache [list|clear [NAME]]
-    (args.cache_action, args.name); fetch and path take none (model_command says so, exit 2)."""
+    """`model`'s operands by action: info [FILE] (args.file); fetch and path take none
+    (model_command says so, exit 2)."""
     ops = list(args.operands)
-    args.file = args.cache_action = args.name = None
-    if args.action == "cache":
-        if ops and ops[0] not in ("list", "clear"):
-            parser.error(f"`model cache` takes list or clear, not {ops[0]!r}")
-        if len(ops) > (2 if ops and ops[0] == "clear" else 1):
-            parser.error("`model cache` takes list, or clear [NAME]")
-        args.cache_action = ops[0] if ops else None
-        args.name = ops[1] if len(ops) > 1 else None
-        if args.missing and (args.cache_action != "clear" or args.name is not None):
-            parser.error("--missing goes with `model cache clear` alone (no NAME)")
-    elif args.missing:
-        parser.error("--missing goes with `model cache clear`")
-    elif ops:
-        if ops[0] in ("list", "clear"):
-            parser.error(f"`model {args.action}` takes no {ops[0]} (that is `model cache`)")
+    args.file = None
+    if ops:
         if len(ops) > 1:
             parser.error(f"`model {args.action}` takes at most one FILE")
         args.file = ops[0]
@@ -148,16 +143,17 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] == [PROBE_FLAG] and len(raw) == 2:  # the loader's child (llamacpp.probe): no parser
+        from ..model.llamacpp.probe import child_main
+
+        return child_main(raw[1])
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         _refuse_unknown(parser, args, unknown)
     if args.command == "model":
         _model_operands(parser, args)
-    if args.command == "model" and args.action == "cache":
-        from .cache_command import cache_command
-
-        return cache_command(args)
     if args.command == "model":
         from .model_command import run_model_command
 

@@ -1,5 +1,5 @@
 """`turbospark model fetch|path|info [FILE]`: the console side of `fetch` (progress lines) and the
-metadata of any GGUF (`model.gguf.describe`), with whether TurboSpark runs it."""
+metadata of any GGUF (`model.gguf.describe`), with whether llama.cpp runs it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the GGUF reader (numpy) is imported by `model info` only
 
 def model_info(description: GGUFDescription, verified: str | None = None) -> list[str]:
     """`model info`'s stdout: "key: value" lines of the metadata (any architecture), then the
-    plain verdict line (TurboSpark runs it / cannot run architecture X yet / cannot load it)."""
+    plain verdict line (llama.cpp runs it, or why not)."""
     from ..model.gguf.describe import description_rows, verdict_line
 
     lines = [f"{row.key}: {row.text}" for row in description_rows(description)]
@@ -32,9 +32,9 @@ def model_info(description: GGUFDescription, verified: str | None = None) -> lis
 
 
 def _info(path: Path) -> int:
-    """`model info`: 0 when the metadata is printed and the file runs or its architecture is one
-    TurboSpark does not run yet; 1 when the header cannot be read (the error alone) or a file of
-    an architecture it runs fails the checks (the metadata, then the error on stderr)."""
+    """`model info`: 0 when the metadata is printed and llama.cpp runs the file; 1 when the header
+    cannot be read (the error alone) or llama.cpp does not run it (the metadata, the verdict,
+    then the error on stderr)."""
     from ..model.gguf.describe import describe_gguf
     from ..model.gguf.header import ModelFileError
 
@@ -51,7 +51,7 @@ def _info(path: Path) -> int:
     if path == default_model_path():
         verified = "sha256 ok" if is_verified(path) else "not verified"
     print("\n".join(model_info(description, verified)))
-    if description.runnable or description.foreign:
+    if description.runnable:
         return 0
     # The same words `chat` and Open Model give for this file (ModelFileError's text)
     print(f"error: {ModelFileError(path, str(description.problem))}", file=sys.stderr)

@@ -8,7 +8,10 @@ file:
    `turbospark_app.ui` module imports, and a small widget renders (fonts, style).
 2. The model: the GGUF is resolved (`--model`, else `TURBOSPARK_MODEL`, else - when frozen - the
    model embedded in the bundle, else the default model's path), loaded through the chat
-   backend, and one short greedy turn ("Say hello.", at most 8 new tokens) is generated.
+   backend (llama.cpp), and one short greedy turn ("Say hello.", at most 8 new tokens) is
+   generated. On Apple Silicon the model must run on the GPU (llama.cpp's Metal device): a
+   bundle whose Metal backend is missing or refused fails here instead of decoding slowly on the
+   CPU (`SELF_TEST_ALLOW_CPU=1` lifts that, for a Mac without Metal).
 
 On success it prints a summary (model, load seconds, prompt/new tokens, decode tok/s, the reply,
 the Qt platform) on stdout and returns 0; on any failure it prints what failed on stderr and
@@ -70,8 +73,8 @@ class ModelReport:
     decode_tokens_per_sec: float
     stop_reason: str
     reply: str
-    weights: str = "?"  # the loaded model's weights_kind: "compact" | "f32"
-    kernels: str | None = None  # the compact model's kernel mode (None: float32 weights)
+    engine: str = "?"  # what runs it: "llama.cpp · CPU AVX2 · 2 threads", "llama.cpp · MTL0"
+    gpu_layers: int = 0
 
 
 @dataclass
@@ -233,9 +236,16 @@ def resolve_self_test_model(cli_value: str | None) -> tuple[Path, str]:
     return resolve_model_path(None), "default"
 
 
-def check_model(cli_value: str | None, weights: str | None = None, kernels: str | None = None) -> ModelReport:
-    """Load the model (with the `weights` and `kernels` modes) and generate one short greedy turn.
-    Raises on failure."""
+def gpu_required() -> bool:
+    """On Apple Silicon the model must decode on Metal (unless SELF_TEST_ALLOW_CPU is set)."""
+    import platform
+
+    return (sys.platform == "darwin" and platform.machine() == "arm64"
+            and not os.environ.get("SELF_TEST_ALLOW_CPU", "").strip())
+
+
+def check_model(cli_value: str | None) -> ModelReport:
+    """Load the model and generate one short greedy turn. Raises on failure."""
     path, source = resolve_self_test_model(cli_value)
     if not path.is_file():
         raise SelfTestError(f"no model at {path} (from {source}); run `turbospark model fetch`")
@@ -252,8 +262,12 @@ def check_model(cli_value: str | None, weights: str | None = None, kernels: str 
     )
 
     start = time.perf_counter()
-    backend = load_backend(path, session_slots=1, weights=weights, kernels=kernels)
+    backend = load_backend(path, session_slots=1)
     load_seconds = time.perf_counter() - start
+    info = backend.model_info()
+    if gpu_required() and not info.get("gpu_layers"):
+        raise SelfTestError(f"the model runs on the CPU ({info.get('runs_on')}), not on Metal: "
+                            "llama.cpp found no GPU device in this build")
 
     settings = TurnSettings(generation=GenerationConfig(max_new_tokens=SELF_TEST_MAX_NEW_TOKENS))
     turn = backend.prepare_turn(SELF_TEST_SESSION, [ChatMessage("user", SELF_TEST_PROMPT)], settings)
@@ -285,23 +299,22 @@ def check_model(cli_value: str | None, weights: str | None = None, kernels: str 
         decode_tokens_per_sec=result.decode_tokens_per_sec,
         stop_reason=result.reason.value,
         reply="".join(pieces),
-        weights=backend.model.weights_kind,
-        kernels=getattr(backend.model, "kernels", None),
+        engine=str(info.get("runs_on") or "?"),
+        gpu_layers=int(info.get("gpu_layers") or 0),
     )
 
 
 # --- the command ----------------------------------------------------------------------------------
 
 
-def run_self_test(model: str | None = None, weights: str | None = None,
-                  kernels: str | None = None) -> SelfTestReport:
+def run_self_test(model: str | None = None) -> SelfTestReport:
     """Both halves of the self-test; raises (SelfTestError or the underlying error) on failure."""
     from ..host.bundle import is_frozen
 
     start = time.perf_counter()
     frozen = is_frozen()
     qt = check_qt(frozen=frozen)
-    model_report = check_model(model, weights, kernels)
+    model_report = check_model(model)
     return SelfTestReport(
         frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start
     )
@@ -318,8 +331,8 @@ def summary_fields(report: SelfTestReport) -> dict[str, Any]:
         "python": report.python,
         "model": str(m.path),
         "model source": m.source,
-        "weights": m.weights,
-        "kernels": m.kernels or "–",
+        "engine": m.engine,
+        "gpu layers": m.gpu_layers,
         "load seconds": f"{m.load_seconds:.2f}",
         "prompt tokens": m.prompt_tokens,
         "new tokens": m.new_tokens,
@@ -344,16 +357,9 @@ def format_summary(report: SelfTestReport) -> str:
 
 def self_test(args: argparse.Namespace) -> int:
     """`turbospark --self-test [--model GGUF]`: 0 and a summary on stdout, or 1 and why on stderr."""
-    from ..model.choice.common import LoadChoiceError
-    from ..model.choice.kernels import choose_kernels
-    from ..model.choice.weights import choose_weights
-
     try:
-        # --weights / --kernels > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the defaults
-        weights = choose_weights(getattr(args, "weights", None)).mode
-        kernels = choose_kernels(getattr(args, "kernels", None)).mode
-        report = run_self_test(getattr(args, "model", None), weights, kernels)
-    except (SelfTestError, LoadChoiceError) as exc:
+        report = run_self_test(getattr(args, "model", None))
+    except SelfTestError as exc:
         print(f"{FAILED_PREFIX}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

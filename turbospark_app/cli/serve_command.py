@@ -51,12 +51,12 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
-                    weights: str | None = None, kernels: str | None = None,
-                    speculation: str = "off") -> Callable[[], Any]:
+                    speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
+                    max_context: int | None = None) -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
-    with `weights` ("compact" | "f32"; None = $TURBOSPARK_WEIGHTS or compact), `kernels` (the
-    compact engine's kernel mode; None = $TURBOSPARK_KERNELS or exact-prompt) and `speculation`
-    ("lookup" | "off": every request's decode)."""
+    with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
+    the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
+    (KV cells; None = the model's context up to 8192)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend
@@ -65,8 +65,9 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         path = resolve_model_path(model)
         if not path.exists():
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
-        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes, weights=weights,
-                            kernels=kernels, speculation=speculation)
+        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
+                            speculation=speculation, threads=threads, gpu_layers=gpu_layers,
+                            max_context=max_context)
 
     return load
 
@@ -109,7 +110,7 @@ def _report(event: Any, progress: Callable[[str, float], None] | None = None,
             progress(event.phase, event.fraction)
     elif isinstance(event, BackendReady):
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
-              f"({engine_label(event.model_info) or 'weights: ?'}, {event.load_seconds:.1f} s, "
+              f"({engine_label(event.model_info) or 'llama.cpp'}, {event.load_seconds:.1f} s, "
               f"context {event.max_context})", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
@@ -151,19 +152,22 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..chat.backend import kv_budget_bytes
-    from ..model.choice.kernels import choose_kernels
     from ..model.choice.speculation import choose_speculation
-    from ..model.choice.weights import choose_weights
+    from ..model.choice.threads import choose_threads
+    from ..model.legacy import report_once
     from ..service.engine_thread import EngineThread
 
     try:
         config = config_from_args(args)
-        weights = choose_weights(getattr(args, "weights", None)).mode  # flag > environment > compact
-        kernels = choose_kernels(getattr(args, "kernels", None)).mode  # flag > environment > exact-prompt
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
-    except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_WEIGHTS / _KERNELS / _SPECULATION)
+        threads = choose_threads(getattr(args, "threads", None)).count  # flag > env > cores
+    except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_THREADS / _SPECULATION)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
+    leftover = report_once()
+    if leftover:
+        print(f"turbospark: {leftover}", file=sys.stderr)
+    gpu_layers = -1 if getattr(args, "gpu_layers", None) is None else args.gpu_layers
     slots = getattr(args, "session_slots", None) or 4
     outcome = LoadOutcome()
     closing = threading.Event()  # once set, a load still under way finishes unsaid
@@ -173,15 +177,16 @@ def serve_command(args: argparse.Namespace) -> int:
         if not closing.is_set():
             _report(event, progress, outcome)
 
-    engine = EngineThread(backend_factory(getattr(args, "model", None), slots, kv_budget_bytes(getattr(args, "kv_budget_mb", None)), weights,
-                                          kernels, speculation),
-                          report, max_active=slots)
+    factory = backend_factory(getattr(args, "model", None), slots,
+                              kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
+                              threads, gpu_layers, getattr(args, "ctx_size", None))
+    engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:
         asyncio.run(serve(engine, config, outcome=outcome))
     except OSError as e:
         closing.set()  # no "model ready" after "cannot listen": the process is leaving
-        progress.silence()  # nor a "Preparing kernels…" line that a timer would say later
+        progress.silence()  # nor a load-progress line that a timer would say later
         print(f"turbospark: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
         return 1
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-DEFAULT_PREFILL_CHUNK = 128
+DEFAULT_PREFILL_CHUNK = 512  # llama.cpp's n_ubatch: Stop reaches inside a chunk on the CPU
 
 
 def prefill_chunk_spans(n_tokens: int, chunk_size: int) -> list[tuple[int, int]]:

@@ -1,11 +1,11 @@
-"""Progress of a long model load, from the code doing the work to whoever asked for the load.
+"""Progress of a model load, from the code doing the work to whoever asked for the load.
 
-A first open builds the weight cache (every tensor of the GGUF rewritten, layer by layer) and the
-kernel library prepacks the weights: seconds to tens of seconds for a 1-8B model. The layers
-that do it (`model.reference.weights`, `model.compact`) call `report(phase, fraction)`; the one
-that started the load (the engine thread, `turbospark chat`) wraps it in `reporting(callback)`.
-A context variable carries the callback, so no signature between the two has to change, and a
-load on another thread reports to nobody.
+llama.cpp reports how far its load is (its progress callback: the tensors mapped or read,
+fractions 0 to 1); a 7-8B file on a cold disk takes seconds. The layer that loads
+(`chat.backend.load_backend`) calls `report(phase, fraction)`; the one that started the load
+(the engine thread, `turbospark chat`) wraps it in `reporting(callback)`. A context variable
+carries the callback, so no signature between the two has to change, and a load on another
+thread reports to nobody.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from contextvars import ContextVar
 from typing import Callable, Iterator
 
 ProgressCallback = Callable[[str, float], None]
-"""callback(phase, fraction): phase e.g. "Preparing model", fraction in [0, 1]."""
+"""callback(phase, fraction): phase e.g. "Loading model", fraction in [0, 1]."""
 
-PREPARING = "Preparing model"  # the weight cache being built (first open of a file)
-KERNELS = "Preparing kernels"  # ONNX Runtime making the session (prepacking the weights)
-# Phases reported only as begun (0) and done (1): ONNX Runtime's prepack has no finer grain, so
-# their fraction is no measure and shows as a busy bar, not "0%" for seconds.
-UNMEASURED = frozenset({KERNELS})
+LOADING = "Loading model"  # llama.cpp mapping the GGUF's tensors
+# Phases reported only as begun (0) and done (1), shown as a busy bar rather than "0%" (none
+# today: llama.cpp measures its load).
+UNMEASURED: frozenset[str] = frozenset()
 
 
 def measured(phase: str) -> bool:
     """Whether `phase`'s fractions in between say how far it is (see UNMEASURED)."""
     return phase not in UNMEASURED
+
 
 _reporter: ContextVar[ProgressCallback | None] = ContextVar("turbospark_load_progress", default=None)
 

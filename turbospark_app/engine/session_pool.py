@@ -53,6 +53,13 @@ class Slot(Generic[P]):
     session_id: str | None = None
     last_used: int = 0  # pool clock tick of the last checkout
     busy: bool = False
+    reserved: int = 0  # KV bytes the running turn may grow to (prompt + reply budget)
+
+    @property
+    def held_bytes(self) -> int:
+        """What the slot counts against the KV bound: its KV, or its turn's reservation."""
+        held = self.producer.kv_nbytes
+        return max(held, self.reserved) if self.busy else held
 
 
 class SlotOutcome:
@@ -128,6 +135,7 @@ class SessionProducer:
     def end_turn(self) -> None:
         """End of the turn: the slot becomes idle (evictable by other sessions); its KV stays."""
         self._slot.busy = False
+        self._slot.reserved = 0
 
 
 class SessionPool(Generic[P]):
@@ -168,8 +176,10 @@ class SessionPool(Generic[P]):
                 best = (s.session_id, shared)
         return best
 
-    def checkout(self, session_id: str) -> SessionProducer | None:
-        """The producer for one turn of `session_id`, or None when every slot is busy."""
+    def checkout(self, session_id: str, need_bytes: int = 0) -> SessionProducer | None:
+        """The producer for one turn of `session_id`, or None when every slot is busy, or when
+        the turns running now have reserved the KV room this one needs (`need_bytes`: its
+        prompt + reply budget; the KV memory is one pool that every slot draws from)."""
         slot = self.slot_of(session_id)
         if slot is not None:
             if slot.busy:
@@ -186,23 +196,35 @@ class SessionPool(Generic[P]):
                 key=lambda s: (s.session_id is not None, bool(s.producer.mirror), s.last_used),
             )
             outcome = SlotOutcome.EVICTED if slot.producer.mirror else SlotOutcome.MISS
+        if not self._room_for(slot, need_bytes):
+            return None  # wait for a running turn to end: it holds the room
+        if outcome != SlotOutcome.HIT:
             if outcome == SlotOutcome.EVICTED:
                 self.evictions += 1
             # A slot changing hands starts empty, so no prefix of another session is reused.
             slot.producer.reset()
             slot.session_id = session_id
         slot.busy = True
+        slot.reserved = max(0, int(need_bytes))
         slot.last_used = next(self._tick)
         # The KV bound is enforced when a turn starts, so the eviction it causes is this turn's.
         freed = self._enforce_kv_bound(keep=slot)
         evicted_other = outcome == SlotOutcome.EVICTED or freed
         return SessionProducer(slot, outcome, evicted_other)
 
-    def _enforce_kv_bound(self, keep: Slot[P]) -> bool:
-        """Free least recently used idle slots (never `keep`) until the KV total fits.
+    def _room_for(self, slot: Slot[P], need_bytes: int) -> bool:
+        """Whether the busy slots' reservations leave `need_bytes` (idle slots can be freed).
+        A turn alone always gets its go: its admission already bounded it by the context."""
+        if self.max_kv_bytes is None or need_bytes <= 0:
+            return True
+        busy = [s for s in self._slots if s.busy and s is not slot]
+        return not busy or sum(s.held_bytes for s in busy) + need_bytes <= self.max_kv_bytes
 
-        Returns True when another session's usable state was dropped. The bound can be
-        exceeded by the growth of turns in flight until the next turn starts.
+    def _enforce_kv_bound(self, keep: Slot[P]) -> bool:
+        """Free least recently used idle slots (never `keep`) until the KV total, the busy
+        slots counted at their reservations, fits.
+
+        Returns True when another session's usable state was dropped.
         """
         if self.max_kv_bytes is None:
             return False
@@ -234,7 +256,8 @@ class SessionPool(Generic[P]):
 
     @property
     def total_kv_bytes(self) -> int:
-        return sum(s.producer.kv_nbytes for s in self._slots)
+        """KV bytes held, a busy slot counted at least at its turn's reservation."""
+        return sum(s.held_bytes for s in self._slots)
 
     def describe(self) -> list[dict[str, Any]]:
         """Per-slot facts for system_info: slot, session, KV bytes, tokens held, LRU rank."""

@@ -1,16 +1,15 @@
-"""The real model: GGUF reading, the families, the two engines, tokenizer and chat template.
+"""The model: GGUF reading, the tokenizer and chat template, and the llama.cpp engine.
 May import: engine, host.
 
-    gguf/        reading a GGUF: the bounded header reader, the checked file and its config, quant blocks
-    families/    one module per architecture: its hyper-parameters and where it differs
-    reference/   the float32 numpy engine (dequantized weights, cached as .npy)
-    compact/     the ONNX Runtime engine over the GGUF's own 4/8-bit blocks (one graph per pass)
-    text/        tokenizer, chat template, and their consistency with the weights
-    choice/      which weights / kernels a load uses, and who chose them
-    base.py      what both engines share (RoPE, the KV contract, Stop between layers)
-    kv_cache.py  the caller-owned KV cache; producer.py: the engine's LogitProducer over a model
-    weight_cache/  the weight cache's keys (by content), usage, leases, budget and eviction
-    fetch.py     the embedded default model; cache_integrity.py: weight-cache checksums
+    gguf/        reading a GGUF before llama.cpp does: the bounded header reader, the model's
+                 figures, the description `model info` shows
+    text/        tokenizer, chat template, and their consistency with the model
+    llamacpp/    the llama.cpp binding (the only ctypes in the app): model, context, batch,
+                 producer, log capture, the child-process probe, llama.cpp's own tokenizer
+    choice/      load options chosen by flag > environment > setting > default (speculation)
+    threads.py   how many threads run the model (performance cores by default)
+    legacy.py    the weight cache an earlier version left on disk, reported once
+    fetch.py     the embedded default model
 
 Importing this package is cheap on purpose (the first-run dialog and `turbospark model` import
 it before anything heavy): the names below are loaded from their submodules on first use.
@@ -32,12 +31,8 @@ _LAZY = {
     "TokenizerError": "text.tokenizer",
     "ChatTemplate": "text.chat_template",
     "TemplateError": "text.chat_template",
-    "LlamaConfig": "gguf.file",
-    "ModelFileError": "gguf.file",
-    "open_gguf": "gguf.file",
-    "KVCache": "kv_cache",
-    "LlamaModel": "reference.forward",
-    "LlamaProducer": "producer",
+    "ModelConfig": "gguf.config",
+    "ModelFileError": "gguf.header",
 }
 
 __all__ = sorted(_LAZY)

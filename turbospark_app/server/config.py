@@ -29,7 +29,7 @@ class ServerConfig:
     api_key: str | None = None  # required (Bearer or X-Api-Key) when set; mandatory off-loopback
     allowed_origins: tuple[str, ...] = ()  # CORS off unless listed ("*" allowed, never with a key)
     max_queue: int = 16  # API requests waiting for the engine; more get 503 + Retry-After
-    prefill_chunk: int = 64  # prompt tokens per step: the bound on disconnect latency in prefill
+    prefill_chunk: int = 512  # prompt tokens per llama_decode (a disconnect stops one inside, on the CPU)
     ping_interval: float = 1.0  # SSE `: ping` while nothing else is sent (long prefill)
     stall_timeout: float = 15.0  # a client that reads nothing for this long is dropped
     max_body_bytes: int = 1 << 20

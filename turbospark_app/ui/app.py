@@ -31,14 +31,13 @@ from ..service.engine_thread import Monitors
 from .bridge import EngineBridge
 from .first_run import model_at_startup
 from .icon import app_icon
-from .kernels_setting import KERNELS_SETTING
 from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_session_slots
 from .theme import follow_system_scheme
 from .speculation_setting import SPECULATION_SETTING
-from .weights_setting import current_weights
+from .threads_setting import current_threads
 
 DEFAULT_SESSION_SLOTS = 4
 
@@ -60,21 +59,21 @@ def real_backend_factory(
     monitors: Monitors | None = None,
     max_kv_bytes: int | None = None,
     chat_template: str | None = None,
-    on_cache_problem: Callable[[str], None] | None = None,
-    weights: str | None = None,
-    kernels: str | None = None,
+    threads: str | int | None = None,
     speculation: str = "off",
+    max_context: int | None = None,
+    gpu_layers: int = -1,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
-    `on_cache_problem`: told (any thread) when the weight cache proves corrupt after a warm load;
-    `weights`: "compact" | "f32" (None: $TURBOSPARK_WEIGHTS, else compact); `kernels`: the
-    compact engine's kernel mode (None: $TURBOSPARK_KERNELS, else exact-prompt); `speculation`:
-    the backend's own mode (the API server's turns; the panes' come stamped by the bridge).
+    `threads`: llama.cpp's thread count, or "auto" / None for the performance cores;
+    `speculation`: the backend's own mode (the API server's turns; the panes' come stamped by
+    the bridge); `max_context`: KV cells (None: the model's context, at most 8192).
     The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend
+        from ..model.choice.threads import threads_of
         from ..model.fetch import resolve_model_path
 
         path = resolve_model_path(model)
@@ -83,10 +82,11 @@ def real_backend_factory(
                 f"no model file at {path} (fetch the default model with `turbospark model fetch`)"
             )
         thermal, memory = monitors if monitors is not None else (None, None)
+        count = threads_of(str(threads)) if threads not in (None, "") else None
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
-                            on_cache_problem=on_cache_problem, weights=weights, kernels=kernels,
-                            speculation=speculation)
+                            threads=count, speculation=speculation, max_context=max_context,
+                            gpu_layers=gpu_layers)
 
     return load
 
@@ -95,23 +95,21 @@ def app_model_factory(
     settings: QSettings,
     monitors: Monitors | None = None,
     max_kv_bytes: int | None = None,
-    on_cache_problem: Callable[[str], None] | None = None,
-    weights_flag: str | None = None,
-    kernels_flag: str | None = None,
+    threads_flag: int | None = None,
     speculation_flag: str | None = None,
+    max_context: int | None = None,
+    gpu_layers: int = -1,
 ) -> ModelFactory:
-    """What File › Open Model… and the Weights and Kernels settings switch to: `factory(path,
-    chat_template=, weights=, kernels=)`. Session slots and, unless given, the weight and kernel
-    modes (--weights / --kernels flag > $TURBOSPARK_WEIGHTS / $TURBOSPARK_KERNELS > the setting)
-    are read when the switch is asked for (GUI thread)."""
+    """What File › Open Model… and the Threads setting switch to: `factory(path,
+    chat_template=, threads=)`. Session slots and, unless given, the thread count (--threads >
+    $TURBOSPARK_THREADS > the setting) are read when the switch is asked for (GUI thread)."""
 
-    def model_factory(path: str | None, chat_template: str | None = None, weights: str | None = None,
-                      kernels: str | None = None) -> Callable[[], ChatBackend]:
-        mode = weights or current_weights(settings, weights_flag).mode
-        kernel_mode = kernels or KERNELS_SETTING.current(settings, kernels_flag).mode
+    def model_factory(path: str | None, chat_template: str | None = None,
+                      threads: str | None = None) -> Callable[[], ChatBackend]:
+        mode = threads or current_threads(settings, threads_flag).mode
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
-                                    chat_template, on_cache_problem, mode, kernel_mode, speculation)
+                                    chat_template, mode, speculation, max_context, gpu_layers)
 
     return model_factory
 
@@ -143,21 +141,19 @@ def build_window(
     monitors: Monitors | None = None,
     power: Any = None,
     model_factory: ModelFactory | None = None,
-    weights_flag: str | None = None,
-    kernels_flag: str | None = None,
+    threads_flag: int | None = None,
     speculation_flag: str | None = None,
 ) -> MainWindow:
     """Store + engine thread (started) + window: everything except the event loop.
     `monitors`: the (thermal, memory) monitors the backend paces on (read live for the
     status bar); `power`: a PowerControls over them (QA overrides), which implies them.
-    `model_factory(path)`: what File > Open Model… switches to; `weights_flag`: --weights;
-    `kernels_flag`: --kernels."""
+    `model_factory(path)`: what File > Open Model… switches to; `threads_flag`: --threads."""
     store, notice = open_store(store_path)
     bridge = EngineBridge(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )
     window = MainWindow(store, bridge, settings if settings is not None else app_settings(),
-                        model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag,
+                        model_factory=model_factory, threads_flag=threads_flag,
                         speculation_flag=speculation_flag)
     bridge.setParent(window)
     bridge.start()
@@ -181,14 +177,12 @@ def run_app(args: argparse.Namespace) -> int:
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
     settings = app_settings()
-    weights_flag = getattr(args, "weights", None)
-    kernels_flag = getattr(args, "kernels", None)
+    threads_flag = getattr(args, "threads", None)
     speculation_flag = getattr(args, "speculation", None)
     try:
-        weights = current_weights(settings, weights_flag).mode
-        kernels = KERNELS_SETTING.current(settings, kernels_flag).mode
+        threads = current_threads(settings, threads_flag).mode
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
-    except LoadChoiceError as e:  # a bad TURBOSPARK_WEIGHTS / _KERNELS: say so, don't start
+    except LoadChoiceError as e:  # a bad TURBOSPARK_THREADS / _SPECULATION: say so, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
@@ -199,23 +193,23 @@ def run_app(args: argparse.Namespace) -> int:
     from ..chat.backend import (
         kv_budget_bytes,  # (heavy: imported when the window starts)
     )
+    from ..model.legacy import report_once
 
     kv_budget = kv_budget_bytes(getattr(args, "kv_budget_mb", None))
-
+    max_context = getattr(args, "ctx_size", None)
+    gpu_layers = -1 if getattr(args, "gpu_layers", None) is None else args.gpu_layers
     window_ref: list[MainWindow] = []
-
-    def report_cache_problem(message: str) -> None:  # the checking thread; the bridge queues it
-        if window_ref:
-            window_ref[0].bridge.report_cache_problem(message)
-
-    model_factory = app_model_factory(settings, monitors, kv_budget, report_cache_problem, weights_flag,
-                                      kernels_flag, speculation_flag)
-    factory = real_backend_factory(model_path, slots, monitors, kv_budget,
-                                   on_cache_problem=report_cache_problem, weights=weights, kernels=kernels,
-                                   speculation=speculation)
+    model_factory = app_model_factory(settings, monitors, kv_budget, threads_flag, speculation_flag,
+                                      max_context, gpu_layers)
+    factory = real_backend_factory(model_path, slots, monitors, kv_budget, threads=threads,
+                                   speculation=speculation, max_context=max_context,
+                                   gpu_layers=gpu_layers)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
-                          model_factory=model_factory, weights_flag=weights_flag, kernels_flag=kernels_flag,
+                          model_factory=model_factory, threads_flag=threads_flag,
                           speculation_flag=speculation_flag)
+    leftover = report_once()
+    if leftover:
+        window.add_notice("Disk space", leftover)
     window_ref.append(window)
     window.show()
 

@@ -43,8 +43,6 @@ class EngineBridge(QObject):
     backendStateChanged = Signal(str)  # "loading" | "ready" | "failed"
     _wake = Signal()  # engine thread: a batch of tokens began (queued to _arm: drain within 25 ms)
     _wake_now = Signal()  # engine thread: another event (queued to _drain)
-    cacheProblem = Signal(str)  # the weight cache was corrupt: the message (GUI thread)
-    _cache_relay = Signal(str)  # emitted on the cache-checking thread; queued to the GUI thread
 
     def __init__(
         self,
@@ -70,7 +68,6 @@ class EngineBridge(QObject):
         self._timer.timeout.connect(self._drain)
         self._wake.connect(self._arm, Qt.ConnectionType.QueuedConnection)
         self._wake_now.connect(self._drain, Qt.ConnectionType.QueuedConnection)
-        self._cache_relay.connect(self._on_cache_problem, Qt.ConnectionType.QueuedConnection)
         self._engine = EngineThread(
             backend_factory, self._handover.put, max_active=max_active, monitors=monitors
         )
@@ -133,20 +130,6 @@ class EngineBridge(QObject):
         # (panes pass ids only when their stats' model_id is model_identity(model_info)).
         self.model_info, self.max_context = {}, 0
         self._set_state("loading")
-
-    def report_cache_problem(self, message: str) -> None:
-        """Any thread (the background weight-cache check): the loaded weights came from a
-        corrupt cache entry, already set aside. On the GUI thread: `cacheProblem` (the status
-        bar shows it). Nothing is reloaded here: the backend held every reply's first token
-        until this verdict and rebuilds the weights itself before answering (chat.cache_gate),
-        so a reply waiting now is computed again rather than stopped."""
-        self._cache_relay.emit(message)
-
-    @Slot(str)
-    def _on_cache_problem(self, message: str) -> None:
-        if self._shut_down:
-            return
-        self.cacheProblem.emit(message)
 
     def force_thermal(self, level: Any) -> None:
         """Force the thermal level (None = the real reading); needs `power`."""

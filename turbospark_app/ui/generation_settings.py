@@ -39,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "stop_strings": [],
     "max_tokens_per_sec": 0.0,
     "chunked_prefill": True,
-    "chunk_size": 128,
+    "chunk_size": 512,
 }
 MAX_RATE = 1000.0
 MAX_STOP_STRINGS = 16

@@ -61,18 +61,16 @@ class MainWindow(QMainWindow):
         *,
         model_factory: ModelFactory | None = None,
         remote: RemoteHub | None = None,
-        weights_flag: str | None = None,
-        kernels_flag: str | None = None,
+        threads_flag: int | None = None,
         speculation_flag: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`model_factory(path, chat_template=, weights=, kernels=)` builds the backend factory
-        File > Open Model… and the Weights and Kernels settings switch to (None: the action
-        explains that this window cannot switch models). `remote`: the remote engines (saved
-        endpoints, the HTTP client); one over the saved endpoints when None. `weights_flag`,
-        `kernels_flag`: the --weights and --kernels flags, which win over the settings (as
-        $TURBOSPARK_WEIGHTS and $TURBOSPARK_KERNELS do); `speculation_flag`: --speculation, the
-        same over the Speculation setting (applied to the bridge here and on every change)."""
+        """`model_factory(path, chat_template=, threads=)` builds the backend factory File > Open
+        Model… and the Threads setting switch to (None: the action explains that this window
+        cannot switch models). `remote`: the remote engines (saved endpoints, the HTTP client);
+        one over the saved endpoints when None. `threads_flag`: --threads, which wins over the
+        setting (as $TURBOSPARK_THREADS does); `speculation_flag`: --speculation, the same over
+        the Speculation setting (applied to the bridge here and on every change)."""
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.store = store
@@ -84,8 +82,7 @@ class MainWindow(QMainWindow):
         self.model_factory = model_factory
         self.defaults: dict[str, Any] = load_defaults(settings)
         self.models = ModelSwitcher(self, bridge, settings, model_factory,
-                                    lambda: [p for p in self.area.panes() if p.busy], weights_flag,
-                                    kernels_flag)
+                                    lambda: [p for p in self.area.panes() if p.busy], threads_flag)
         self.model_opener = self.models.opener
         self.speculation_flag = speculation_flag
         try:  # (run_app refuses to start on a bad $TURBOSPARK_SPECULATION before this)
@@ -377,9 +374,8 @@ class MainWindow(QMainWindow):
         dialog = SettingsDialog(pane.settings_values, pane.conversation.system_prompt,
                                 session_slots=load_session_slots(self.settings),
                                 max_context=self.bridge.max_context or None,
-                                conversation_title=pane.conversation.title, weights=self.models.weights(),
-                                loaded_weights=self.bridge.model_info.get("weights_kind"),
-                                kernels=self.models.kernels(),
+                                conversation_title=pane.conversation.title, threads=self.models.threads(),
+                                model_loaded=bool(self.bridge.model_info.get("path")),
                                 speculation=SPECULATION_SETTING.current(self.settings, self.speculation_flag),
                                 parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))

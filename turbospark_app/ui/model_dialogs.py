@@ -53,7 +53,6 @@ from .formatting import bytes_label
 
 CHATML = "chatml"  # model.consistency.CHATML (not imported here: that pulls in numpy)
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
-SUPPORTED_TYPES_TEXT = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K"
 
 
 def check_model_file(path: str | os.PathLike[str], chat_template: str | None = None) -> dict[str, Any]:
@@ -62,22 +61,22 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
     reads but that TurboSpark cannot run is a CannotRunError carrying the file's description (the
     verdict `turbospark model info` gives). Any thread."""
     from ..model.gguf.describe import CannotRunError, describe_header
-    from ..model.gguf.file import GGUFFile
     from ..model.gguf.header import read_header
+    from ..model.llamacpp.model import LlamaCppModel
+    from ..model.llamacpp.vocab import load_tokenizer
     from ..model.text.consistency import chatml_available, checked_template
-    from ..model.text.tokenizer import GGUFTokenizer
 
     header = read_header(path)
-    description = describe_header(header)
-    if description.config is None:
+    description = describe_header(header)  # llama.cpp's verdict, from a child process
+    if not description.runnable or description.config is None:
         raise CannotRunError(description)
-    gf = GGUFFile(Path(path), header, description.config)
+    vocab = LlamaCppModel.open(path, header=header, vocab_only=True)
     try:
-        tokenizer = GGUFTokenizer.from_gguf(path, reader=gf.header)
-        template = checked_template(Path(path), gf.config, tokenizer, chat_template)
-        facts = gf.config.to_dict()
+        tokenizer = load_tokenizer(path, header, vocab)
+        template = checked_template(Path(path), vocab.vocab_size, tokenizer, chat_template)
     finally:
-        gf.close()
+        vocab.close()
+    facts = description.config.to_dict()
     facts.update(path=str(path), file_name=Path(path).name, file_size_bytes=os.path.getsize(path),
                  chat_template=None if template is None else template.source,
                  chat_template_is_fallback=template is not None and template.is_fallback,
@@ -95,25 +94,19 @@ def description_text(description: Any) -> str:
                       verdict_line(description)])
 
 
-def runs_text() -> str:
-    """"llama: Llama 2/3, SmolLM2, ..." a line per family TurboSpark runs (it grows with them)."""
-    from ..model.families import FAMILIES
-
-    return "\n".join(f"{arch}: {family.label}" for arch, family in FAMILIES.items())
-
-
 def explain_model_error(exc: BaseException) -> tuple[str, str]:
     """(headline, explanation with what to do) for a file that cannot be used."""
     from ..model.text.chat_template import TemplateError
-    from ..model.gguf.file import ModelFileError
+    from ..model.gguf.header import ModelFileError
     from ..model.text.tokenizer import TokenizerError
 
     if isinstance(exc, ModelFileError):
         reason = exc.reason
         # First: the words below could be in the name of an architecture
-        if getattr(getattr(exc, "description", None), "foreign", False):  # describe.CannotRunError
-            return ("This model's architecture is not supported", f"{reason}.\n\n{runs_text()}\n\n"
-                    "Pick a GGUF of one of those. The model you have keeps running.")
+        if "unknown model architecture" in reason:
+            return ("This model's architecture is not supported", f"{reason}.\n\nThe llama.cpp in "
+                    "this TurboSpark does not run it (a newer llama.cpp may). The model you have "
+                    "keeps running.")
         if "not found" in reason or "is a directory" in reason or "cannot read" in reason:
             return "The file cannot be read", f"{reason}.\n\nCheck that the file exists and that you may read it."
         if "not a GGUF file" in reason:
@@ -122,9 +115,9 @@ def explain_model_error(exc: BaseException) -> tuple[str, str]:
         if "truncated" in reason:
             return ("The model file is incomplete", f"{reason}.\n\nThe download was probably cut short. "
                     "Download the file again and check its size against the source.")
-        if "unsupported tensor type" in reason:
-            return ("This quantization is not supported", f"{reason}.\n\nTurboSpark reads {SUPPORTED_TYPES_TEXT} "
-                    "tensors. Pick a variant of this model in one of those (e.g. Q4_K_M, Q8_0).")
+        if "unsupported tensor type" in reason or "tensor type" in reason:
+            return ("This quantization is not supported", f"{reason}.\n\nPick another variant of "
+                    "this model (e.g. Q4_K_M, Q8_0).")
         return "The model file cannot be used", f"{reason}."
     if isinstance(exc, TokenizerError):
         return "The model's tokenizer cannot be used", f"{exc}.\n\nThe GGUF's vocabulary is missing or of a kind TurboSpark does not read."

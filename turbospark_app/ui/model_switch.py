@@ -1,15 +1,15 @@
-"""Switching the engine's model: File › Open Model… and the Weights (compact / f32) and Kernels
-(exact-prompt / exact / int8) settings.
+"""Switching the engine's model: File › Open Model… and the Threads setting (llama.cpp's context
+is made with its thread count).
 
 Both take the same path: the file is checked in a worker (model_dialogs.ModelOpener), the user
 confirms when replies are being generated (they are stopped and kept as stopped), then the
 engine thread loads the new backend (bridge.switch_backend closes the old one first, so two
 models are never held at once). The GUI thread only builds the factory; the load runs there.
 
-A load that fails after the checks (memory for float32 weights, a kernel that refuses a
-tensor...) must not leave the user without the model that worked: the previous model is loaded
-again and a message says what failed. A weights or kernels change is stored in QSettings only
-once the model runs in the new mode, so a refused mode is not remembered for the next start.
+A load that fails after the checks (memory for the weights or the KV cache, llama.cpp refusing
+the file...) must not leave the user without the model that worked: the previous model is
+loaded again and a message says what failed. A Threads change is stored in QSettings only once
+the model runs with it, so a setting that failed is not remembered for the next start.
 """
 
 from __future__ import annotations
@@ -21,39 +21,35 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QSettings
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from ..model.choice.kernels import KernelsChoice
-from ..model.choice.weights import WeightsChoice
+from ..model.choice.threads import ThreadsChoice
 from ..service.engine_thread import BackendFactory
 from .bridge import EngineBridge
 from .first_run import remember_model
-from .kernels_setting import KERNELS_SETTING
 from .load_setting import LoadSetting
 from .model_dialogs import ModelOpener
 from .settings_dialog import load_session_slots
-from .weights_setting import WEIGHTS_SETTING, current_weights
+from .threads_setting import THREADS_SETTING, current_threads
 
-# A GGUF path (and options: chat_template="chatml", weights="f32", kernels="int8") -> what loads
-# it on the engine thread
+# A GGUF path (and options: chat_template="chatml", threads="2") -> what loads it on the engine
+# thread
 ModelFactory = Callable[..., BackendFactory]
 # The load options the settings decide, with what model_info reports for each once loaded
-LOAD_SETTINGS: dict[str, tuple[LoadSetting, str]] = {
-    "weights": (WEIGHTS_SETTING, "weights_kind"), "kernels": (KERNELS_SETTING, "kernels")}
+# (None: it reports nothing to compare, a load that succeeds ran with it)
+LOAD_SETTINGS: dict[str, tuple[LoadSetting, str | None]] = {"threads": (THREADS_SETTING, None)}
 
 
 def describe_load(options: dict[str, Any]) -> str:
-    """"float32 weights and int8 kernels": the load options a switch asks for, in a sentence."""
+    """"2 threads": the load options a switch asks for, in a sentence."""
     return " and ".join(f"{setting.names[options[key]]} {setting.what}"
                         for key, (setting, _) in LOAD_SETTINGS.items() if options.get(key))
 
 
 @dataclass(frozen=True)
 class ModelTarget:
-    """A model to run: its file and the factory's options (chat_template="chatml", weights=...,
-    kernels=...)."""
+    """A model to run: its file and the factory's options (chat_template="chatml", threads=...)."""
 
     path: str
     options: dict[str, Any] = field(default_factory=dict)
-    weights_kind: str | None = None  # the mode it ran in, once loaded
 
 
 class ModelSwitcher(QObject):
@@ -61,28 +57,23 @@ class ModelSwitcher(QObject):
 
     def __init__(self, window: QWidget, bridge: EngineBridge, settings: QSettings,
                  model_factory: ModelFactory | None, busy_panes: Callable[[], list[Any]],
-                 weights_flag: str | None = None, kernels_flag: str | None = None) -> None:
+                 threads_flag: int | None = None) -> None:
         super().__init__(window)
         self._window = window
         self._bridge = bridge
         self._settings = settings
         self.model_factory = model_factory
         self._busy_panes = busy_panes
-        self.weights_flag = weights_flag
-        self.kernels_flag = kernels_flag
+        self.threads_flag = threads_flag
         self.opener = ModelOpener(window, self.switch_model)
         self.current: ModelTarget | None = None  # what the engine runs (or last ran)
         self._pending: ModelTarget | None = None  # asked for, not loaded yet
         self._restoring = False  # the pending load puts the previous model back
         self.failure_box: QMessageBox | None = None
 
-    def weights(self) -> WeightsChoice:
-        """The weight choice the next load uses (flag > environment > setting)."""
-        return current_weights(self._settings, self.weights_flag)
-
-    def kernels(self) -> KernelsChoice:
-        """The kernel choice the next load uses (flag > environment > setting)."""
-        return KERNELS_SETTING.current(self._settings, self.kernels_flag)
+    def threads(self) -> ThreadsChoice:
+        """The thread choice the next load uses (flag > environment > setting > auto)."""
+        return current_threads(self._settings, self.threads_flag)
 
     def _save(self, options: dict[str, Any]) -> None:
         for key, (setting, _) in LOAD_SETTINGS.items():
@@ -97,7 +88,7 @@ class ModelSwitcher(QObject):
         self.opener.open_dialog(str(Path(current).parent) if current else "")
 
     def change_load(self, options: dict[str, str]) -> None:
-        """The Weights and/or Kernels settings changed ({"weights": "f32", "kernels": "int8"}):
+        """A load setting changed ({"threads": "2"}):
         reload the current model with them (checked first, like Open Model). With no model to
         reload, store them: the next load uses them."""
         target = self._pending or self.current
@@ -147,14 +138,14 @@ class ModelSwitcher(QObject):
         info = self._bridge.model_info
         if state == "ready":
             loaded, self._pending, self._restoring = self._pending, None, False
-            kind = info.get("weights_kind")
             if loaded is not None:
-                self.current = ModelTarget(loaded.path, loaded.options, kind)
-                # Stored once the model runs in the mode asked for (model_info tells).
+                self.current = ModelTarget(loaded.path, loaded.options)
+                # Stored once the model runs in the mode asked for (model_info tells, if it can).
                 self._save({key: mode for key, mode in loaded.options.items() if key in LOAD_SETTINGS
-                            and info.get(LOAD_SETTINGS[key][1], mode) == mode})
+                            and (LOAD_SETTINGS[key][1] is None
+                                 or info.get(str(LOAD_SETTINGS[key][1]), mode) == mode)})
             elif self.current is None and info.get("path"):
-                self.current = ModelTarget(str(info["path"]), {}, kind)  # the model loaded at start
+                self.current = ModelTarget(str(info["path"]), {})  # the model loaded at start
             return False
         if state != "failed":
             return False
@@ -177,9 +168,9 @@ class ModelSwitcher(QObject):
         what = f"{name} could not be loaded" + (f" with {asked}" if asked else "")
         back = Path(previous.path).name
         # The settings, unchanged by the failed attempt (or the overrides)
-        now = {"weights": self.weights().mode, "kernels": self.kernels().mode}
-        text = (f"{what}:\n{error}\n\nThe model you had, {back} ({WEIGHTS_SETTING.names[now['weights']]} weights), "
-                "is being loaded again. Your conversations are unchanged.")
+        now = {"threads": self.threads().mode}
+        text = (f"{what}:\n{error}\n\nThe model you had, {back}, is being loaded again. "
+                "Your conversations are unchanged.")
         for key, (setting, _) in LOAD_SETTINGS.items():
             if failed.options.get(key):
                 text += f" The {setting.what.capitalize()} setting stays {setting.names[now[key]]}."

@@ -3,10 +3,9 @@
 It edits the CURRENT conversation (its `settings` JSON and its system prompt in the store) and,
 with "Use for new conversations too" (on by default), the app-wide defaults in QSettings
 (`defaults/generation`). Session slots are an engine setting: app-wide only
-(`engine/session_slots`), applied the next time a model is loaded. Weights (compact / float32)
-and Kernels (exact prompt / int8 / exact) are app-wide too (ui.weights_setting,
-ui.kernels_setting); changing them reloads the model once OK is pressed. The Weight cache group
-(ui.cache_setting) shows the cache against its budget, sets the budget (saved on OK) and clears it.
+(`engine/session_slots`), applied the next time a model is loaded. Threads (how many llama.cpp
+computes with; ui.threads_setting) is app-wide too; changing it reloads the model once OK is
+pressed. Speculation applies from the next reply.
 
 Every field is parsed as it is typed (generation_settings.PARSERS): a bad value shows its
 message under the field and OK stays disabled until every field is valid. Values take effect
@@ -15,7 +14,6 @@ from the conversation's next turn; a reply streaming now keeps the settings it s
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 from PySide6.QtCore import QSettings, Qt
@@ -35,9 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..model.choice.kernels import KernelsChoice
 from ..model.choice.speculation import SpeculationChoice
-from ..model.choice.weights import WeightsChoice
+from ..model.choice.threads import ThreadsChoice, performance_cores
 from .generation_settings import (
     DEFAULTS,
     SESSION_SLOTS_RANGE,
@@ -47,11 +44,9 @@ from .generation_settings import (
     parse_session_slots,
     validate,
 )
-from .cache_setting import CacheBox
 from .settings import read_json, write_json
-from .kernels_setting import KernelsField
 from .speculation_setting import SpeculationField
-from .weights_setting import WeightsField
+from .threads_setting import ThreadsField
 
 DEFAULTS_KEY = "defaults/generation"
 SLOTS_KEY = "engine/session_slots"
@@ -123,22 +118,17 @@ class SettingsDialog(QDialog):
         session_slots: int = DEFAULT_SESSION_SLOTS,
         max_context: int | None = None,
         conversation_title: str = "",
-        weights: WeightsChoice | None = None,
-        loaded_weights: str | None = None,
-        kernels: KernelsChoice | None = None,
+        threads: ThreadsChoice | None = None,
+        model_loaded: bool = True,
         speculation: SpeculationChoice | None = None,
-        cache_root: Path | None = None,
         parent: QWidget | None = None,
     ) -> None:
-        """`weights`, `kernels`: the current choices (default: compact, exact-prompt, not
-        overridden); `loaded_weights`: the loaded model's mode, None when no model is loaded;
-        `cache_root`: the weight cache's folder (default: the per-user cache folder)."""
+        """`threads`: the current choice (default: auto, not overridden); `model_loaded`:
+        False when no model is loaded (a Threads change then applies at the next load)."""
         super().__init__(parent)
-        self._cache_root = cache_root
-        self._weights = weights or WeightsChoice("compact", "default")
-        self._kernels = kernels or KernelsChoice("exact-prompt", "default")
+        self._threads = threads or ThreadsChoice(performance_cores(), "auto", "default")
         self._speculation = speculation or SpeculationChoice("off", "default")
-        self._loaded_weights = loaded_weights
+        self._model_loaded = model_loaded
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
         self.setMinimumWidth(780)
@@ -231,7 +221,7 @@ class SettingsDialog(QDialog):
         self.prefill_mode.currentIndexChanged.connect(self.revalidate)
         self._fields["chunked_prefill"] = self.prefill_mode
         form.addRow("Prefill", self.prefill_mode)
-        self._row(form, "Chunk size", "chunk_size", self._line("chunk_size", "128", "Prompt tokens per forward pass"))
+        self._row(form, "Chunk size", "chunk_size", self._line("chunk_size", "512", "Prompt tokens per forward pass"))
         self._row(form, "Session slots", "session_slots",
                   self._line("session_slots", str(DEFAULT_SESSION_SLOTS),
                              f"Conversations whose KV cache stays in memory ({SESSION_SLOTS_RANGE[0]}–"
@@ -241,19 +231,13 @@ class SettingsDialog(QDialog):
         self.slots_note.setWordWrap(True)
         self.slots_note.setVisible(False)
         form.addRow("", self.slots_note)
-        self.weights_field = WeightsField(self._weights, self._loaded_weights, self)
-        form.addRow("Weights", self.weights_field.combo)
-        form.addRow("", self.weights_field.note)
-        self.kernels_field = KernelsField(self._kernels, self._loaded_weights is not None,
-                                          self._weights.mode, self)
-        form.addRow("Kernels", self.kernels_field.combo)
-        form.addRow("", self.kernels_field.note)
-        self.weights_field.combo.currentIndexChanged.connect(
-            lambda _i: self.kernels_field.follow_weights(self.weights_field.mode()))
+        self.threads_field = ThreadsField(self._threads, self._model_loaded, self)
+        form.addRow("Threads", self.threads_field.combo)
+        form.addRow("", self.threads_field.note)
         self.speculation_field = SpeculationField(self._speculation, self)
         form.addRow("Speculation", self.speculation_field.combo)
         form.addRow("", self.speculation_field.note)
-        for combo in (self.weights_field.combo, self.kernels_field.combo, self.speculation_field.combo):
+        for combo in (self.threads_field.combo, self.speculation_field.combo):
             combo.currentIndexChanged.connect(self.revalidate)  # (grows for the notes)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
@@ -276,12 +260,6 @@ class SettingsDialog(QDialog):
         left.addStretch(1)
         right.addWidget(prompt_box)
         right.addWidget(engine)
-        if self._cache_root is None:
-            from ..host.folders import cache_dir
-
-            self._cache_root = cache_dir()
-        self.cache_box = CacheBox(self._cache_root, self)
-        right.addWidget(self.cache_box)  # (the wider column: the cache's lines are long)
         right.addStretch(1)
         columns.addLayout(left, 1)
         columns.addLayout(right, 1)
@@ -293,11 +271,6 @@ class SettingsDialog(QDialog):
         layout.addLayout(columns, 1)
         layout.addLayout(footer)
         layout.addWidget(self.buttons)
-
-    def accept(self) -> None:
-        """OK: the cache budget applies at once (the rest is read by the caller)."""
-        self.cache_box.apply()
-        super().accept()
 
     # -- values ----------------------------------------------------------------------------
 
@@ -340,23 +313,18 @@ class SettingsDialog(QDialog):
         """The session slots typed (call when valid)."""
         return parse_session_slots(self._fields["session_slots"].text())
 
-    def weights_change(self) -> str | None:
-        """The weight mode picked when it differs from the current one (the model reloads),
+    def threads_change(self) -> str | None:
+        """The Threads mode picked when it differs from the current one (the model reloads),
         else None."""
-        return self.weights_field.mode() if self.weights_field.changed() else None
-
-    def kernels_change(self) -> str | None:
-        """The kernel mode picked when it differs from the current one and applies (compact
-        weights picked), else None."""
-        return self.kernels_field.mode() if self.kernels_field.changed() else None
+        return self.threads_field.mode() if self.threads_field.changed() else None
 
     def speculation_change(self) -> str | None:
         """The speculation mode picked when it differs from the current one, else None."""
         return self.speculation_field.mode() if self.speculation_field.changed() else None
 
     def load_changes(self) -> dict[str, str]:
-        """The load options changed ({"weights": "f32", "kernels": "int8"}): one reload applies them."""
-        changes = {"weights": self.weights_change(), "kernels": self.kernels_change()}
+        """The load options changed ({"threads": "2"}): one reload applies them."""
+        changes = {"threads": self.threads_change()}
         return {key: mode for key, mode in changes.items() if mode is not None}
 
     def use_as_defaults(self) -> bool:

@@ -1,6 +1,6 @@
 """The status bar: what the engine is doing, honestly.
 
-    model       loading / name · quantization · weights: compact · kernels: exact-prompt / failed to load
+    model       loading / name · quantization · llama.cpp · CPU AVX2 · 2 threads / failed to load
     reuse       the prefix reuse of the turn prefilling now ("reused 412/430 tok · prefilling 420/430"),
                 known as its prompt goes in; once a turn ends, with its slot outcome ("· slot hit")
     prefill     that turn's prefill rate, live as its prompt goes in (engine-timed), then final
@@ -9,9 +9,6 @@
     thermal     the thermal level ("nominal", "serious (simulated)", "unavailable")
     memory      the memory pressure, the same way
     RSS         this process's resident memory
-
-A corrupt weight cache found after a warm load (bridge.cacheProblem) is shown as a message for
-30 s while the model reloads.
 
 When the current pane runs on a remote endpoint, thermal and memory say "remote: unavailable"
 (the server does not report them, and this machine's readings are not the server's); remote
@@ -57,13 +54,12 @@ from .formatting import (
 )
 
 POLL_MS = 1000
-CACHE_MESSAGE_MS = 30000  # how long a corrupt-weight-cache notice stays
 LIVE_WINDOW_S = 2.0
 
 
 def model_label(info: dict[str, Any]) -> str:
     """A short model name: the file's ("SmolLM2-135M-Instruct · Q4_1"), else the GGUF's, and
-    how the engine runs it when known (" · weights: compact · kernels: exact-prompt")."""
+    how the engine runs it when known (" · llama.cpp · CPU AVX2 · 2 threads")."""
     file = info.get("file_name") or info.get("file") or info.get("path") or ""
     name = Path(str(file)).stem if file else str(info.get("name") or "model")
     quant = str(info.get("quantization") or "")
@@ -132,9 +128,6 @@ class EngineStatusBar(QStatusBar):
         self._show_turn_figures(None)
         self.labels["decode"].setText("decode – tok/s")
         bridge.engineEvent.connect(self._on_event)
-        cache_problem = getattr(bridge, "cacheProblem", None)  # absent on QA stub bridges
-        if cache_problem is not None:
-            cache_problem.connect(lambda message: self.showMessage(f"⚠ {message}", CACHE_MESSAGE_MS))
         if remote is not None:
             remote.engineEvent.connect(self._on_event)
         self.timer = QTimer(self)

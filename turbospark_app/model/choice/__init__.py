@@ -1,7 +1,6 @@
-"""Which weights and kernels a load uses, and who chose them (flag > environment > setting > default).
+"""Load and decode options, and who chose them (flag > environment > setting > default).
 
-    common   LoadChoice and the precedence shared by both
-    weights  compact / f32
-    kernels  exact-prompt / exact / int8
+    common       LoadChoice and the precedence
+    threads      how many threads run the model (the machine's performance cores by default)
     speculation  off / lookup (a per-turn decode choice with the same precedence)
 """

@@ -1,6 +1,5 @@
 """How a model load is configured by the user, and who decided: a `--flag`, else an environment
-variable, else the app's setting, else the default. Shared by the weight mode (weights_choice)
-and the compact engine's kernel mode (kernels_choice).
+variable, else the app's setting, else the default (speculation; threads count likewise).
 
 Cheap to import (no numpy): the settings dialog and the CLI's parser read it.
 """
@@ -72,10 +71,6 @@ class LoadChoice:
 
 
 def engine_label(info: Mapping[str, Any]) -> str:
-    """How the loaded model runs, from a backend's model_info: "weights: compact · kernels:
-    exact-prompt" ("weights: f32" has no kernels); "" when unknown."""
-    kind = info.get("weights_kind")
-    if not kind:
-        return ""
-    kernels = info.get("kernels")
-    return f"weights: {kind}" + (f" · kernels: {kernels}" if kernels else "")
+    """What runs the loaded model, from a backend's model_info: "llama.cpp · CPU AVX2 · 2
+    threads", "llama.cpp · Metal (Apple M2)"; "" when unknown."""
+    return str(info.get("runs_on") or "")

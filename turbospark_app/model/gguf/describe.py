@@ -3,8 +3,9 @@
 `describe_gguf(path)` reads the header with the bounded walk (`header.read_header`), so a hostile
 file is refused there with the same `ModelFileError` every other path gives. Everything after the
 walk only reads what the header holds: the `<arch>.` keys are read generically (a Mamba or Gemma 3
-file shows its own sizes), and the verdict comes from `can_run`, the validator `chat` and Open Model
-load with. `model info` and the window's Model Info / Open Model share the rows (`description_rows`).
+file shows its own sizes). Whether it runs is llama.cpp's own load's answer (`llamacpp.probe`: a
+child process the first time a file is seen), never a table of names. `model info` and the
+window's Model Info / Open Model share the rows (`description_rows`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..families import family_of
-from .file import LlamaConfig, ModelFileError, quantization_name, validate_header
-from .header import GGUFHeader, read_header
+from .config import ModelConfig, quantization_name, read_config
+from .header import GGUFHeader, ModelFileError, read_header
 
 # The `<arch>.` keys shown first, in this order, with their labels; any other `<arch>.` key follows.
 SHAPE_KEYS: tuple[tuple[str, str], ...] = (
@@ -65,28 +65,27 @@ class GGUFDescription:
     tokenizer_model: str | None
     tokenizer_pre: str | None
     chat_template_chars: int | None  # None: the file has no chat template
-    supported_architecture: bool
-    problem: str | None  # None: TurboSpark runs it; else why not, in plain words
-    config: LlamaConfig | None = field(default=None, repr=False)  # when it runs
+    problem: str | None  # None: llama.cpp runs it; else why not, in plain words
+    config: ModelConfig | None = field(default=None, repr=False)
+    engine_description: str = ""  # llama.cpp's own name of the model, when it runs
 
     @property
     def runnable(self) -> bool:
-        """TurboSpark can load this file (its architecture and every check passed)."""
+        """llama.cpp loads this file."""
         return self.problem is None
 
-    @property
-    def foreign(self) -> bool:
-        """The file names an architecture TurboSpark does not run (yet): nothing else is judged."""
-        return self.architecture is not None and not self.supported_architecture
 
-
-def can_run(header: GGUFHeader) -> tuple[LlamaConfig | None, str | None]:
-    """(config, None) when TurboSpark runs this file, else (None, the reason): the plain
-    cannot-run line for an architecture it does not run, the validator's reason for the rest."""
+def can_run(header: GGUFHeader) -> tuple[ModelConfig | None, str | None, str]:
+    """(config, None, llama.cpp's description) when llama.cpp runs this file, else (config or
+    None, the reason, "")."""
     try:
-        return validate_header(header), None
+        config = read_config(header)
     except ModelFileError as exc:
-        return None, exc.reason
+        return None, exc.reason, ""
+    from ..llamacpp.probe import verdict
+
+    found = verdict(header.path)
+    return config, (None if found.runs else found.reason), found.description
 
 
 def _int(value: Any) -> int | None:
@@ -120,7 +119,7 @@ def describe_header(header: GGUFHeader) -> GGUFDescription:
     file_type = _int(fields.get("general.file_type"))
     types = collections.Counter(t.type_name for t in header.tensors)
     template = _text(fields.get("tokenizer.chat_template"))
-    config, problem = can_run(header)
+    config, problem, engine = can_run(header)
     return GGUFDescription(
         path=header.path,
         file_size=header.file_size,
@@ -137,9 +136,9 @@ def describe_header(header: GGUFHeader) -> GGUFDescription:
         tokenizer_model=_text(fields.get("tokenizer.ggml.model")),
         tokenizer_pre=_text(fields.get("tokenizer.ggml.pre")),
         chat_template_chars=len(template) if template else None,
-        supported_architecture=arch is not None and family_of(arch) is not None,
         problem=problem,
         config=config,
+        engine_description=engine,
     )
 
 
@@ -205,9 +204,7 @@ def description_rows(d: GGUFDescription) -> list[Row]:
 
 
 def verdict_line(d: GGUFDescription) -> str:
-    """One plain line: TurboSpark runs it, cannot run its architecture yet, or cannot load it."""
+    """One plain line: it runs (as llama.cpp names it), or llama.cpp's reason why not."""
     if d.runnable:
-        return "TurboSpark runs this model."
-    if d.foreign:
-        return str(d.problem)  # families.cannot_run_message: names the architectures it runs
-    return f"TurboSpark cannot load this file: {d.problem}"
+        return f"Runs with llama.cpp ({d.engine_description})." if d.engine_description else "Runs with llama.cpp."
+    return f"llama.cpp cannot run this file: {d.problem}"

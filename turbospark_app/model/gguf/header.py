@@ -9,8 +9,8 @@ small multiple of the file's size and time within a few seconds (`MAX_METADATA_S
 
 This replaces `gguf.GGUFReader` for the header: that reader builds several numpy views per array
 element (3 s and ~100 MB for SmolLM2's 147k tokenizer entries) and trusts every count it reads.
-The `gguf` package still supplies the tensor types, their block sizes and the dequantizers;
-`tensor_views` returns its `ReaderTensor` records over one memory map.
+The `gguf` package still supplies the tensor types and their block sizes. It runs before
+llama.cpp sees a file (`model.llamacpp.model`), which then reads the weights itself.
 """
 
 from __future__ import annotations
@@ -310,29 +310,3 @@ def _walk(path: Path, data: Any, size: int) -> GGUFHeader:
     header.data_offset = -(-w.pos // header.alignment) * header.alignment
     _check_layout(w, header)
     return header
-
-
-_PLAIN_DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8,
-                 "I16": np.int16, "I32": np.int32, "I64": np.int64}
-
-
-def tensor_views(header: GGUFHeader, data: np.ndarray) -> list[Any]:
-    """`gguf.ReaderTensor`s over `data` (a uint8 memory map of the whole file), like GGUFReader's."""
-    from gguf import GGMLQuantizationType, ReaderTensor
-    from gguf.quants import quant_shape_to_byte_shape
-
-    out = []
-    for t in header.tensors:
-        qtype = GGMLQuantizationType(t.type_id)
-        start = header.data_offset + t.offset
-        raw = data[start : start + t.n_bytes]
-        shape = tuple(reversed(t.dims))
-        dtype = _PLAIN_DTYPES.get(qtype.name)
-        if dtype is not None:
-            view = raw.view(dtype).reshape(shape)
-        else:
-            view = raw.reshape(quant_shape_to_byte_shape(shape, qtype))
-        out.append(ReaderTensor(name=t.name, tensor_type=qtype, shape=np.array(t.dims, np.uint64),
-                                n_elements=t.n_elements, n_bytes=t.n_bytes, data_offset=start,
-                                data=view, field=None))
-    return out

@@ -56,15 +56,18 @@ class LlamaCppModel:
 
     @classmethod
     def open(cls, path: str | Path, *, gpu_layers: int = ALL_LAYERS,
-             progress: ProgressFn | None = None, header: Any = None) -> "LlamaCppModel":
+             progress: ProgressFn | None = None, header: Any = None,
+             vocab_only: bool = False) -> "LlamaCppModel":
         """Load `path` (mmap). Raises ModelFileError: from the header check, or llama.cpp's
-        refusal in one line. `gpu_layers`: layers to offload where a GPU backend is present."""
+        refusal in one line. `gpu_layers`: layers to offload where a GPU backend is present;
+        `vocab_only`: the vocabulary alone (tokenizing, no weights)."""
         path = Path(path)
         header = header if header is not None else read_header(path)
         C = library.backend()
         params = C.llama_model_default_params()
         gpu = library.gpu_device()
-        params.n_gpu_layers = gpu_layers if gpu is not None else 0
+        params.n_gpu_layers = gpu_layers if gpu is not None and not vocab_only else 0
+        params.vocab_only = bool(vocab_only)
         keep: list[Any] = []
         if progress is not None:
             def on_progress(fraction: float, _user: Any) -> bool:

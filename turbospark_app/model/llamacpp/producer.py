@@ -185,6 +185,10 @@ class LlamaCppProducer:
             raise EngineError(f"this model's memory cannot drop part of a sequence "
                               f"({self.context.model.facts.description}: recurrent state)")
         del self._mirror[n:]
+        if not self._holds(n):
+            self.reset()
+            raise EngineError(f"the KV cache no longer holds the first {n} tokens (a sliding window "
+                              "dropped them): the sequence was cleared")
 
     def reset(self) -> None:
         """Forget every token: the next is fed at position 0."""
@@ -199,8 +203,8 @@ class LlamaCppProducer:
         """Trim to the longest common prefix with `prompt_ids` (at most len - 1: the last prompt
         token is always fed again, for fresh logits); return its length."""
         keep = common_prefix_len(self._mirror, [int(t) for t in prompt_ids[: len(prompt_ids) - 1]])
-        if keep < len(self._mirror) and not self.context.seq_rm(self.seq, keep, -1):
-            keep = 0  # a recurrent state cannot be cut back: read the prompt again
+        if keep < len(self._mirror) and not (self.context.seq_rm(self.seq, keep, -1) and self._holds(keep)):
+            keep = 0  # a recurrent state or a window's lost cells cannot be cut back to: start over
             self.context.clear_seq(self.seq)
         del self._mirror[keep:]
         return keep
@@ -210,6 +214,17 @@ class LlamaCppProducer:
         return False
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _holds(self, n: int) -> bool:
+        """The memory still has what the next token at `n` attends to (llama-server's rule: a
+        sliding window's cells may be gone; with the full window history kept they never are)."""
+        ctx = self.context
+        if n == 0:
+            return True
+        if ctx.seq_pos_max(self.seq) != n - 1:
+            return False
+        swa = ctx.model.facts.n_swa
+        return not swa or ctx.seq_pos_min(self.seq) <= max(0, n - swa)
 
     def _decode_or_roll_back(self, position: int) -> None:
         try:
@@ -242,15 +257,15 @@ def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]
     """One decode step for each (producer, token, position, logits_out): the sequences of one
     context go as ONE `llama_decode`, one row each at its own position."""
     groups: dict[int, list[tuple[LlamaCppProducer, int, int, np.ndarray]]] = {}
+    seen = [(id(p.context), p.seq) for p, _, _, _ in steps]
+    if len(set(seen)) != len(seen):
+        raise ValueError("two decode rows of one batch are for the same sequence")
     for producer, token, position, out in steps:
         ids = producer._check((token,), position)
         producer._check_out(out)
         groups.setdefault(id(producer.context), []).append((producer, ids[0], position, out))
     for group in groups.values():
         ctx = group[0][0].context
-        seqs = [p.seq for p, _, _, _ in group]
-        if len(set(seqs)) != len(seqs):
-            raise ValueError("two decode rows of one batch are for the same sequence")
         for at in range(0, len(group), ctx.n_batch):
             part = group[at: at + ctx.n_batch]
             ctx.batch.fill_rows([t for _, t, _, _ in part], [pos for _, _, pos, _ in part],

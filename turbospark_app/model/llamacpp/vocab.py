@@ -118,3 +118,20 @@ class LlamaCppTokenizer:
         if self._spm_prefix and data.startswith(b" "):
             data = data[1:]
         return data.decode("utf-8", errors="replace")
+
+
+def load_tokenizer(path: Any, header: Any, model: Any) -> Any:
+    """The model's tokenizer: `tokenizers`' build where it matches llama.cpp (cached on disk),
+    else llama.cpp's own; either way ending generation on llama.cpp's EOG ids."""
+    from ..text.tokenizer import GGUFTokenizer, TokenizerError
+
+    try:
+        tokenizer = GGUFTokenizer.from_gguf(path, reader=header)
+    except TokenizerError:
+        return LlamaCppTokenizer(model, TokenizerSpec.from_reader(header))
+    eog = eog_ids(model.vocab, model.vocab_size) & frozenset(range(tokenizer.vocab_size))
+    tokenizer.eog_ids = eog
+    tokenizer.eos_ids = tokenizer.eos_ids & eog
+    tokenizer.end_of_turn_ids = eog - tokenizer.eos_ids
+    tokenizer.kind = "tokenizers"
+    return tokenizer

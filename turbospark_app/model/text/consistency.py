@@ -1,11 +1,11 @@
 """Consistency at load: does the tokenizer fit the weights, and does the chat template work?
 
-`checked_template(path, config, tokenizer, choice)` is run by `load_backend` (chat and the app)
+`checked_template(path, rows, tokenizer, choice)` is run by `load_backend` (chat and the app)
 and by the window's Open Model check, before anyone can type. It refuses, with the reason:
-- a tokenizer with more tokens than the embedding / output head has rows (a prompt holding a high
-  id would otherwise fail mid-chat), and special-token ids (BOS, EOS, end of turn) past the rows;
+- a tokenizer with more tokens than the model has rows of logits (a prompt holding a high id
+  would otherwise fail mid-chat), and special-token ids (BOS, EOS, end of turn) past the rows;
 - a chat template that cannot render a tiny conversation within its budget, or whose prompt
-  tokenizes to ids the embedding lacks.
+  tokenizes to ids the model lacks.
 A refused template says whether the built-in ChatML template could stand in (`chatml_available`:
 the vocabulary has <|im_start|> and <|im_end|> as single tokens); `choice="chatml"` uses it.
 A model WITHOUT a template (no `tokenizer.chat_template`: a base model) is not refused nor
@@ -20,7 +20,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..gguf.file import LlamaConfig
 from ..gguf.header import ModelFileError
 from .chat_template import ChatTemplate, TemplateError
 
@@ -39,19 +38,18 @@ def chatml_available(tokenizer: Any) -> bool:
     return all(tokenizer.token_to_id(t) is not None for t in CHATML_TOKENS)
 
 
-def check_vocabulary(path: Path, config: LlamaConfig, tokenizer: Any) -> None:
-    """The tokenizer's ids all have an embedding row (and an output-head row)."""
-    rows, n = config.vocab_size, tokenizer.vocab_size
+def check_vocabulary(path: Path, rows: int, tokenizer: Any) -> None:
+    """The tokenizer's ids all have a row of logits (llama.cpp's vocabulary size, `rows`)."""
+    n = tokenizer.vocab_size
     if n > rows:
-        raise ModelFileError(path, f"the tokenizer has {n:,} tokens but the embedding "
-                             f"(token_embd.weight) has {rows:,} rows: ids {rows:,} to {n - 1:,} "
-                             "could not be used")
+        raise ModelFileError(path, f"the tokenizer has {n:,} tokens but the model has "
+                             f"{rows:,} rows of logits: ids {rows:,} to {n - 1:,} could not be used")
     spec = tokenizer.spec
     for name, value in (("bos_token_id", spec.bos_id), ("eos_token_id", spec.eos_id),
                         ("eot_token_id", spec.eot_id), ("eom_token_id", spec.eom_id)):
         if value is not None and not 0 <= value < rows:
             raise ModelFileError(path, f"tokenizer.ggml.{name} = {value} is past the "
-                                 f"{rows:,} rows of the embedding")
+                                 f"{rows:,} rows of the model's vocabulary")
 
 
 def _refused(exc: TemplateError, tokenizer: Any) -> TemplateError:
@@ -67,7 +65,7 @@ def _refused(exc: TemplateError, tokenizer: Any) -> TemplateError:
 
 def check_template(template: ChatTemplate, tokenizer: Any, rows: int) -> None:
     """The template renders a tiny conversation (with a system message, or without one for
-    templates that refuse it) within its budget, into ids that all have embedding rows."""
+    templates that refuse it) within its budget, into ids that all have rows of logits."""
     try:
         text = template.render(TINY_CONVERSATION)
     except TemplateError as first:
@@ -79,15 +77,15 @@ def check_template(template: ChatTemplate, tokenizer: Any, rows: int) -> None:
         raise TemplateError("the chat template renders a conversation as empty text")
     if max(ids) >= rows:
         raise TemplateError(f"the chat template's prompt holds token id {max(ids)}, past the "
-                            f"{rows:,} rows of the embedding")
+                            f"{rows:,} rows of the model's vocabulary")
 
 
-def checked_template(path: Path, config: LlamaConfig, tokenizer: Any,
+def checked_template(path: Path, rows: int, tokenizer: Any,
                      choice: str | None = None) -> ChatTemplate | None:
     """The model's chat template (or ChatML when `choice == "chatml"`), after every load check;
     None when the file has no template (a base model: raw completion only).
     Raises ModelFileError, or TemplateError with `chatml_available`."""
-    check_vocabulary(path, config, tokenizer)
+    check_vocabulary(path, rows, tokenizer)
     try:
         if choice == CHATML:
             if not chatml_available(tokenizer):
@@ -100,7 +98,7 @@ def checked_template(path: Path, config: LlamaConfig, tokenizer: Any,
             return None  # a base model: raw completion, not a guessed chat format
         else:
             template = ChatTemplate.from_tokenizer(tokenizer)
-        check_template(template, tokenizer, config.vocab_size)
+        check_template(template, tokenizer, rows)
     except TemplateError as exc:
         raise _refused(exc, tokenizer) from exc
     return template

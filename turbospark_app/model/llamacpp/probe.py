@@ -1,0 +1,166 @@
+"""Does llama.cpp run this file? Asked of a CHILD process the first time a file is seen.
+
+llama.cpp refuses most broken files with a logged error, but some it meets with a failed
+assertion (`GGML_ASSERT`), which aborts the whole process: in the app that would close the
+window with the conversations in it. So the first open of a file (by path, size, mtime and
+llama.cpp's version) is tried in a child that loads it on the CPU and reports in one JSON line;
+the verdict is kept in `<cache dir>/llama_probe.json` (a few hundred bytes a file), and later
+opens load in-process at once. A child that dies is itself the verdict: "llama.cpp crashed
+loading it", with its last error line.
+
+Run as `python -m turbospark_app.model.llamacpp.probe FILE` (or the frozen app with
+`--probe-gguf FILE`): it imports only the binding, no numpy, no Qt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_NAME = "llama_probe.json"
+PROBE_FLAG = "--probe-gguf"
+TIMEOUT_SECONDS = 120.0
+_MAX_ENTRIES = 200
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`runs`: llama.cpp loads the file; else `reason`, one line."""
+
+    runs: bool
+    reason: str = ""
+    description: str = ""  # llama.cpp's llama_model_desc when it runs
+
+
+def _key(path: Path) -> str:
+    from . import library
+
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{library.version()}"
+
+
+def _cache_file() -> Path:
+    from ...host.folders import cache_dir
+
+    return cache_dir() / CACHE_NAME
+
+
+def _read_cache() -> dict[str, dict[str, object]]:
+    try:
+        data = json.loads(_cache_file().read_text("utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(key: str, verdict: Verdict) -> None:
+    with _lock:
+        entries = _read_cache()
+        entries.pop(key, None)
+        entries[key] = {"runs": verdict.runs, "reason": verdict.reason,
+                        "description": verdict.description}
+        while len(entries) > _MAX_ENTRIES:  # oldest first (insertion order)
+            entries.pop(next(iter(entries)))
+        target = _cache_file()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(entries), "utf-8")
+            os.replace(tmp, target)
+        except OSError:  # a read-only cache only costs the next open a child
+            tmp.unlink(missing_ok=True)
+
+
+def _child_command(path: Path) -> list[str]:
+    from ...host.bundle import is_frozen
+
+    if is_frozen():
+        return [sys.executable, PROBE_FLAG, str(path)]
+    return [sys.executable, "-m", "turbospark_app.model.llamacpp.probe", str(path)]
+
+
+def probe_in_child(path: Path, timeout: float = TIMEOUT_SECONDS) -> Verdict:
+    """Load `path` with llama.cpp in a child process; its verdict (never raises for the file)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run(_child_command(path), capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Verdict(False, f"llama.cpp did not finish loading it within {timeout:.0f} s")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode == 0 and lines:
+        try:
+            doc = json.loads(lines[-1])
+            return Verdict(bool(doc["runs"]), str(doc.get("reason", "")), str(doc.get("description", "")))
+        except (ValueError, KeyError, TypeError):
+            pass
+    last = next((line.strip() for line in reversed(proc.stderr.splitlines()) if line.strip()), "")
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return Verdict(False, f"llama.cpp crashed loading it ({name})" + (f": {last}" if last else ""))
+    return Verdict(False, f"llama.cpp's loader failed (exit {proc.returncode})" + (f": {last}" if last else ""))
+
+
+def verdict(path: str | os.PathLike[str]) -> Verdict:
+    """Whether llama.cpp runs `path`: remembered, else asked of a child (and remembered)."""
+    path = Path(path)
+    key = _key(path)
+    known = _read_cache().get(key)
+    if isinstance(known, dict) and "runs" in known:
+        return Verdict(bool(known["runs"]), str(known.get("reason", "")), str(known.get("description", "")))
+    found = probe_in_child(path)
+    _store(key, found)
+    return found
+
+
+def forget(path: str | os.PathLike[str]) -> None:
+    """Drop the remembered verdict of `path` (a load that disagreed with it)."""
+    try:
+        key = _key(Path(path))
+    except OSError:
+        return
+    with _lock:
+        entries = _read_cache()
+        if entries.pop(key, None) is not None:
+            try:
+                _cache_file().write_text(json.dumps(entries), "utf-8")
+            except OSError:
+                pass
+
+
+def child_main(path: str) -> int:
+    """The child: load `path` on the CPU, print one JSON line with the verdict."""
+    from . import library
+    from .log import capturing, refusal
+
+    C = library.backend()
+    params = C.llama_model_default_params()
+    params.n_gpu_layers = 0
+    with capturing() as lines:
+        handle = C.llama_model_load_from_file(os.fsencode(path), params)
+    if not handle:
+        reason = refusal(lines) or "llama.cpp could not load it (no reason given in its log)"
+        print(json.dumps({"runs": False, "reason": reason}), flush=True)
+        return 0
+    import ctypes
+
+    buf = ctypes.create_string_buffer(256)
+    C.llama_model_desc(handle, buf, len(buf))
+    print(json.dumps({"runs": True, "description": buf.value.decode("utf-8", "replace")}), flush=True)
+    os._exit(0)  # (freeing the weights is the kernel's job here)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print("usage: python -m turbospark_app.model.llamacpp.probe FILE", file=sys.stderr)
+        raise SystemExit(2)
+    raise SystemExit(child_main(sys.argv[1]))
