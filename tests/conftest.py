@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+import tempfile
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's caches (the loader's verdicts, built tokenizers) go to a folder of its own, never
+    the user's; a test that wants its own folders takes `isolated_dirs`."""
+    if not os.environ.get("TURBOSPARK_CACHE_DIR"):
+        os.environ["TURBOSPARK_CACHE_DIR"] = tempfile.mkdtemp(prefix="turbospark-test-cache-")
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from turbospark_app.chat.backend import LlamaChatBackend, load_backend
 from turbospark_app.conversations.actions import ConversationTree, TurnPlan, combine_stats, prompt_messages
 from turbospark_app.engine import GenerationConfig, TokenProgress
 from turbospark_app.engine.raw_completion import drive_raw_completion
-from turbospark_app.model.producer import LlamaProducer
+from turbospark_app.model.llamacpp.producer import LlamaCppProducer as LlamaProducer
 from turbospark_app.conversations.store import STORE_FILENAME, Store
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
@@ -28,7 +28,7 @@ def backend(default_model_path: Path) -> LlamaChatBackend:
 
 @pytest.fixture
 def fed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every token id fed to any LlamaProducer, in order (prefill and decode)."""
+    """Every token id fed to any LlamaCppProducer, in order (prefill and decode)."""
     log: list[int] = []
     for name in ("produce", "produce_prefill"):
         original = getattr(LlamaProducer, name)

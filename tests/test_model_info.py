@@ -1,5 +1,6 @@
-"""`turbospark model info FILE`: the metadata of any readable GGUF, whether TurboSpark runs it,
-and a clear error (never a traceback) for a file whose header cannot be read."""
+"""`turbospark model info FILE`: the metadata of any readable GGUF, whether llama.cpp runs it
+(its own load, in a child process, says so: no table of names), and a clear error (never a
+traceback) for a file whose header cannot be read."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from foreign_gguf import write_foreign_gguf
 from tiny_gguf import write_tiny_gguf
 from turbospark_app.cli.main import main
-from turbospark_app.model.families import SUPPORTED_ARCHITECTURES, family_of
 from turbospark_app.model.gguf.describe import describe_gguf, show_value
 from turbospark_app.model.gguf.header import ModelFileError
 
@@ -23,14 +23,16 @@ def _info(capsys, *argv: str) -> tuple[int, dict[str, str], list[str], str]:
     return code, dict(line.split(": ", 1) for line in lines if ": " in line), lines, err
 
 
-def _cannot_run(arch: str) -> str:
-    return f"TurboSpark cannot run architecture {arch!r} yet (it runs: {', '.join(SUPPORTED_ARCHITECTURES)})"
+@pytest.fixture(autouse=True)
+def _dirs(isolated_dirs: dict[str, Path]) -> None:
+    """No verdicts remembered from other tests."""
 
 
-def test_a_mamba_file_shows_its_metadata_and_the_cannot_run_line(tmp_path: Path, capsys) -> None:
+def test_a_mamba_file_shows_its_metadata_and_llama_cpps_verdict(tmp_path: Path, capsys) -> None:
+    """llama.cpp runs Mamba, but this file has only the keys, not Mamba's layers: it says
+    which part is missing, after the metadata."""
     path = write_foreign_gguf(tmp_path / "mamba.gguf", "mamba")
     code, rows, lines, err = _info(capsys, str(path))
-    assert code == 0 and err == ""
     assert rows["architecture"] == "mamba" and rows["name"] == "tiny-mamba"
     assert rows["embedding_length"] == "64" and rows["block_count"] == "2"
     assert rows["context_length"] == "1048576"
@@ -41,21 +43,8 @@ def test_a_mamba_file_shows_its_metadata_and_the_cannot_run_line(tmp_path: Path,
     assert rows["vocab_size"] == "300" and rows["tokenizer"] == "gpt2 (pre: smollm)"
     assert rows["chat_template"].startswith("present (")
     assert rows["file_size"].startswith(f"{path.stat().st_size} bytes")
-    assert lines[-1] == _cannot_run("mamba") and "llama" in lines[-1]
-
-
-@pytest.mark.parametrize("arch", ["gemma3", "mamba"])
-def test_an_architecture_turbospark_may_not_run_yet(tmp_path: Path, capsys, arch: str) -> None:
-    """While the family is missing: the cannot-run line, exit 0. Once a family module runs it, the
-    same tiny file (it has none of the family's layer tensors) fails the checks: exit 1."""
-    path = write_foreign_gguf(tmp_path / f"{arch}.gguf", arch)
-    code, rows, lines, err = _info(capsys, "--model", str(path))
-    assert rows["architecture"] == arch and rows["embedding_length"] == "64"
-    if family_of(arch) is None:
-        assert code == 0 and lines[-1] == _cannot_run(arch) and err == ""
-    else:
-        assert code == 1 and lines[-1].startswith("TurboSpark cannot load this file: ")
-        assert err.startswith(f"error: cannot load model file {path}: ")
+    assert code == 1 and lines[-1].startswith("llama.cpp cannot run this file: ")
+    assert "not found" in lines[-1] and err.startswith(f"error: cannot load model file {path}: ")
 
 
 def test_gemma3_shows_its_head_sizes_and_own_keys(tmp_path: Path, capsys) -> None:
@@ -65,23 +54,23 @@ def test_gemma3_shows_its_head_sizes_and_own_keys(tmp_path: Path, capsys) -> Non
     assert rows["feed_forward_length"] == "128" and rows["gemma3.attention.sliding_window"] == "512"
 
 
-def test_a_model_turbospark_runs(tmp_path: Path, capsys) -> None:
+def test_a_model_llama_cpp_runs(tmp_path: Path, capsys) -> None:
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, tokenizer={"template": None})
     code, rows, lines, err = _info(capsys, str(path))
-    assert code == 0 and err == "" and lines[-1] == "TurboSpark runs this model."
+    assert code == 0 and err == ""
+    assert lines[-1].startswith("Runs with llama.cpp (llama ") and lines[-1].endswith(")."), lines[-1]
     assert rows["architecture"] == "llama" and rows["head_count_kv"] == "2" and rows["block_count"] == "2"
     assert rows["chat_template"] == "absent (a base model: raw completion)" and rows["llama.rope.dimension_count"] == "64"
 
 
-def test_a_runnable_architecture_failing_the_checks_shows_metadata_and_the_error(tmp_path: Path,
-                                                                                 capsys) -> None:
+def test_a_file_llama_cpp_refuses_shows_metadata_and_the_error(tmp_path: Path, capsys) -> None:
     path = tmp_path / "missing.gguf"
     write_tiny_gguf(path, skip_tensor="blk.1.ffn_up.weight")
     code, rows, lines, err = _info(capsys, str(path))
     assert code == 1 and rows["architecture"] == "llama"
-    assert lines[-1] == "TurboSpark cannot load this file: missing tensor 'blk.1.ffn_up.weight'"
-    assert err == f"error: cannot load model file {path}: missing tensor 'blk.1.ffn_up.weight'\n"
+    assert lines[-1] == "llama.cpp cannot run this file: tensor 'blk.1.ffn_up.weight' not found"
+    assert err == f"error: cannot load model file {path}: tensor 'blk.1.ffn_up.weight' not found\n"
 
 
 @pytest.mark.parametrize("keep", [6, 100, 2000, 0.5])
@@ -127,14 +116,15 @@ def test_metadata_of_the_wrong_type_is_named_not_a_traceback(tmp_path: Path, cap
     code, rows, lines, err = _info(capsys, str(path))
     assert code == 1 and rows["block_count"] == "two" and rows["quantization"] == "F32"
     assert rows["feed_forward_length"] == "[128, 256, 512, 512, 512, 512, …] (8 values)"
-    reason = "bad metadata 'llama.block_count' = 'two': a string, expected an integer"
-    assert lines[-1].endswith(reason) and err.endswith(f"{reason}\n")
+    assert lines[-1].startswith("llama.cpp cannot run this file: ") and "Traceback" not in err
+    assert err.startswith(f"error: cannot load model file {path}: ")
 
 
 def test_describe_raises_only_for_an_unreadable_header(tmp_path: Path) -> None:
     path = write_foreign_gguf(tmp_path / "m.gguf", "mamba")
     d = describe_gguf(path)
-    assert not d.runnable and d.foreign and d.config is None and d.problem == _cannot_run("mamba")
+    assert not d.runnable and d.config is not None and d.config.architecture == "mamba"
+    assert d.problem and "not found" in d.problem
     path.write_bytes(path.read_bytes()[:50])
     with pytest.raises(ModelFileError, match="truncated"):
         describe_gguf(path)
@@ -168,7 +158,8 @@ def test_an_architecture_that_is_not_a_name(tmp_path: Path, capsys) -> None:
     code, rows, lines, err = _info(capsys, str(_write(tmp_path / "a.gguf", ["x" * 100] * 1000)))
     assert code == 1 and rows["architecture"] == "–"
     reason = "bad metadata 'general.architecture': a array[string], expected text"
-    assert lines[-1] == f"TurboSpark cannot load this file: {reason}" and err.endswith(reason + "\n")
+    assert lines[-1] == f"llama.cpp cannot run this file: {reason}" and err.endswith(reason + "\n")
     code, rows, lines, _ = _info(capsys, str(_write(tmp_path / "b.gguf", "m" * 5000)))
-    assert code == 0 and len(lines[-1]) < 200 and lines[-1].startswith("TurboSpark cannot run architecture 'mmm")
+    assert code == 1 and len(lines[-1]) < 400
+    assert lines[-1].startswith("llama.cpp cannot run this file: unknown model architecture: 'mmm")
     assert rows["architecture"].endswith("… (5,000 chars)")

@@ -1,18 +1,18 @@
-"""Golden test on the real default model (SmolLM2-135M-Instruct Q4_1): greedy reply mentions Paris."""
+"""The golden greedy test on the real default model (SmolLM2-135M-Instruct Q4_1): the app's
+whole path (template, tokenizer, backend, session slot, chunked prefill, decode loop, stop on
+end of turn) gives the reply a bare llama.cpp loop gives on the same ids, with the same batch
+split: the prompt as one batch (`llama_batch_get_one`), then one token per decode, argmax."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-PROMPT = (
-    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-    "<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
-    "<|im_start|>assistant\n"
-)
+QUESTION = "What is the capital of France?"
 
 
 def _real_model_path() -> Path:
@@ -33,71 +33,62 @@ def _real_model_path() -> Path:
     return path
 
 
-@pytest.mark.real_model
-@pytest.mark.parametrize("weights", ["compact", "f32"])
-def test_greedy_reply_mentions_paris(weights: str) -> None:
-    from turbospark_app.model.producer import LlamaProducer
-    from turbospark_app.model.reference.forward import LlamaModel
+def _bare_llama_cpp(path: Path, ids: list[int], n: int, eog: frozenset[int]) -> tuple[list[int], list[float]]:
+    """Greedy ids straight from the C API (no producer, batch or sampler of ours), and the top-2
+    logit gap at each step."""
+    from turbospark_app.model.llamacpp import library
 
-    tokenizer_mod = pytest.importorskip("turbospark_app.model.text.tokenizer")
-    path = _real_model_path()
-    model = LlamaModel.from_gguf(path, weights=weights)  # the app's weight cache (TURBOSPARK_CACHE_DIR or per-user)
-    tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
-    ids = tokenizer.encode(PROMPT)
-    assert ids[:3] == [1, 9690, 198]  # <|im_start|> system \n
-
-    producer = LlamaProducer(model)
-    logits = np.empty(model.config.vocab_size, np.float32)
-    # The app's default flow: the prompt as one prefill chunk, whose last logits pick the first
-    # token. (Compact weights prefill exactly; decode steps use int8 activations, like
-    # llama.cpp: fed alone through a decode step, the last prompt token's top two, "The" and
-    # "L'", are 0.08 apart and swap there too, as they do in llama.cpp on this file.)
-    producer.produce_chunk(ids, 0, logits)
-    stop = set(tokenizer.end_of_turn_ids) | set(tokenizer.eos_ids)
-    reply: list[int] = []
-    for _ in range(40):
-        token = int(np.argmax(logits))
-        if token in stop:
-            break
-        reply.append(token)
-        producer.produce(token, len(ids) + len(reply) - 1, logits)
-    text = tokenizer.decode(reply)
-    assert "Paris" in text, text
-    assert producer.mirror == tuple(ids + reply)  # every fed token, the stop token not fed
-
-
-_QUESTIONS = ("What is the capital of France?", "Write a haiku about the sea.", "What is 17 times 23?",
-              "How do I reverse a list in Python?", "Why is the sky blue?", "hi")
-_RULES = " ".join(f"Rule {i}: answer clearly, be kind and keep replies short." for i in range(20))
+    C = library.backend()
+    mp = C.llama_model_default_params()
+    mp.n_gpu_layers = 0
+    model = C.llama_model_load_from_file(str(path).encode(), mp)
+    cp = C.llama_context_default_params()
+    cp.n_ctx, cp.n_batch, cp.n_ubatch, cp.n_threads, cp.n_threads_batch = 1024, 512, 512, 2, 2
+    ctx = C.llama_init_from_model(model, cp)
+    n_vocab = C.llama_vocab_n_tokens(C.llama_model_get_vocab(model))
+    try:
+        arr = (C.llama_token * len(ids))(*ids)
+        assert C.llama_decode(ctx, C.llama_batch_get_one(arr, len(ids))) == 0
+        out, gaps = [], []
+        for _ in range(n):
+            logits = np.ctypeslib.as_array(C.llama_get_logits_ith(ctx, -1), shape=(n_vocab,))
+            top = np.sort(logits)[-2:]
+            gaps.append(float(top[1] - top[0]))
+            token = int(np.argmax(logits))
+            if token in eog:
+                break
+            out.append(token)
+            one = (C.llama_token * 1)(token)
+            assert C.llama_decode(ctx, C.llama_batch_get_one(one, 1)) == 0
+        return out, gaps
+    finally:
+        C.llama_free(ctx)
+        C.llama_model_free(model)
 
 
 @pytest.mark.real_model
-def test_first_reply_token_is_float32s_with_the_default_kernels() -> None:
-    """What the default kernels (exact-prompt) keep exact: every prompt row of every chunk goes
-    through the exact split, so the logits that pick the first reply token are float32's to
-    ~2e-4 of their range (int8 activations anywhere in the prompt: ~3e-2), for prompts of one
-    chunk and of several (the engine's 128-token chunks)."""
-    from turbospark_app.engine.foundation import DEFAULT_PREFILL_CHUNK
-    from turbospark_app.model.compact.forward import CompactLlamaModel
-    from turbospark_app.model.reference.forward import LlamaModel
+def test_greedy_reply_equals_a_bare_llama_cpp_loop() -> None:
+    from turbospark_app.chat.api import ChatMessage, TurnSettings
+    from turbospark_app.chat.backend import load_backend
+    from turbospark_app.engine import GenerationConfig, drive_raw_completion
 
-    tokenizer_mod = pytest.importorskip("turbospark_app.model.text.tokenizer")
     path = _real_model_path()
-    f32 = LlamaModel.from_gguf(path, weights="f32")
-    compact = LlamaModel.from_gguf(path, weights="compact", kernels="exact-prompt")
-    assert isinstance(compact, CompactLlamaModel)
-    tokenizer = tokenizer_mod.GGUFTokenizer.from_gguf(path)
-    prompts = [PROMPT.replace("What is the capital of France?", q) for q in _QUESTIONS]
-    prompts.append(PROMPT.replace("Hugging Face", "Hugging Face. " + _RULES))  # > 2 chunks
-    lengths = []
-    for text in prompts:
-        ids = tokenizer.encode(text)
-        lengths.append(len(ids))
-        ref = f32.forward(ids, f32.new_cache())
-        cache = compact.new_cache()
-        for start in range(0, len(ids), DEFAULT_PREFILL_CHUNK):
-            last = start + DEFAULT_PREFILL_CHUNK >= len(ids)
-            got = compact.forward(ids[start:start + DEFAULT_PREFILL_CHUNK], cache, last, prompt=True)
-        assert got is not None and int(np.argmax(got)) == int(np.argmax(ref)), text
-        assert np.abs(got - ref).max() < 1e-3 * np.abs(ref).max(), text
-    assert max(lengths) > 2 * DEFAULT_PREFILL_CHUNK
+    backend = load_backend(path, session_slots=1, max_context=1024, threads=2)
+    try:
+        settings = TurnSettings(generation=GenerationConfig(max_new_tokens=40))
+        turn = backend.prepare_turn("golden", [ChatMessage("user", QUESTION)], settings)
+        ids = list(turn.prompt_ids)
+        assert ids[:3] == [1, 9690, 198]  # <|im_start|> system \n: the template's own system prompt
+        result = drive_raw_completion(backend.stream_turn(turn, lambda: False), settings.generation.rate,
+                                      lambda: False, None)
+        eog = backend.tokenizer.eog_ids
+        reply = result.kv_backed_token_ids[len(ids):]
+        last = backend.pool.slots[0].producer
+        assert list(last.mirror) == result.kv_backed_token_ids  # every fed token, the stop token not fed
+    finally:
+        backend.close()
+    bare, gaps = _bare_llama_cpp(path, ids, 40, eog)
+    # The app's reply: every id fed, plus the last one sampled (emitted, never fed)
+    assert result.new_tokens == len(bare) or result.new_tokens == len(bare) + 1
+    assert reply == bare[: len(reply)], (reply, bare)
+    assert min(gaps) >= 0.0 and len(bare) >= 10

@@ -1,6 +1,6 @@
-"""Any GGUF in the window: Open Model on an architecture TurboSpark does not run says so (the line
-`model info` prints, the file's metadata in the details) and the model that runs stays; Help ›
-Model Info shows the full metadata of the loaded file or of any other."""
+"""Any GGUF in the window: Open Model on a file llama.cpp does not run says so (the line `model
+info` prints, the file's metadata in the details) and the model that runs stays; Help › Model
+Info shows the full metadata of the loaded file or of any other, with llama.cpp's verdict."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from PySide6.QtWidgets import QMessageBox, QPushButton, QWidget
 
 from foreign_gguf import write_foreign_gguf
 from tiny_gguf import write_tiny_gguf
-from turbospark_app.model.families import cannot_run_message
 from turbospark_app.ui.gguf_info import FileDescriber, GGUFInfoDialog
 from turbospark_app.ui.model_dialogs import ModelInfoDialog
 
@@ -21,7 +20,17 @@ def mamba(tmp_path_factory) -> Path:
     return write_foreign_gguf(tmp_path_factory.mktemp("m") / "mamba-130m.gguf", "mamba")
 
 
-def test_open_model_on_an_unsupported_architecture_keeps_the_model_running(ui, qtbot, mamba: Path) -> None:
+@pytest.fixture(scope="module")
+def unknown(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("u") / "brand-new.gguf"
+    write_tiny_gguf(path, arch="brand-new-arch")
+    return path
+
+
+UNKNOWN = "unknown model architecture: 'brand-new-arch'"
+
+
+def test_open_model_on_an_unsupported_architecture_keeps_the_model_running(ui, qtbot, unknown: Path) -> None:
     from qa_fakes import RecordingBackend, issue6_window
     from ui_fakes import send, wait_idle
 
@@ -31,17 +40,17 @@ def test_open_model_on_an_unsupported_architecture_keeps_the_model_running(ui, q
     loaded: list[str] = []
     w = issue6_window(ui, first, model_factory=lambda path, **_: loaded.append(path))
     remembered = ui.settings().value(MODEL_PATH_KEY)
-    w.model_opener._choose = lambda _parent, _start: str(mamba)
+    w.model_opener._choose = lambda _parent, _start: str(unknown)
     with qtbot.waitSignal(w.model_opener.checked, timeout=10000) as sig:
         w.findChild(type(w.open_model_action), "actionOpenModel").trigger()  # the real check
-    assert sig.args == [str(mamba), False] and loaded == []
+    assert sig.args == [str(unknown), False] and loaded == []
     box = w.findChild(QMessageBox, "modelErrorBox")
     assert box is not None and box.isVisible() and box.text() == "This model's architecture is not supported"
-    assert cannot_run_message("mamba") in box.informativeText() and "mamba-130m.gguf" in box.informativeText()
+    assert UNKNOWN in box.informativeText() and "brand-new.gguf" in box.informativeText()
     assert "keeps running" in box.informativeText()
     details = box.detailedText().splitlines()
-    assert "Architecture: mamba" in details and "Embedding width: 64" in details
-    assert "mamba.ssm.state_size: 16" in details and details[-1] == cannot_run_message("mamba")
+    assert "Architecture: brand-new-arch" in details and "Embedding width: 256" in details
+    assert details[-1] == f"llama.cpp cannot run this file: {UNKNOWN}"
     # The model that ran before still runs, and stays the one remembered for the next start.
     assert w.bridge.backend_state == "ready" and w.bridge.model_info["name"] == "first"
     assert ui.settings().value(MODEL_PATH_KEY) == remembered
@@ -73,7 +82,8 @@ def test_model_info_shows_any_other_gguf(ui, qtbot, mamba: Path) -> None:
     assert dialog.values["Architecture"].text() == "mamba" and dialog.values["Layers"].text() == "2"
     assert dialog.values["mamba.ssm.conv_kernel"].text() == "4"
     assert dialog.values["Tokenizer"].text() == "gpt2 (pre: smollm)"
-    assert dialog.verdict.text() == cannot_run_message("mamba")
+    assert dialog.verdict.text().startswith("llama.cpp cannot run this file: ")
+    assert "not found" in dialog.verdict.text()
 
 
 def test_file_metadata_of_the_loaded_file(qtbot, tmp_path: Path) -> None:
@@ -87,7 +97,7 @@ def test_file_metadata_of_the_loaded_file(qtbot, tmp_path: Path) -> None:
         _button(info, "fileMetadataButton").click()
     dialog = describer.dialog
     assert dialog.values["Quantization"].text() == "Q8_0" and dialog.values["KV heads"].text() == "2"
-    assert dialog.verdict.text() == "TurboSpark runs this model."
+    assert dialog.verdict.text().startswith("Runs with llama.cpp (llama ")
     assert FileDescriber.for_window(parent) is describer  # one per window
 
 
@@ -113,4 +123,4 @@ def test_the_architecture_is_judged_before_words_in_its_name(tmp_path: Path) -> 
         check_model_file(path)
     title, text = explain_model_error(info.value)
     assert title == "This model's architecture is not supported"
-    assert text.startswith(cannot_run_message("not-truncated"))
+    assert text.startswith("unknown model architecture: 'not-truncated'")

@@ -11,10 +11,11 @@ from ..engine.load_progress import measured
 
 
 class StderrProgress:
-    """A long load's progress on stderr: "turbospark: Preparing model… 40%", a line per tenth
+    """A long load's progress on stderr: "turbospark: Loading model… 40%", a line per tenth
     (rewritten in place on a terminal, a line per step in a log); a phase without a measure
-    says "Preparing kernels…", then "Preparing kernels… done (1.4 s)". A load that is over within
-    `quiet_for` seconds says nothing: a warm or a tiny model's open is not worth a line."""
+    says "Checking the model file…", then "Checking the model file… done (1.4 s)". A load that
+    is over within `quiet_for` seconds says nothing: a warm or a tiny model's open is not worth
+    a line."""
 
     def __init__(self, stream: TextIO | None = None, quiet_for: float = 0.5) -> None:
         self.stream = stream if stream is not None else sys.stderr

@@ -1,7 +1,8 @@
 """Progress of a model load, from the code doing the work to whoever asked for the load.
 
 llama.cpp reports how far its load is (its progress callback: the tensors mapped or read,
-fractions 0 to 1); a 7-8B file on a cold disk takes seconds. The layer that loads
+fractions 0 to 1); a 7-8B file on a cold disk takes seconds. The first open of a file is
+checked in a child process first (`model.llamacpp.probe`), which only says when it is done. The layer that loads
 (`chat.backend.load_backend`) calls `report(phase, fraction)`; the one that started the load
 (the engine thread, `turbospark chat`) wraps it in `reporting(callback)`. A context variable
 carries the callback, so no signature between the two has to change, and a load on another
@@ -18,9 +19,10 @@ ProgressCallback = Callable[[str, float], None]
 """callback(phase, fraction): phase e.g. "Loading model", fraction in [0, 1]."""
 
 LOADING = "Loading model"  # llama.cpp mapping the GGUF's tensors
-# Phases reported only as begun (0) and done (1), shown as a busy bar rather than "0%" (none
-# today: llama.cpp measures its load).
-UNMEASURED: frozenset[str] = frozenset()
+CHECKING = "Checking the model file"  # its first open: llama.cpp loads it in a child process
+# Phases reported only as begun (0) and done (1): the child says nothing until it is done, so
+# its fraction is no measure and shows as a busy bar, not "0%" for seconds.
+UNMEASURED = frozenset({CHECKING})
 
 
 def measured(phase: str) -> bool:

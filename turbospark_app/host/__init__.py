@@ -7,6 +7,5 @@ bottom layer).
     xcb_check   the X11 libraries Qt's xcb plugin needs on Linux, checked before Qt starts
     keystore    API keys in the system keychain (`keyring`), else in a user-only file
     quick_exit  end the process without its parent waiting for the memory to be freed (Linux)
-    heap        give the C heap's free pages back to the system after a model load
     lazy_import a module imported on its first use (aiohttp: only remote engines and the API)
 """

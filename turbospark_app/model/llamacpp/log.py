@@ -10,6 +10,7 @@ log when its level asks for them; a load's capture keeps its warnings and errors
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -85,6 +86,8 @@ def capturing() -> Iterator[list[tuple[int, str]]]:
             outer.extend(lines)
 
 
+_LONGEST = 300  # a hostile file's 5,000-character name stays out of the one line
+_ERROR_LOADING = re.compile(r"error loading model(?: [a-z ]+)?: ")
 _NOISE = ("llama_model_load_from_file_impl: failed to load model", "failed to load model")
 
 
@@ -97,13 +100,16 @@ def refusal(lines: list[tuple[int, str]]) -> str:
         if any(text.strip().endswith(n) for n in _NOISE):
             continue
         reason = text.strip()
-        for marker in ("error loading model: ", "error loading model architecture: "):
-            if marker in reason:
-                reason = reason.split(marker, 1)[1]
+        while True:  # "error loading model: error loading model vocabulary: the reason"
+            found = _ERROR_LOADING.search(reason)
+            if found is None:
                 break
-        else:
+            reason = reason[found.end():]
+        while True:  # "llama_function: check_tensor_dims: the reason" -> "the reason"
             head, sep, tail = reason.partition(": ")
-            if sep and " " not in head:  # "llama_function: the reason"
-                reason = tail
-        return reason.strip()
+            if not sep or " " in head or not head.replace("_", "").replace(":", "").isalnum():
+                break
+            reason = tail
+        reason = reason.strip()
+        return reason if len(reason) <= _LONGEST else reason[:_LONGEST] + f"… ({len(reason):,} chars)"
     return ""

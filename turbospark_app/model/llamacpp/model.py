@@ -86,7 +86,8 @@ class LlamaCppModel:
             reason = refusal(lines) or "llama.cpp could not load it (no reason given in its log)"
             raise ModelFileError(path, reason)
         try:
-            facts = _facts(C, handle, params.n_gpu_layers)
+            # A vocabulary alone has no hyper-parameters: llama.cpp asserts (aborts) when asked.
+            facts = _vocab_facts(C, handle) if vocab_only else _facts(C, handle, params.n_gpu_layers)
         except Exception:
             C.llama_model_free(handle)
             raise
@@ -130,6 +131,13 @@ class LlamaCppModel:
             self.close()
         except Exception:
             pass
+
+
+def _vocab_facts(C: Any, m: Any) -> ModelFacts:
+    return ModelFacts(description="vocabulary", n_params=0, size_bytes=0, n_ctx_train=0, n_embd=0,
+                      n_layer=0, n_head=0, n_head_kv=0, n_swa=0,
+                      n_vocab=int(C.llama_vocab_n_tokens(C.llama_model_get_vocab(m))),
+                      recurrent=False, hybrid=False, has_encoder=False, gpu_layers=0)
 
 
 def _facts(C: Any, m: Any, gpu_layers: int) -> ModelFacts:

@@ -117,7 +117,11 @@ def verdict(path: str | os.PathLike[str]) -> Verdict:
     known = _read_cache().get(key)
     if isinstance(known, dict) and "runs" in known:
         return Verdict(bool(known["runs"]), str(known.get("reason", "")), str(known.get("description", "")))
+    from ...engine.load_progress import CHECKING, report
+
+    report(CHECKING, 0.0)
     found = probe_in_child(path)
+    report(CHECKING, 1.0)
     _store(key, found)
     return found
 
