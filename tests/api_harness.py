@@ -43,12 +43,8 @@ class ApiHarness:
 
 @pytest.fixture(scope="module")
 def api(default_model_path):
-    """An ApiHarness; `api.servers[0]` is a default server (loopback, no key).
-
-    The model runs exact kernels for every token: the tests compare greedy replies across
-    prompt-reuse paths (Regenerate, Continue), which the default kernels keep identical only
-    up to int8 rounding in decode steps (as llama.cpp's batch sizes do; see ort_graph)."""
-    engine = EngineThread(backend_factory(str(default_model_path), 4, None, kernels="exact"),
+    """An ApiHarness; `api.servers[0]` is a default server (loopback, no key), on llama.cpp."""
+    engine = EngineThread(backend_factory(str(default_model_path), 4, None),
                           lambda e: None, max_active=2)
     engine.start()
     deadline = time.monotonic() + 120

@@ -273,3 +273,21 @@ def drain(stream: Generator[Any, None, Any]) -> tuple[list[Any], Any]:
 def timeless(result: Any) -> Any:
     """`result` with its wall-clock fields zeroed, for comparing two runs."""
     return replace(result, prefill_seconds=0.0, decode_seconds=0.0)
+
+
+class Shared:
+    """A backend several EngineThreads use in turn (a test's module-wide model): each engine
+    closes its backend when it shuts down, this one's `close` leaves it open. Every other
+    attribute, set or read, is the backend's."""
+
+    def __init__(self, backend: Any) -> None:
+        object.__setattr__(self, "_backend", backend)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._backend, name, value)
+
+    def close(self) -> None:
+        """Left open: the test's fixture closes it."""

@@ -79,7 +79,7 @@ def main() -> int:
         path.write_bytes(blob)
         start = time.monotonic()
         try:
-            load_backend(path, cache_dir=work / "cache", session_slots=1)
+            load_backend(path, session_slots=1)
         except (ModelFileError, TokenizerError, TemplateError) as exc:
             text = str(exc)
             assert not any(t in text for t in RAW_LIBRARY_TEXTS), text

@@ -33,7 +33,7 @@ from turbospark_app.chat.backend import load_backend
 from turbospark_app.engine import EngineError
 t = time.perf_counter()
 try:
-    load_backend(path, cache_dir=cache, session_slots=1)
+    load_backend(path, session_slots=1)
     out["load"] = {"outcome": "ok"}
 except EngineError as e:
     out["load"] = {"outcome": type(e).__name__, "text": str(e), "reason": getattr(e, "reason", "")}

@@ -79,12 +79,11 @@ def test_model_subcommand_keeps_a_model_given_before_it() -> None:
     (["serve", "--prefill-chunk", "0"], "--prefill-chunk", ">= 1"),
     (["serve", "--stall-timeout", "0"], "--stall-timeout", "> 0"),
     (["chat", "--chat-template", "jinja"], "--chat-template", "chatml"),
-    (["chat", "--weights", "int3"], "--weights", "'compact', 'f32'"),
-    (["serve", "--weights", "F32 "], "--weights", "'compact', 'f32'"),
-    (["--weights", "q4"], "--weights", "'compact', 'f32'"),
-    (["chat", "--kernels", "fast"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
-    (["serve", "--kernels", "INT8"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
-    (["--kernels", "q8", "--self-test"], "--kernels", "'exact-prompt', 'exact', 'int8'"),
+    (["chat", "--threads", "0"], "-t/--threads", "1..256"),
+    (["serve", "-t", "many"], "-t/--threads", "1..256"),
+    (["--ctx-size", "100"], "-c/--ctx-size", ">= 256"),
+    (["chat", "-c", "lots"], "-c/--ctx-size", ">= 256"),
+    (["serve", "--gpu-layers", "-2"], "-ngl/--gpu-layers", ">= 0"),
 ])
 def test_every_flag_is_checked_when_parsed(
     argv: list[str], flag: str, accepted: str, capsys: pytest.CaptureFixture[str]
@@ -106,26 +105,36 @@ def test_good_flags_still_parse() -> None:
 
 
 @pytest.mark.parametrize("argv", [
-    ["chat", "--weights", "f32", "--prompt", "hi"],
-    ["--weights", "f32", "chat", "--prompt", "hi"],
-    ["serve", "--weights", "f32"],
-    ["--weights", "f32", "--self-test"],
+    ["chat", "--threads", "2", "--prompt", "hi"],
+    ["-t", "2", "chat", "--prompt", "hi"],
+    ["serve", "--threads", "2"],
+    ["--threads", "2", "--self-test"],
+    ["--threads", "2"],
 ])
-def test_weights_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
-    assert build_parser().parse_args(argv).weights == "f32"
-    assert build_parser().parse_args(argv[:1] if argv[0] != "--weights" else []).weights is None
+def test_threads_flag_for_chat_serve_and_the_app(argv: list[str]) -> None:
+    assert build_parser().parse_args(argv).threads == 2
+    assert build_parser().parse_args([a for a in argv if a not in ("--threads", "-t", "2")]).threads is None
 
 
-@pytest.mark.parametrize("argv", [
-    ["chat", "--kernels", "int8", "--prompt", "hi"],
-    ["--kernels", "int8", "chat", "--prompt", "hi"],
-    ["serve", "--kernels", "int8"],
-    ["--kernels", "int8", "--self-test"],
-    ["--kernels", "int8"],
-])
-def test_kernels_flag_for_chat_serve_app_and_self_test(argv: list[str]) -> None:
-    assert build_parser().parse_args(argv).kernels == "int8"
-    assert build_parser().parse_args([a for a in argv if a not in ("--kernels", "int8")]).kernels is None
+def test_llama_cpp_names_for_context_and_gpu_layers() -> None:
+    args = build_parser().parse_args(["chat", "-c", "4096", "-ngl", "0", "--prompt", "hi"])
+    assert (args.ctx_size, args.gpu_layers) == (4096, 0)
+    args = build_parser().parse_args(["serve", "--ctx-size", "2048", "--gpu-layers", "99"])
+    assert (args.ctx_size, args.gpu_layers) == (2048, 99)
+
+
+def test_a_thread_count_past_the_machine_is_refused_with_the_choices() -> None:
+    import os
+
+    from turbospark_app.model.choice.common import LoadChoiceError
+    from turbospark_app.model.choice.threads import choose_threads
+
+    too_many = (os.cpu_count() or 1) + 1
+    with pytest.raises(LoadChoiceError, match=f"--threads='{too_many}' is not a thread count"):
+        choose_threads(too_many)
+    with pytest.raises(LoadChoiceError, match="TURBOSPARK_THREADS='x'"):
+        choose_threads(environ={"TURBOSPARK_THREADS": "x"})
+    assert choose_threads(1).count == 1 and choose_threads(setting="auto").source == "setting"
 
 
 def test_building_the_parser_does_not_import_the_http_stack() -> None:

@@ -254,7 +254,7 @@ def test_model_command_info_on_a_non_gguf(tmp_path, capsys):
 def test_model_info_on_the_default_model(default_model_path, capsys):
     assert run_model_command(argparse.Namespace(action="info", model=str(default_model_path))) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == "TurboSpark runs this model."
+    assert lines[-1] == "Runs with llama.cpp (llama 256M Q4_1)."  # llama.cpp's own name for it
     out = dict(line.split(": ", 1) for line in lines[:-1])
     assert out["architecture"] == "llama"
     assert out["quantization"] == "Q4_1"

@@ -29,7 +29,7 @@ def _write(tmp_path: Path, **tokenizer) -> Path:
 
 def _refusal(path: Path, tmp_path: Path) -> EngineError:
     with pytest.raises(EngineError) as info:
-        load_backend(path, cache_dir=tmp_path / "cache", session_slots=1)
+        load_backend(path, session_slots=1)
     from turbospark_app.ui.model_dialogs import (
         check_model_file,  # the window's Open Model check
     )
@@ -44,13 +44,14 @@ def _refusal(path: Path, tmp_path: Path) -> EngineError:
 
 
 def test_a_consistent_tiny_model_loads(tmp_path, isolated_dirs) -> None:
-    backend = load_backend(_write(tmp_path), cache_dir=tmp_path / "cache", session_slots=1)
+    backend = load_backend(_write(tmp_path), session_slots=1)
     assert backend.tokenizer.vocab_size == backend.model.vocab_size == 300
 
 
 def test_more_tokens_than_embedding_rows_is_refused(tmp_path, isolated_dirs) -> None:
+    # llama.cpp's own loader refuses it first (its embedding must have a row per token)
     err = _refusal(_write(tmp_path, n_tokens=310), tmp_path)
-    assert "310 tokens" in str(err) and "300 rows" in str(err) and "token_embd.weight" in str(err)
+    assert "token_embd.weight" in str(err) and "310" in str(err) and "300" in str(err)
 
 
 @pytest.mark.parametrize(("key", "value", "name"), [
@@ -75,7 +76,7 @@ def test_a_template_over_budget_is_refused_with_the_chatml_offer(tmp_path, isola
     err = _refusal(_write(tmp_path, template=NESTED), tmp_path)
     assert isinstance(err, TemplateBudgetExceeded)
     assert getattr(err, "chatml_available", None) is True and "ChatML" in str(err)
-    backend = load_backend(tmp_path / "m.gguf", cache_dir=tmp_path / "cache", session_slots=1,
+    backend = load_backend(tmp_path / "m.gguf", session_slots=1,
                            chat_template="chatml")
     assert backend.template.is_fallback and "<|im_start|>user" in backend.template.render(
         [{"role": "user", "content": "hi"}])

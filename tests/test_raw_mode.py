@@ -40,7 +40,7 @@ def base_model(tmp_path: Path, isolated_dirs: dict[str, Path]) -> Path:
 
 @pytest.fixture
 def base_backend(base_model: Path, tmp_path: Path) -> LlamaChatBackend:
-    return load_backend(base_model, cache_dir=tmp_path / "cache", session_slots=2)
+    return load_backend(base_model, session_slots=2)
 
 
 def run(backend: LlamaChatBackend, messages: list[ChatMessage], *, session: str = "s",
@@ -73,7 +73,7 @@ def test_a_model_without_a_template_opens_for_raw_completion(base_model: Path, b
 
 
 def test_chatml_is_still_there_when_asked(base_model: Path, tmp_path: Path) -> None:
-    backend = load_backend(base_model, cache_dir=tmp_path / "cache", session_slots=1,
+    backend = load_backend(base_model, session_slots=1,
                            chat_template="chatml")
     assert backend.has_chat_template and backend.template.is_fallback
     turn = backend.prepare_turn("s", [ChatMessage("user", "hi")], SHORT)
@@ -110,7 +110,7 @@ def test_raw_turns_concatenate_the_texts_and_reuse_the_kv_prefix(base_backend) -
 def test_an_instruct_model_runs_raw_when_asked(tmp_path: Path, isolated_dirs) -> None:
     path = tmp_path / "instruct.gguf"
     write_tiny_gguf(path, tokenizer={})  # with the tiny ChatML template
-    backend = load_backend(path, cache_dir=tmp_path / "cache", session_slots=1)
+    backend = load_backend(path, session_slots=1)
     assert backend.has_chat_template
     chat = backend.prepare_turn("s", [ChatMessage("user", "the cat")], SHORT)
     raw = backend.prepare_turn("s", [ChatMessage("user", "the cat")], SHORT, raw=True)
@@ -223,7 +223,7 @@ def test_api_chat_on_a_base_model_is_a_clear_400(base_model: Path, tmp_path: Pat
     from turbospark_app.server import ApiServer, ServerConfig
     from turbospark_app.service.engine_thread import EngineThread
 
-    engine = EngineThread(lambda: load_backend(base_model, cache_dir=tmp_path / "cache", session_slots=1),
+    engine = EngineThread(lambda: load_backend(base_model, session_slots=1),
                           lambda e: None, max_active=1)
     engine.start()
     deadline = time.monotonic() + 60

@@ -188,19 +188,18 @@ def test_self_test_reports_a_missing_model_on_stderr(
 def test_self_test_reports_an_unexpected_error_with_its_traceback(
     offscreen: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    asked: list[tuple[str | None, str | None, str | None]] = []
+    asked: list[str | None] = []
 
-    def boom(cli_value: str | None, weights: str | None = None, kernels: str | None = None) -> None:
-        asked.append((cli_value, weights, kernels))
+    def boom(cli_value: str | None) -> None:
+        asked.append(cli_value)
         raise ModuleNotFoundError("No module named 'tokenizers'", name="tokenizers")
 
     monkeypatch.setattr(self_test, "check_model", boom)
-    monkeypatch.setenv("TURBOSPARK_KERNELS", "exact")  # the flag wins over it
-    assert self_test.self_test(argparse.Namespace(model=None, weights="f32", kernels="int8")) == 1
+    assert self_test.self_test(argparse.Namespace(model="m.gguf")) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err
     assert f"{self_test.FAILED_PREFIX}: ModuleNotFoundError: No module named 'tokenizers'" in err
-    assert asked == [(None, "f32", "int8")]  # --weights and --kernels reach the model load
+    assert asked == ["m.gguf"]  # --model reaches the model load
 
 
 # --- self_test: the real model ------------------------------------------------------------------
@@ -229,7 +228,7 @@ def test_self_test_with_the_real_model(
     assert float(fields["load seconds"]) > 0
     assert fields["reply"].startswith('"') and fields["reply"].endswith('"')
     assert fields["qt platform"] == "offscreen"
-    shutil.rmtree(isolated_dirs["cache"], ignore_errors=True)  # ~0.5 GB of prepared weights
+    assert fields["engine"].startswith("llama.cpp · CPU") and fields["gpu layers"] == "0"
 
 
 @pytest.mark.real_model

@@ -169,12 +169,12 @@ def test_pick_a_gguf_instead(fake_pip, qtbot, tmp_path, default_model_path) -> N
 
 
 def test_a_picked_file_that_is_not_usable_is_explained(fake_pip, qtbot, tmp_path) -> None:
-    bad = tmp_path / "gpt2.gguf"
-    write_tiny_gguf(bad, arch="gpt2")
+    bad = tmp_path / "brand-new.gguf"
+    write_tiny_gguf(bad, arch="brand-new-arch")
     d = open_dialog(qtbot, choose=lambda _parent, _start: str(bad))
     qtbot.mouseClick(d.choose_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: d.state == "failed", timeout=10000)
-    assert "architecture is not supported" in d.message.text() and "gpt2" in d.message.text()
+    assert "architecture is not supported" in d.message.text() and "brand-new-arch" in d.message.text()
     assert d.model_path is None and d.choose_button.isEnabled()
 
 

@@ -106,30 +106,19 @@ def test_the_fit_check_notices_a_cut_label(qtbot) -> None:
 
 
 def test_the_settings_dialog_fits(ui, qtbot, isolated_dirs, tmp_path: Path) -> None:
-    """Conversation › Settings… in the default window: no label or choice cut (the weight
-    cache's "Prepacked" row label was clipped by its long choices; under Xvfb, with models
-    cached and one of them deleted, its usage line was cut in the narrow left column, and in the
-    right column the dialog was not made tall enough for the wrapped kernels note)."""
-    import gc
-
-    from tiny_gguf import write_tiny_gguf
-
-    from turbospark_app.model.reference.weights import load_weights
-
-    for name, seed in (("a-model-with-a-rather-long-file-name.Q4_K_M", 0), ("gone", 1)):
-        write_tiny_gguf(tmp_path / f"{name}.gguf", seed=seed)
-        load_weights(tmp_path / f"{name}.gguf", isolated_dirs["cache"])
-    (tmp_path / "gone.gguf").unlink()
-    gc.collect()
+    """Conversation › Settings… in the default window: no label or choice cut, with the Threads
+    note in its longest state (a change that reloads the model)."""
     w = ui.window(FakeBackend())
     w.resize(*DEFAULT_SIZE)
     w.show()
     w.open_settings()
     dialog = w.settings_dialog
     qtbot.waitUntil(dialog.isVisible, timeout=3000)
-    assert dialog.cache_box.missing_label.isVisible()  # the longest state of the cache group
+    combo = dialog.threads_field.combo
+    combo.setCurrentIndex(combo.count() - 1 if combo.currentIndex() == 0 else 0)
+    qtbot.waitUntil(dialog.threads_field.note.isVisible, timeout=3000)
     assert cut_widgets(dialog) == []
-    # tall enough for its wrapped notes at its width (under Xvfb the kernels note was squeezed)
+    # tall enough for its wrapped notes at its width (under Xvfb a wrapped note was squeezed once)
     layout = dialog.layout()
     assert dialog.height() >= layout.totalHeightForWidth(dialog.width())
     dialog.reject()
@@ -144,7 +133,7 @@ def test_the_status_bar_fits_the_default_window_with_the_api_running(ui, qtbot) 
     api = status.findChild(QLabel, "status_api")
     api.setText("API :8080 · 12 active")
     api.show()  # as while the API runs
-    status.labels["model"].setText("SmolLM2-135M-Instruct · Q4_1 · weights: compact · kernels: exact-prompt")
+    status.labels["model"].setText("SmolLM2-135M-Instruct · Q4_1 · llama.cpp · CPU AVX2 · 16 threads")
     status.labels["reuse"].setText("reused 12,345/12,400 tok · slot evicted")
     status.labels["decode"].setText("decode 123.4 tok/s live · batch 4")
     qtbot.wait(50)

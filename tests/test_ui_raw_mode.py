@@ -28,7 +28,7 @@ def test_a_base_model_opens_and_its_pane_streams_a_raw_continuation(ui, qtbot, t
 
     path = tmp_path / "base.gguf"
     write_tiny_gguf(path, tokenizer={"template": None})  # no tokenizer.chat_template
-    w = ui.window(factory=lambda: load_backend(path, cache_dir=tmp_path / "cache", session_slots=2))
+    w = ui.window(factory=lambda: load_backend(path, session_slots=2))
     assert w.bridge.backend_state == "ready" and w.bridge.model_info["has_chat_template"] is False
     pane = w.area.current_pane()
     done = finished_events(w)

@@ -107,7 +107,7 @@ def explain_model_error(exc: BaseException) -> tuple[str, str]:
             return ("This model's architecture is not supported", f"{reason}.\n\nThe llama.cpp in "
                     "this TurboSpark does not run it (a newer llama.cpp may). The model you have "
                     "keeps running.")
-        if "not found" in reason or "is a directory" in reason or "cannot read" in reason:
+        if reason == "file not found" or "is a directory" in reason or "cannot read the file" in reason:
             return "The file cannot be read", f"{reason}.\n\nCheck that the file exists and that you may read it."
         if "not a GGUF file" in reason:
             return ("This is not a GGUF model", f"{reason}.\n\nTurboSpark runs models in the GGUF format "

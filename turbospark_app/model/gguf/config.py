@@ -62,6 +62,23 @@ def _int(value: Any) -> int:
     return 0
 
 
+# The counts read here, checked for their type (a hostile file may store text under one; llama.cpp
+# would then refuse it with a less precise line, or assert).
+_COUNT_KEYS = ("block_count", "context_length", "embedding_length", "attention.head_count",
+               "attention.head_count_kv", "attention.key_length", "attention.value_length")
+
+
+def _check_count(header: GGUFHeader, key: str) -> None:
+    value = header.fields.get(key)
+    if value is None:
+        return
+    items = value.tolist() if isinstance(value, np.ndarray) else value
+    items = items if isinstance(items, list) else [items]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ModelFileError(header.path, f"bad metadata '{key}' = {str(header.value(key))[:40]!r}: a "
+                             f"{header.field_types.get(key, 'value')}, expected an integer")
+
+
 def read_config(header: GGUFHeader) -> ModelConfig:
     """The model's figures from a checked header; ModelFileError when it names no architecture."""
     arch = header.value("general.architecture")
@@ -70,7 +87,13 @@ def read_config(header: GGUFHeader) -> ModelConfig:
     if not isinstance(arch, str) or not arch:
         raise ModelFileError(header.path, f"bad metadata 'general.architecture': a "
                              f"{header.field_types.get('general.architecture')}, expected text")
+    for key in _COUNT_KEYS:
+        _check_count(header, f"{arch}.{key}")
     get = lambda key: _int(header.value(f"{arch}.{key}"))  # noqa: E731
+    layers = get("block_count")
+    if layers > len(header.tensors):  # every layer of every architecture has a tensor
+        raise ModelFileError(header.path, f"bad metadata '{arch}.block_count' = {layers:,}: the file "
+                             f"has {len(header.tensors):,} tensors")
     n_heads = get("attention.head_count")
     dim = get("embedding_length")
     head_dim = get("attention.key_length") or (dim // n_heads if n_heads else 0)

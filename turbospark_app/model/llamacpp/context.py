@@ -125,30 +125,42 @@ class LlamaCppContext:
 
     # -- memory ---------------------------------------------------------------------------------
 
+    @property
+    def _memory(self) -> Any:
+        if self._mem is None:  # a freed context's memory handle would crash llama.cpp
+            raise RuntimeError("the llama.cpp context was closed")
+        return self._mem
+
+    def _seq(self, seq: int) -> int:
+        if not 0 <= seq < self.n_seq_max:  # llama.cpp asserts (aborts) on an unknown sequence
+            raise ValueError(f"sequence {seq} is not one of the context's {self.n_seq_max}")
+        return int(seq)
+
     def seq_rm(self, seq: int, p0: int, p1: int = -1) -> bool:
         """Remove positions [p0, p1) of `seq` (p1 < 0: to the end); False when the memory cannot
         drop part of a sequence (recurrent models)."""
-        return bool(self._C.llama_memory_seq_rm(self._mem, int(seq), int(p0), int(p1)))
+        return bool(self._C.llama_memory_seq_rm(self._memory, self._seq(seq), int(p0), int(p1)))
 
     def clear_seq(self, seq: int) -> None:
         """Drop every position of `seq` (never fails)."""
-        self._C.llama_memory_seq_rm(self._mem, int(seq), -1, -1)
+        self._C.llama_memory_seq_rm(self._memory, self._seq(seq), -1, -1)
 
     def seq_pos_max(self, seq: int) -> int:
         """The last position `seq` holds, -1 when empty."""
-        return int(self._C.llama_memory_seq_pos_max(self._mem, int(seq)))
+        return int(self._C.llama_memory_seq_pos_max(self._memory, self._seq(seq)))
 
     def seq_pos_min(self, seq: int) -> int:
         """The first position `seq` still holds (> 0 only when a window dropped the rest)."""
-        return int(self._C.llama_memory_seq_pos_min(self._mem, int(seq)))
+        return int(self._C.llama_memory_seq_pos_min(self._memory, self._seq(seq)))
 
     def state_get(self, seq: int) -> bytes:
         """`seq`'s KV state (llama_state_seq_get_data): restorable into any sequence of a context
         of the same model and shape."""
         C = self._C
-        size = int(C.llama_state_seq_get_size(self.handle, int(seq)))
+        seq = self._seq(seq)
+        size = int(C.llama_state_seq_get_size(self.handle, seq))
         buf = (ctypes.c_uint8 * size)()
-        written = int(C.llama_state_seq_get_data(self.handle, buf, size, int(seq)))
+        written = int(C.llama_state_seq_get_data(self.handle, buf, size, seq))
         if written <= 0:
             raise DecodeError(f"llama.cpp could not save the state of sequence {seq}")
         return bytes(memoryview(buf)[:written])
@@ -157,9 +169,10 @@ class LlamaCppContext:
         """Restore a state saved by `state_get` into `seq` (replacing what it held); False when
         llama.cpp refused it (no room, or another model's)."""
         C = self._C
+        seq = self._seq(seq)
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with capturing():
-            read = int(C.llama_state_seq_set_data(self.handle, buf, len(data), int(seq)))
+            read = int(C.llama_state_seq_set_data(self.handle, buf, len(data), seq))
         return read > 0
 
     # -- the rest -------------------------------------------------------------------------------
@@ -179,6 +192,7 @@ class LlamaCppContext:
         """Free the context (its KV memory); the model stays."""
         with self._lock:
             handle, self._handle = self._handle, None
+            self._mem = None
         if handle is not None:
             self._C.llama_free(handle)
 

@@ -51,7 +51,7 @@ class LlamaCppModel:
         self._handle = handle
         self.facts = facts
         self.header = header  # the checked GGUFHeader (metadata for Model Info)
-        self.vocab = library.binding().llama_model_get_vocab(handle)
+        self._vocab = library.binding().llama_model_get_vocab(handle)
         self._lock = threading.Lock()
 
     @classmethod
@@ -102,6 +102,13 @@ class LlamaCppModel:
         if self._handle is None:
             raise RuntimeError("the model was closed")
         return self._handle
+
+    @property
+    def vocab(self) -> Any:
+        """llama.cpp's vocabulary of the model (valid while the model is open)."""
+        if self._handle is None:
+            raise RuntimeError("the model was closed")
+        return self._vocab
 
     @property
     def vocab_size(self) -> int:

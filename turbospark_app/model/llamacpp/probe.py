@@ -87,7 +87,8 @@ def _child_command(path: Path) -> list[str]:
 
 def probe_in_child(path: Path, timeout: float = TIMEOUT_SECONDS) -> Verdict:
     """Load `path` with llama.cpp in a child process; its verdict (never raises for the file)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # ggml's abort runs gdb for a backtrace: seconds, and its output is not the reason
+    env = dict(os.environ, OMP_NUM_THREADS="1", GGML_NO_BACKTRACE="1")
     try:
         proc = subprocess.run(_child_command(path), capture_output=True, text=True,
                               timeout=timeout, env=env, stdin=subprocess.DEVNULL)
@@ -100,7 +101,11 @@ def probe_in_child(path: Path, timeout: float = TIMEOUT_SECONDS) -> Verdict:
             return Verdict(bool(doc["runs"]), str(doc.get("reason", "")), str(doc.get("description", "")))
         except (ValueError, KeyError, TypeError):
             pass
-    last = next((line.strip() for line in reversed(proc.stderr.splitlines()) if line.strip()), "")
+    lines_err = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    said = [line for line in lines_err if "GGML_ASSERT" in line or "error" in line.lower()]
+    last = (said or lines_err or [""])[-1]
+    if "GGML_ASSERT" in last:  # "/path/llama-model.cpp:1855: GGML_ASSERT(x) failed" -> the assertion
+        last = last[last.index("GGML_ASSERT"):]
     if proc.returncode < 0:
         try:
             name = signal.Signals(-proc.returncode).name

@@ -29,14 +29,13 @@ class LlamaCppTokenizer:
     use of `GGUFTokenizer`) with llama.cpp's vocabulary of a loaded model."""
 
     def __init__(self, model: Any, spec: TokenizerSpec) -> None:
-        self._model = model  # keeps the vocabulary alive
-        self._vocab = model.vocab
+        self._model = model  # keeps the vocabulary alive (and says when it was closed)
         self._C = library.binding()
         self.spec = spec
         self.vocab_size: int = model.vocab_size
         self.bos_id: int | None = spec.bos_id
         self.eos_id: int | None = spec.eos_id
-        self.add_bos: bool = bool(self._C.llama_vocab_get_add_bos(self._vocab))
+        self.add_bos: bool = bool(self._C.llama_vocab_get_add_bos(model.vocab))
         self._ids: dict[str, int] = {}
         for i, text in enumerate(spec.tokens):
             self._ids.setdefault(text, i)
@@ -44,7 +43,7 @@ class LlamaCppTokenizer:
                             eot_id=spec.eot_id, eom_id=spec.eom_id)
         self.eot_id: int | None = found.eot_id
         self.tool_call_ids: frozenset[int] = found.tool_call_ids
-        eog = eog_ids(self._vocab, self.vocab_size)
+        eog = eog_ids(model.vocab, self.vocab_size)
         self.eog_ids: frozenset[int] = eog
         self.eos_ids: frozenset[int] = found.eos_ids & eog
         self.end_of_turn_ids: frozenset[int] = eog - self.eos_ids
@@ -57,7 +56,7 @@ class LlamaCppTokenizer:
         room = len(data) + 8
         while True:
             buf = (C.llama_token * room)()
-            n = int(C.llama_tokenize(self._vocab, data, len(data), buf, room, False, parse_special))
+            n = int(C.llama_tokenize(self._model.vocab, data, len(data), buf, room, False, parse_special))
             if n >= 0:
                 return list(buf[:n])
             room = -n
@@ -97,10 +96,11 @@ class LlamaCppTokenizer:
         piece = self._pieces[token_id]
         if piece is None:
             buf = ctypes.create_string_buffer(64)
-            n = int(self._C.llama_token_to_piece(self._vocab, token_id, buf, 64, 0, False))
+            vocab = self._model.vocab
+            n = int(self._C.llama_token_to_piece(vocab, token_id, buf, 64, 0, False))
             if n < 0:
                 buf = ctypes.create_string_buffer(-n)
-                n = int(self._C.llama_token_to_piece(self._vocab, token_id, buf, -n, 0, False))
+                n = int(self._C.llama_token_to_piece(vocab, token_id, buf, -n, 0, False))
             piece = buf.raw[:max(n, 0)]
             self._pieces[token_id] = piece
         return piece
