@@ -11,9 +11,23 @@ $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 
+# llama-cpp-python (the engine) comes from PyPI as source and is compiled here, once: about 3-4
+# minutes on 2 cores (pip keeps the built wheel in its cache, so later venvs take seconds). Its
+# CPU code is pinned to a portable level (a native build of these VMs' AVX-512 dies elsewhere,
+# and the other way round), the multimodal library is left out; macOS builds with Metal.
+UNAME_S := $(shell uname -s)
+UNAME_M := $(shell uname -m)
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
+ifeq ($(UNAME_S),Darwin)
+LLAMA_CMAKE_ARGS += -DGGML_METAL=ON -DGGML_METAL_EMBED_LIBRARY=ON -DCMAKE_OSX_ARCHITECTURES=$(UNAME_M)
+else ifeq ($(UNAME_M),x86_64)
+LLAMA_CMAKE_ARGS += -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+endif
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade --quiet pip
-	$(BIN)/python -m pip install --quiet -e '.[test,package]'
+	@echo "Installing TurboSpark; the first install compiles llama.cpp (a few minutes)..."
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[test,package]'
 	touch $@
 
 model: $(STAMP)

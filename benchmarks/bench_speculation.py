@@ -1,7 +1,7 @@
 """Prompt-lookup speculation vs plain decode, ours and llama-cpp-python's, on one GGUF.
 
     python benchmarks/bench_speculation.py [--model PATH] [--max-new 200] [--repeats 3]
-        [--kinds echo,open] [--peer-python build/peer-venv/bin/python] [--no-peer]
+        [--kinds echo,open] [--peer-python PYTHON (default: this one)] [--no-peer]
         [--num-pred 10] [--json OUT] [--ours-from JSON]
 
 For every prompt of `spec_prompts.PROMPTS` (chat template applied; echo-heavy and open chat),
@@ -101,15 +101,15 @@ def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int,
              sampling: str = "greedy") -> dict[str, list[dict]]:
     """Each prompt plain and with lookup, alternating, `repeats` times."""
     from turbospark_app.engine import GenerationConfig, LookupSpeculation, run_raw_completion_chunked
-    from turbospark_app.model.producer import LlamaProducer
+    from turbospark_app.model.llamacpp.producer import LlamaCppProducer
 
-    model, tok = backend.model, backend.tokenizer
+    tok, vocab = backend.tokenizer, backend.vocab_size
     modes = {"plain": None, "lookup": LookupSpeculation()}
     out: dict[str, list[dict]] = {"plain": [], "lookup": []}
-    producer = LlamaProducer(model, model.new_cache(backend.max_context))
-    # Warm-up: the first session runs of a shape cost more.
+    producer = LlamaCppProducer(backend.context, 0)
+    # Warm-up: the first passes of a shape cost more.
     run_raw_completion_chunked(producer, tok, prompts[0], GenerationConfig(max_new_tokens=8),
-                               backend.max_context, model.vocab_size, speculation=LookupSpeculation())
+                               backend.max_context, vocab, speculation=LookupSpeculation())
     for rep in range(repeats):
         for i, ids in enumerate(prompts):
             order = ("plain", "lookup") if (rep + i) % 2 == 0 else ("lookup", "plain")
@@ -117,7 +117,7 @@ def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int,
             for mode in order:
                 producer.reset()
                 r = run_raw_completion_chunked(producer, tok, ids, cfg, backend.max_context,
-                                               model.vocab_size, speculation=modes[mode])
+                                               vocab, speculation=modes[mode])
                 reply = r.kv_backed_token_ids[len(ids):] if r.kv_position > len(ids) else []
                 out[mode].append({"prompt": i, "rep": rep, "n": r.new_tokens,
                                   "tok_s": r.decode_tokens_per_sec, "drafted": r.drafted_tokens,
@@ -153,7 +153,7 @@ def main() -> int:
     ap.add_argument("--max-new", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--kinds", default="echo,open")
-    ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", str(ROOT / "build/peer-venv/bin/python")))
+    ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", sys.executable))
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--num-pred", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)

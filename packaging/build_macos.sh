@@ -33,7 +33,11 @@ step "venv ($VENV) with .[package]"
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
 [[ -x "$VENV/bin/python" ]] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet '.[package]'
+# llama-cpp-python compiles llama.cpp here (a few minutes, once: pip caches the wheel), with Metal
+# and portable CPU code (a native build on an M3 can use instructions an M1 lacks).
+ARCH="$("$PYTHON" -c 'import platform; print(platform.machine())')"
+CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_METAL=ON -DGGML_METAL_EMBED_LIBRARY=ON -DCMAKE_OSX_ARCHITECTURES=$ARCH}" \
+    "$VENV/bin/python" -m pip install --quiet '.[package]'
 
 step "default model (fetched once, verified by sha256)"
 "$VENV/bin/turbospark" model fetch

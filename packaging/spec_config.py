@@ -72,7 +72,17 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "pkg_resources", "distutils", "lib2to3", "pydoc_data",
     # Optional imports of dependencies that the app never reaches.
     "readline", "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
+    # llama-cpp-python's high-level layer (its Llama class, chat formats, OpenAI server): the app
+    # loads only the C binding (model/llamacpp/library.py), so its __init__ never runs. The
+    # Llama class imports the openai client lazily, which brought 14 MB (openai, its httpx2 and
+    # pygments); openai is a test dependency here.
+    "llama_cpp.server", "llama_cpp.llama", "llama_cpp.llama_chat_format", "llama_cpp.llama_cache",
+    "llama_cpp.llama_speculative", "llama_cpp.llama_grammar", "llama_cpp.llama_tokenizer",
+    "llama_cpp.llama_types", "llama_cpp._internals", "llama_cpp._logger", "llama_cpp.llava_cpp",
+    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai", "httpx2", "pygments",
     "numpy.f2py", "numpy.distutils",
+    # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
+    "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
     # yarl only asks whether pydantic_core exists (for its schema hooks); 6 MB nobody calls.
     "pydantic", "pydantic_core",
     # keyring's Secret Service backend (Linux) and what it needs: cryptography is 12 MB (its own
@@ -83,8 +93,8 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
 
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
-    # The compact-weight kernels (model/compact/graph.py imports them inside functions).
-    "onnxruntime", "onnxruntime.capi._pybind_state", "onnx", "onnx.helper", "onnx.numpy_helper",
+    # llama.cpp's binding (model/llamacpp/library.py imports it inside a function).
+    "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
 )
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 
@@ -200,6 +210,31 @@ def excluded_qt_modules() -> list[str]:
 def excludes() -> list[str]:
     """The Analysis `excludes`: unused Qt modules and the Python packages listed above."""
     return excluded_qt_modules() + list(PYTHON_EXCLUDES)
+
+
+LLAMA_CPP_LIB_DEST = "llama_cpp/lib"
+"""Where llama-cpp-python's loader looks for libllama and the ggml libraries (beside its
+`llama_cpp.py`); the libraries find each other there too (RUNPATH $ORIGIN, @loader_path)."""
+
+
+def _llama_lib_wanted(name: str) -> bool:
+    """A wheel holds each Linux library three times (no symlinks in wheels): libllama.so,
+    .so.0, .so.0.5.0. The loader opens libllama.so and libggml.so.0 (device list); the libraries
+    link each other by soname (.so.0). macOS dylibs are kept as they come."""
+    if name.endswith(".dylib") or name.endswith(".dll"):
+        return True
+    if name.startswith("libllama.so"):
+        return name == "libllama.so"  # opened by name; nothing links against it
+    return bool(re.fullmatch(r"lib[\w.-]+?\.so\.\d+", name))
+
+
+def llama_cpp_binaries() -> list[tuple[str, str]]:
+    """(source, destination folder) of every llama.cpp library the app loads."""
+    import llama_cpp  # noqa: F401 - (PyInstaller runs the spec in the build venv)
+
+    lib = Path(llama_cpp.__file__).resolve().parent / "lib"
+    return [(str(p), LLAMA_CPP_LIB_DEST) for p in sorted(lib.iterdir())
+            if p.is_file() and _llama_lib_wanted(p.name)]
 
 
 def hidden_imports() -> list[str]:

@@ -1,5 +1,5 @@
 """A real MainWindow over a tiny GGUF, loaded through the app's own model factory (as run_app),
-for the load-setting tests (test_ui_weights, test_ui_kernels)."""
+for the load-setting tests (test_ui_threads)."""
 
 from __future__ import annotations
 
@@ -13,28 +13,27 @@ from tiny_gguf import write_tiny_gguf
 
 @pytest.fixture
 def tiny_chat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A tiny GGUF the chat backend can load (weights, vocabulary, ChatML template); the weight
-    cache in tmp_path; no TURBOSPARK_WEIGHTS or TURBOSPARK_KERNELS from the caller's shell."""
-    monkeypatch.delenv("TURBOSPARK_WEIGHTS", raising=False)
-    monkeypatch.delenv("TURBOSPARK_KERNELS", raising=False)
+    """A tiny GGUF the chat backend can load (weights, vocabulary, ChatML template); the caches
+    in tmp_path; no TURBOSPARK_THREADS from the caller's shell."""
+    monkeypatch.delenv("TURBOSPARK_THREADS", raising=False)
     monkeypatch.setenv("TURBOSPARK_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "tiny-chat.gguf"
     write_tiny_gguf(path, tokenizer={})
     return path
 
 
-def real_window(ui: Any, model: Path, *, flag: str | None = None, kernels_flag: str | None = None,
+def real_window(ui: Any, model: Path, *, flag: int | None = None,
                 wrap: Callable[[Any], Any] | None = None) -> Any:
     """A shown MainWindow loading `model` through the app's own model factory (as run_app);
-    `flag`, `kernels_flag`: the --weights and --kernels flags; `wrap`: wraps the factory."""
+    `flag`: the --threads flag; `wrap`: wraps the factory."""
     from turbospark_app.ui.app import app_model_factory, build_window
 
     settings = ui.settings()
-    factory = app_model_factory(settings, weights_flag=flag, kernels_flag=kernels_flag)
+    factory = app_model_factory(settings, threads_flag=flag)
     if wrap is not None:
         factory = wrap(factory)
     w = build_window(factory(str(model)), store_path=ui.store_path, settings=settings,
-                     model_factory=factory, weights_flag=flag, kernels_flag=kernels_flag)
+                     model_factory=factory, threads_flag=flag)
     ui.qtbot.addWidget(w)
     w.show()
     ui.windows.append(w)
@@ -42,14 +41,14 @@ def real_window(ui: Any, model: Path, *, flag: str | None = None, kernels_flag: 
     return w
 
 
-def engine_model(w: Any) -> Any:
-    """The model the engine thread owns (read here only to check its type and modes)."""
-    return w.bridge.engine._backend.model
+def engine_context(w: Any) -> Any:
+    """The llama.cpp context the engine thread owns (read here only to check its threads)."""
+    return w.bridge.engine._backend.context
 
 
 def pick_settings(w: Any, **modes: str) -> Any:
-    """Conversation › Settings…, choose each of `modes` (weights="f32", kernels="int8") in its
-    control, press OK. Returns the dialog."""
+    """Conversation › Settings…, choose each of `modes` (threads="1") in its control, press OK.
+    Returns the dialog."""
     w.open_settings()
     dialog = w.settings_dialog
     for what, mode in modes.items():
@@ -61,7 +60,7 @@ def pick_settings(w: Any, **modes: str) -> Any:
 
 
 def wait_for_model(qtbot: Any, w: Any, **facts: Any) -> None:
-    """Until the engine is ready with these model_info facts (weights_kind="f32", kernels="int8")."""
+    """Until the engine is ready with these model_info facts (threads=1)."""
     qtbot.waitUntil(lambda: w.bridge.backend_state == "ready"
                     and all(w.bridge.model_info.get(k) == v for k, v in facts.items()), timeout=30000)
 

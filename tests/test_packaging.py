@@ -106,11 +106,24 @@ def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
               "jinja2", "jinja2.sandbox", "qasync", "psutil", "platformdirs", "yaml", "sqlite3",
               "ctypes", "asyncio", "turbospark_app", "PySide6", "PySide6.QtCore",
               "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile",
-              "onnxruntime", "onnxruntime.capi", "onnx", "onnx.helper"]
+              "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions"]
     excluded = cfg.excludes()
     for module in needed:
         parents = {".".join(module.split(".")[: i + 1]) for i in range(module.count(".") + 1)}
         assert not parents & set(excluded), f"{module} is needed at run time but excluded"
+
+
+def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
+    """libllama and the ggml libraries beside llama_cpp.py (its loader's `lib/`), each once:
+    the copy opened by name (libllama.so) and the sonames the others link (.so.0)."""
+    found = cfg.llama_cpp_binaries()
+    assert found and {dest for _, dest in found} == {cfg.LLAMA_CPP_LIB_DEST}
+    names = [Path(src).name for src, _ in found]
+    assert any(n.startswith("libllama") for n in names) and any(n.startswith("libggml") for n in names)
+    assert cfg._llama_lib_wanted("libllama.so") and not cfg._llama_lib_wanted("libllama.so.0")
+    assert cfg._llama_lib_wanted("libggml-cpu.so.0") and not cfg._llama_lib_wanted("libggml-cpu.so")
+    assert not cfg._llama_lib_wanted("libggml-cpu.so.0.25.3")
+    assert cfg._llama_lib_wanted("libggml-metal.dylib")
 
 
 @pytest.mark.parametrize(
@@ -400,14 +413,14 @@ def test_frozen_app_self_test_cold_and_warm(
     assert int(fields["prompt tokens"]) > 0
     assert fields["qt platform"] == "offscreen"
     assert int(fields["ui modules imported"]) >= 1
-    assert (tmp_path / "cache" / "weights").is_dir()  # the cold run prepared the weight cache
+    assert fields["engine"].startswith("llama.cpp · ")  # the bundled llama.cpp ran it
+    assert not (tmp_path / "cache" / "weights").exists()  # llama.cpp maps the GGUF: no cache
     assert not list((tmp_path / "data").rglob("*.gguf"))  # nothing fetched: the bundled model ran
 
     warm, warm_s = _run_self_test(exe, tmp_path)
     assert warm.returncode == 0, f"warm self-test failed:\n{warm.stdout}\n{warm.stderr}"
     warm_fields = _summary(warm.stdout)
     assert warm_fields["reply"] == fields["reply"]  # greedy: the same reply both times
-    shutil.rmtree(tmp_path / "cache", ignore_errors=True)  # ~0.5 GB of prepared weights
     with capsys.disabled():
         print(
             f"\n[frozen app] build {frozen_app['build_seconds']:.0f} s, "
@@ -416,8 +429,10 @@ def test_frozen_app_self_test_cold_and_warm(
         )
 
 
-BUNDLE_CEILING_BYTES = 300_000_000
-"""The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB)."""
+BUNDLE_CEILING_BYTES = 250_000_000 if sys.platform == "darwin" else 255_000_000
+"""The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB; with ONNX Runtime
+292 MB). #29 asks 250 MB of the macOS .app; the Linux folder also carries numpy's OpenBLAS and
+gfortran (28 MB; macOS numpy uses Accelerate): 251 MB measured, 255 allowed."""
 
 
 @pytest.mark.slow
@@ -499,7 +514,7 @@ def test_frozen_self_test_fails_on_a_broken_bundle(frozen_app: dict[str, Any], t
     plugin = next((internal / "PySide6" / "Qt" / "plugins" / "platforms").glob(f"*q{native}.*"))
     without(plugin, rf"FAILED: .*native Qt platform plugin '{native}'")
     without(internal / "tokenizers", r"FAILED: ModuleNotFoundError: .*tokenizers")
+    without(next((internal / "llama_cpp" / "lib").glob("libllama.*")), r"FAILED: .*llama")
     # Intact again: passes.
     proc, _ = _run_self_test(exe, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    shutil.rmtree(tmp_path / "cache", ignore_errors=True)

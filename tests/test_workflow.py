@@ -103,6 +103,7 @@ def workflow_problems(doc: dict[Any, Any]) -> list[str]:
         "ad-hoc signing": r"codesign --force --deep -s - ",
         "codesign verify": r"codesign --verify --deep --strict",
         "self-test of the .app": r"Contents/MacOS/TurboSpark\" --self-test",
+        "hardened-runtime self-test": r"--options runtime -s - [\s\S]*--self-test",
         "disk image": r"make_dmg\.sh|make dmg",
         "upload": r"actions/upload-artifact@",
     }

@@ -267,14 +267,21 @@ def _fmt(value: Any, kind: str = "") -> str:
     return str(value)
 
 
-def _weights_text(kind: Any, nbytes: Any, kernels: Any = None) -> str:
-    """"weights: compact (GGUF blocks) · kernels: exact-prompt · 105 MB in memory" (the weight
-    and kernel modes the engine runs)."""
-    if not kind:
+def _engine_text(info: Mapping[str, Any]) -> str:
+    """"llama.cpp · CPU AVX2 · 2 threads — llama 135M Q4_1, 92 MB mapped, tokenizer: tokenizers"
+    (what runs the model, as llama.cpp names it)."""
+    runs = info.get("runs_on")
+    if not runs:
         return "–"
-    text = f"weights: {kind}" + (" (GGUF blocks)" if kind == "compact" else " (float32 reference)" if kind == "f32" else "")
-    text += f" · kernels: {kernels}" if kernels else ""
-    return text + (f" · {bytes_label(nbytes)} in memory" if isinstance(nbytes, int) and nbytes > 0 else "")
+    parts = [str(runs)]
+    extra = [str(info["engine_description"])] if info.get("engine_description") else []
+    if isinstance(info.get("weights_bytes"), int) and info["weights_bytes"] > 0:
+        extra.append(f"{bytes_label(info['weights_bytes'])} mapped")
+    if info.get("gpu_layers"):
+        extra.append(f"{info['gpu_layers']} layers on the GPU")
+    if info.get("tokenizer"):
+        extra.append(f"tokenizer: {info['tokenizer']}")
+    return parts[0] + (" — " + ", ".join(extra) if extra else "")
 
 
 def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -296,7 +303,7 @@ def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Shape", shape),
         ("Vocabulary", _fmt(get("vocab_size"), "tokens")),
         ("File size", _fmt(get("file_size_bytes") or get("file_size"), "bytes")),
-        ("Weights", _weights_text(get("weights_kind"), get("weights_bytes"), get("kernels"))),
+        ("Engine", _engine_text(info)),
         ("Loaded in", f"{get('load_seconds'):.2f} s" if isinstance(get("load_seconds"), (int, float)) else "–"),
     ]
 

@@ -81,7 +81,8 @@ class Device:
 @lru_cache(maxsize=1)
 def _ggml() -> Any:
     """libggml (the device registry), loaded beside libllama."""
-    names = {"darwin": ("libggml.dylib", "libggml.so")}.get(sys.platform, ("libggml.so", "libggml.dll"))
+    names = {"darwin": ("libggml.dylib", "libggml.0.dylib", "libggml.so")}.get(
+        sys.platform, ("libggml.so.0", "libggml.so", "ggml.dll"))
     for name in names:
         path = lib_dir() / name
         if path.exists():
