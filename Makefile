@@ -42,26 +42,49 @@ test: $(STAMP) model
 bench: $(STAMP) model
 	$(BIN)/python benchmarks/bench_model.py
 
-# TurboSpark vs llama.cpp side by side (benchmarks/bench_peer.py; not part of `make test`).
-# llama-cpp-python 0.3.36 compiles from source into its own venv, once (~7+ min on 2 cores).
-# On x86_64 the CPU features are pinned: a native build crashed with an illegal instruction here.
-PEER_VENV ?= build/peer-venv
-PEER_STAMP := $(PEER_VENV)/.llama-cpp-stamp
-ifeq ($(shell uname -m),x86_64)
+# TurboSpark vs llama.cpp's own llama-server, side by side through the same openai client
+# (benchmarks/bench_peer.py; not part of `make test`). llama-server and llama-bench are built from
+# the llama.cpp vendored in llama-cpp-python's sdist of the pinned version (the engine's own code),
+# once (stamp file): ~5 min on 2 cores. On x86_64 the CPU features are pinned (a native build
+# crashed with an illegal instruction here); on macOS Metal is on; elsewhere llama.cpp's defaults.
+# Arguments for the scripts: BENCH_PEER_ARGS (e.g. "--concurrency 4 --rounds 1"), CHECK_PEER_ARGS.
+PEER_VERSION ?= 0.3.36
+PEER_DIR ?= build/peer
+PEER_SRC := $(PEER_DIR)/llama_cpp_python-$(PEER_VERSION)
+PEER_SDIST_STAMP := $(PEER_DIR)/.sdist-$(PEER_VERSION)-stamp
+PEER_BUILD_STAMP := $(PEER_DIR)/.built-$(PEER_VERSION)-stamp
+PEER_JOBS ?= $(shell nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)
+PEER_CMAKE_COMMON := -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON \
+	-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF \
+	-DBUILD_SHARED_LIBS=OFF
+ifeq ($(shell uname -s),Darwin)
+PEER_CMAKE_ARGS ?= -DGGML_METAL=ON -DGGML_NATIVE=OFF
+else ifeq ($(shell uname -m),x86_64)
 PEER_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 endif
+BENCH_PEER_ARGS ?=
+CHECK_PEER_ARGS ?=
 
-$(PEER_STAMP):
-	test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
-	CMAKE_ARGS="$(PEER_CMAKE_ARGS)" $(PEER_VENV)/bin/python -m pip install --quiet llama-cpp-python==0.3.36 numpy
+# The sdist only (--no-binary: not the wheel; --no-deps: nothing else), unpacked beside it.
+$(PEER_SDIST_STAMP): | $(STAMP)
+	mkdir -p $(PEER_DIR)
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==$(PEER_VERSION) -d $(PEER_DIR)
+	tar -xzf $(PEER_DIR)/llama_cpp_python-$(PEER_VERSION).tar.gz -C $(PEER_DIR)
 	touch $@
 
-bench-peer: $(STAMP) model $(PEER_STAMP)
-	$(BIN)/python benchmarks/bench_peer.py --peer-python $(PEER_VENV)/bin/python
+$(PEER_BUILD_STAMP): $(PEER_SDIST_STAMP)
+	cmake -S $(PEER_SRC)/vendor/llama.cpp -B $(PEER_DIR)/cmake $(PEER_CMAKE_COMMON) $(PEER_CMAKE_ARGS)
+	cmake --build $(PEER_DIR)/cmake --target llama-server llama-bench -j$(PEER_JOBS)
+	mkdir -p $(PEER_DIR)/bin
+	cp $(PEER_DIR)/cmake/bin/llama-server $(PEER_DIR)/cmake/bin/llama-bench $(PEER_DIR)/bin/
+	touch $@
 
-# Each model family against llama.cpp, next-token agreement position by position (check_peer.py).
-check-peer: $(STAMP) $(PEER_STAMP)
-	$(BIN)/python benchmarks/check_peer.py --peer-python $(PEER_VENV)/bin/python
+bench-peer: $(STAMP) model $(PEER_BUILD_STAMP)
+	$(BIN)/python benchmarks/bench_peer.py --llama-server $(PEER_DIR)/bin/llama-server $(BENCH_PEER_ARGS)
+
+# Greedy golden replies of both servers, where they part and the top-2 logprob gap there (check_peer.py).
+check-peer: $(STAMP) model $(PEER_BUILD_STAMP)
+	$(BIN)/python benchmarks/check_peer.py --llama-server $(PEER_DIR)/bin/llama-server $(CHECK_PEER_ARGS)
 
 # The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
 # self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where

@@ -1,261 +1,397 @@
-"""TurboSpark vs llama.cpp (llama-cpp-python), side by side in one run. Prints medians and ratios.
+"""TurboSpark vs llama.cpp's llama-server, side by side through the same official `openai` client.
 
-    python benchmarks/bench_peer.py [--peer-python PATH] [--rounds 3] [--skip-1b] [--model GGUF]
-    python benchmarks/bench_peer.py --families [qwen3,gemma3,...] [--rounds 2]
+    python benchmarks/bench_peer.py --llama-server build/peer/bin/llama-server [--model GGUF]
+        [--threads 2] [--ctx 4096] [--rounds 3] [--tokens 256] [--prompt-tokens 1500]
+        [--turbospark CMD] [--json OUT]
+    python benchmarks/bench_peer.py --llama-server PATH --concurrency [N]
 
-Each figure comes from a fresh child process per engine (`peer_child.py`), the two engines
-alternating, `--rounds` times; the table shows medians and TurboSpark / llama.cpp ratios:
-decode tok/s (after a 38-token prompt), chunked prefill tok/s (500 tokens; TurboSpark in
-128-token chunks, llama.cpp in one 512 batch), load time (TurboSpark: warm weight cache), warm
-open (the engine's imports + that load, a fresh process), first open (a whole process:
-`turbospark chat` with empty cache/config/data folders, one token, in the app's default kernel
-mode; llama.cpp: load and a 6-token prompt) with its peak RSS, steady RSS (after decode, the
-model alive) and peak RSS. Both use 2 threads. Models: the default GGUF, then synthetic
-Llama-3.2-1B-shaped GGUFs with random Q4_0, Q4_K and Q4_K_M-mix weights (`synthetic_gguf.py`,
-written to a temp folder).
-TurboSpark runs once per kernel mode in `--kernels` (default: exact-prompt, the app's default,
-and int8, llama.cpp's numerics; see `ort_graph.KERNEL_MODES`), each its own column.
-Also printed: TurboSpark's weights in memory (RSS growth of a warm load over a process that
-has only imported the engine) against the GGUF's tensor bytes, and where a decode step's time
-goes (`breakdown.py`). `--families` runs instead one ~0.5-1B synthetic GGUF per model family
-(`synthetic_gguf.write_family_synthetic`, Q4_0): decode after 38 tokens and 256-token chunked prefill.
+Same GGUF, same threads (`-t`; ours: TURBOSPARK_THREADS and a thread flag where `serve` lists
+one), same context (`-c`; ours only where `serve` lists a context flag, else the header says so),
+one server at a time, rounds alternating ours, theirs, ours, ...; medians. Per round each server
+is started fresh, warmed up with two short requests, then measured:
 
-`make bench-peer` builds llama-cpp-python into its own venv first (see tools/peer_venv.sh).
+- decode: `--tokens` greedy tokens of a counting prompt (llama-server also gets `ignore_eos`;
+  ours has no such field, the prompt does not end); tok/s from the streamed chunks' arrival,
+  first to last, and the tokens actually generated;
+- prefill: a fresh `--prompt-tokens` prompt per round (a seed-unique first line; llama-server:
+  `cache_prompt: false`), prompt tokens over the time to the first streamed token;
+- steady RSS of the server and its children, idle after those requests.
+Then the warm one-token reply as a whole process: `turbospark chat --prompt Hi --max-new 1`
+against a llama-cpp-python script doing the same with `Llama` (same n_ctx and threads), a
+warm-up run each, then medians of `--rounds`.
+
+`--concurrency N` instead: `turbospark serve --session-slots N` against `llama-server
+--parallel N --cont-batching --kv-unified`: N streams at once (aggregate and per-stream tok/s,
+the slowest over the others' mean); while N-1 streams decode a `--prompt-tokens` prompt arrives
+(the longest gap between two tokens of a running stream); N+2 conversations taking turns through
+the N slots (prompt tokens a returning conversation's turn evaluates again, from `timings.prompt_n`,
+else usage's cached_tokens; llama-server with `cache_prompt: true` and its default RAM prompt cache).
+
+Prints a Markdown table (ratio = ours / theirs) and, with --json, every round's figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
-import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
-_RSS_CHILD = """
-import sys, resource
-sys.path.insert(0, {root!r})
-def rss():
-    out = {{}}
-    for line in open('/proc/self/status'):
-        if line.startswith(('RssAnon', 'RssFile')):
-            key, value = line.split(':')
-            out[key] = int(value.split()[0]) * 1024
-    return out
-from turbospark_app.model.reference.forward import LlamaModel
-from turbospark_app.model.compact import graph as ort_graph
-import onnx, onnxruntime
-base = rss()
-m = LlamaModel.from_gguf({path!r}, {cache!r}, weights='compact')
-m.forward([1, 2, 3], m.new_cache())
-now = rss()
-print(now['RssAnon'] - base['RssAnon'], now['RssFile'] - base['RssFile'])
-"""
+import peers  # noqa: E402
+from peers import OURS, THEIRS, Server, ServerSpec  # noqa: E402
 
-
-def _env(**extra: str) -> dict[str, str]:
-    """The children's environment: as a user's, Python's bytecode is kept. With
-    PYTHONDONTWRITEBYTECODE set (as on some CI machines) every import of both engines compiled
-    its sources again, ~0.08 s of each measured open."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(extra)
-    return env
-
-
-def child(python: str, engine: str, gguf: Path, cache: Path, extra: list[str],
-          kernels: str | None = None) -> dict:
-    cmd = [python, str(HERE / "peer_child.py"), engine, str(gguf), "--cache", str(cache), *extra]
-    env = _env()
-    if kernels:
-        env["TURBOSPARK_KERNELS"] = kernels
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
-    if out.returncode != 0:
-        raise RuntimeError(f"{engine} on {gguf.name} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-_PEER_OPEN = """
+_LLAMA_ONE_TOKEN = """\
+import sys
 from llama_cpp import Llama
-llm = Llama(model_path={path!r}, n_ctx=2048, n_threads=2, n_threads_batch=2, n_batch=512, verbose=False)
-llm.eval([1, 2, 3, 4, 5, 6])
+model, n_ctx, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
+out = llm.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0)
+print(out["choices"][0]["message"]["content"])
 """
 
 
-def first_open(engine: str, python: str, gguf: Path, tmp: Path) -> dict:
-    """A whole first-open process: TurboSpark's `turbospark chat` with empty cache, config and
-    data folders (weight cache built, tokenizer read, session made, one token), or llama.cpp
-    loading the GGUF and evaluating a 6-token prompt. Wall time and the process's peak RSS."""
-    env = _env(TURBOSPARK_THREADS="2")
-    if engine == "llama.cpp":
-        cmd = [python, "-c", _PEER_OPEN.format(path=str(gguf))]
+def median(values: list[float]) -> float:
+    vals = [v for v in values if v == v]  # NaN: a figure a round could not give
+    return statistics.median(vals) if vals else float("nan")
+
+
+class Bench:
+    """One run's settings and the two servers' specs."""
+
+    def __init__(self, args: argparse.Namespace, logs: Path) -> None:
+        self.args, self.logs = args, logs
+        self.cmd = peers.turbospark_command(args.turbospark)
+        self.count = peers.TokenCounter(args.model)
+        self.notes: list[str] = []
+        self._n = 0
+
+    def spec(self, side: str, slots: int | None = None) -> ServerSpec:
+        a = self.args
+        if side == OURS:
+            return peers.turbospark_spec(self.cmd, a.model, a.threads, a.ctx, slots)
+        return peers.llama_server_spec(a.llama_server, a.model, a.threads, a.ctx, slots)
+
+    def server(self, side: str, slots: int | None = None) -> Server:
+        self._n += 1
+        spec = self.spec(side, slots)
+        for note in spec.notes:
+            if note not in self.notes:
+                self.notes.append(note)
+        return Server(spec, self.logs / f"{self._n:02d}-{side}.log")
+
+    def warm_up(self, s: Server) -> None:
+        """Two short requests (a decode, a prompt of 1/8 the measured length), unmeasured: the
+        first request's one-off costs (allocations, the kernels' first runs) stay out."""
+        peers.stream(s, prompt=peers.counting_prompt(7), max_tokens=16, extra=s.extra(ignore_eos=True))
+        text = peers.filler(self.count, max(16, self.args.prompt_tokens // 8), seed=999_999)
+        peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
+
+
+# --- single stream ------------------------------------------------------------------------
+
+
+def single_round(b: Bench, side: str, r: int) -> dict[str, Any]:
+    """One fresh server: decode, prefill, steady RSS."""
+    a = b.args
+    with b.server(side) as s:
+        b.warm_up(s)
+        dec = peers.stream(s, prompt=peers.counting_prompt(1 + 1000 * r), max_tokens=a.tokens,
+                           extra=s.extra(ignore_eos=True))
+        text = peers.filler(b.count, a.prompt_tokens, seed=r)
+        pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
+        time.sleep(1.0)  # idle: what the server holds between requests
+        return {"ready_s": s.ready_s, "n_ctx": s.n_ctx(),
+                "decode_tok_s": dec.decode_tok_s, "decode_tokens": dec.tokens,
+                "decode_finish": dec.finish,
+                "prefill_tok_s": pre.prompt_tokens / pre.ttft if pre.times else float("nan"),
+                "prefill_ttft_s": pre.ttft, "prefill_prompt_tokens": pre.prompt_tokens,
+                "prefill_cached_tokens": pre.cached_tokens, "rss_mib": s.rss_mib(),
+                "command": s.spec.describe()}
+
+
+def one_token_process(b: Bench, side: str) -> float:
+    """Wall seconds of a whole process that loads the model and answers 'Hi' with one token."""
+    a = b.args
+    if side == OURS:
+        extra, env, notes = peers.ours_engine_args(b.cmd, "chat", a.threads, a.ctx)
+        b.notes += [n for n in notes if n not in b.notes]
+        argv = [*b.cmd, "chat", "--prompt", "Hi", "--max-new", "1", "--model", str(a.model), *extra]
     else:
-        fresh = Path(tempfile.mkdtemp(prefix="first-open-", dir=tmp))
-        for name in ("cache", "config", "data"):
-            env[f"TURBOSPARK_{name.upper()}_DIR"] = str(fresh / name)
-        env.pop("TURBOSPARK_KERNELS", None)
-        cmd = [python, "-m", "turbospark_app", "chat", "--model", str(gguf), "--raw",
-               "--prompt", "hello there", "--max-new", "1"]
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{engine} first open of {gguf.name} failed:\n{err[-2000:]}")
-    if engine != "llama.cpp":
-        shutil.rmtree(fresh, ignore_errors=True)
-    return {"first_open_s": wall, "first_open_peak_mib": usage.ru_maxrss / 1024}
+        argv = [a.llama_python, "-c", _LLAMA_ONE_TOKEN, str(a.model), str(a.ctx), str(a.threads)]
+        env = {}
+    t0 = time.perf_counter()
+    out = subprocess.run(argv, capture_output=True, text=True, env=peers.child_env(env),
+                         stdin=subprocess.DEVNULL, timeout=1800)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise RuntimeError(f"{side} one-token process failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return wall
 
 
-def tensor_bytes(gguf_path: Path) -> int:
-    import gguf
-
-    return sum(int(t.n_bytes) for t in gguf.GGUFReader(str(gguf_path)).tensors)
-
-
-def weights_in_memory(gguf_path: Path, cache: Path) -> tuple[int, int] | None:
-    """RSS growth (bytes: private, file-backed) of a warm compact load and one forward pass
-    (Linux /proc; None elsewhere)."""
-    if not Path("/proc/self/status").exists():
-        return None
-    code = _RSS_CHILD.format(root=str(ROOT), path=str(gguf_path), cache=str(cache))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    anon, mapped = out.stdout.strip().splitlines()[-1].split()
-    return int(anon), int(mapped)
-
-
-def compare(label: str, gguf_path: Path, peer: str, rounds: int, cache: Path, extra: list[str],
-            kernels: list[str]) -> None:
-    ours_py = sys.executable
-    subprocess.run([ours_py, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r});"
-                    "from turbospark_app.model.reference.forward import LlamaModel\n"
-                    f"for k in {kernels!r}:\n"
-                    f"    LlamaModel.from_gguf({str(gguf_path)!r}, {str(cache)!r}, weights='compact', kernels=k)"],
-                   check=True, env=_env())  # the weight cache and each mode's graph, outside the measured processes
-    engines = [f"TurboSpark {k}" for k in kernels] + ["llama.cpp"]
-    runs: dict[str, list[dict]] = {e: [] for e in engines}
-    for r in range(rounds):
-        order = engines if r % 2 == 0 else engines[::-1]
-        for engine in order:
-            if engine == "llama.cpp":
-                res = child(peer, "llama.cpp", gguf_path, cache, extra)
-                res.update(first_open("llama.cpp", peer, gguf_path, cache.parent))
-            else:
-                res = child(ours_py, "turbospark", gguf_path, cache, extra, engine.split()[1])
-                # the app's default kernels: a first open is one column's, the same for all
-                first = [x for e in engines[:-1] for x in runs[e] if "first_open_s" in x]
-                if len(first) < r + 1:
-                    res.update(first_open("turbospark", ours_py, gguf_path, cache.parent))
-            runs[engine].append(res)
-            print(f"  [{label}] round {r + 1} {engine}: " + ", ".join(
-                f"{k} {v:.3g}" for k, v in runs[engine][-1].items()), flush=True)
-    keys = ("decode_tok_s", "prefill_tok_s", "load_s", "open_s", "first_open_s",
-            "first_open_peak_mib", "steady_rss_mib", "peak_rss_mib")
-    med = {e: {k: statistics.median(vals) if (vals := [x[k] for x in rs if k in x]) else float("nan")
-               for k in keys} for e, rs in runs.items()}
-    ours_first = [x for e in engines[:-1] for x in runs[e] if "first_open_s" in x]
-    for k in ("first_open_s", "first_open_peak_mib"):  # one first open per round, any column
-        for e in engines[:-1]:
-            med[e][k] = statistics.median(x[k] for x in ours_first)
-    peer_m = med["llama.cpp"]
-    size = tensor_bytes(gguf_path)
-    mem = weights_in_memory(gguf_path, cache)
-    print(f"\n{label}: {gguf_path.name}, GGUF tensor bytes {size / 2**20:.1f} MiB; medians of {rounds}")
-    print(f"  {'figure':<26}" + "".join(f"{e:>24}" for e in engines))
-    for key, name, fmt in (("decode_tok_s", "decode tok/s", "{:.1f}"),
-                           ("prefill_tok_s", "chunked prefill tok/s", "{:.1f}"),
-                           ("load_s", "load s (ours: warm)", "{:.2f}"),
-                           ("open_s", "warm open s (+imports)", "{:.2f}"),
-                           ("first_open_s", "first open s (process)", "{:.2f}"),
-                           ("first_open_peak_mib", "first open peak RSS MiB", "{:.0f}"),
-                           ("steady_rss_mib", "steady RSS MiB", "{:.0f}"),
-                           ("peak_rss_mib", "peak RSS MiB", "{:.0f}")):
-        cells = []
-        for e in engines:
-            a, b = med[e][key], peer_m[key]
-            cells.append(fmt.format(a) if e == "llama.cpp" else f"{fmt.format(a)} ({a / b:.2f}x)")
-        print(f"  {name:<26}" + "".join(f"{c:>24}" for c in cells))
-    if mem is not None:
-        anon, mapped = mem
-        print(f"  weights in memory (RSS growth of a warm load + one pass): {(anon + mapped) / 2**20:.0f} MiB "
-              f"= {(anon + mapped) / size:.2f}x the GGUF tensor bytes; of it private {anon / 2**20:.0f} MiB "
-              f"({anon / size:.2f}x), file-backed from the cache {mapped / 2**20:.0f} MiB")
-    print(flush=True)
+def run_single(b: Bench) -> dict[str, Any]:
+    a = b.args
+    runs: dict[str, list[dict]] = {OURS: [], THEIRS: []}
+    for r in range(a.rounds):
+        for side in (OURS, THEIRS):
+            res = single_round(b, side, r)
+            runs[side].append(res)
+            print(f"  round {r + 1} {side}: decode {res['decode_tok_s']:.1f} tok/s ({res['decode_tokens']} tok), "
+                  f"prefill {res['prefill_tok_s']:.0f} tok/s ({res['prefill_prompt_tokens']} tok, "
+                  f"{res['prefill_ttft_s']:.2f} s), RSS {res['rss_mib']:.0f} MiB, ready {res['ready_s']:.1f} s",
+                  file=sys.stderr, flush=True)
+    for side in (OURS, THEIRS):
+        one_token_process(b, side)  # warm-up: the weight cache, the OS file cache
+    walls: dict[str, list[float]] = {OURS: [], THEIRS: []}
+    for r in range(a.rounds):
+        for side in (OURS, THEIRS):
+            walls[side].append(one_token_process(b, side))
+        print(f"  one-token process round {r + 1}: ours {walls[OURS][-1]:.2f} s, theirs {walls[THEIRS][-1]:.2f} s",
+              file=sys.stderr, flush=True)
+    med = {side: {k: median([x[k] for x in rs]) for k in
+                  ("decode_tok_s", "decode_tokens", "prefill_tok_s", "prefill_ttft_s",
+                   "prefill_prompt_tokens", "rss_mib", "ready_s")} | {"one_token_s": median(walls[side])}
+           for side, rs in runs.items()}
+    for side in (OURS, THEIRS):
+        med[side]["n_ctx"] = runs[side][-1]["n_ctx"]
+    rows = [
+        (f"decode tok/s ({a.tokens} greedy tokens asked; generated: ours {med[OURS]['decode_tokens']:.0f}, "
+         f"theirs {med[THEIRS]['decode_tokens']:.0f})", "decode_tok_s", "{:.1f}"),
+        (f"prefill tok/s (~{a.prompt_tokens}-token fresh prompt, to first token)", "prefill_tok_s", "{:.0f}"),
+        ("time to first token s (that prompt)", "prefill_ttft_s", "{:.2f}"),
+        ("steady RSS MiB (server + children, idle after warm-up)", "rss_mib", "{:.0f}"),
+        ("warm one-token reply, whole process s", "one_token_s", "{:.2f}"),
+        ("server start to /health ok s", "ready_s", "{:.2f}"),
+    ]
+    return {"rounds": runs, "one_token_walls": walls, "medians": med, "rows": rows,
+            "commands": {s: runs[s][-1]["command"] for s in runs}}
 
 
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import numpy
-    import onnxruntime
-
-    return (f"{model}, {os.cpu_count()} CPUs, Python {platform.python_version()}, numpy "
-            f"{numpy.__version__}, onnxruntime {onnxruntime.__version__}, load avg "
-            f"{os.getloadavg()[0]:.1f}")
+# --- concurrency --------------------------------------------------------------------------
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", "build/peer-venv/bin/python"))
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--model", type=Path, default=None)
-    ap.add_argument("--skip-1b", action="store_true")
-    ap.add_argument("--only-1b", action="store_true", help="skip the default model")
-    ap.add_argument("--decode", type=int, default=64)
-    ap.add_argument("--families", nargs="?", const="qwen3,gemma3,gemma2,phi3,granite,smollm3,olmo2",
-                    default=None, help="one synthetic GGUF per family instead (comma-separated)")
-    ap.add_argument("--kernels", default="exact-prompt,int8",
-                    help="TurboSpark kernel modes to run, comma-separated (TURBOSPARK_KERNELS)")
-    args = ap.parse_args()
-    kernels = [k for k in args.kernels.split(",") if k]
-    if not Path(args.peer_python).exists():
-        print(f"no llama-cpp-python interpreter at {args.peer_python} (run `make bench-peer`)",
-              file=sys.stderr)
-        return 2
+def parallel_streams(b: Bench, s: Server, n: int, r: int) -> dict[str, Any]:
+    """N counting streams sent at once."""
+    go = threading.Barrier(n)
+
+    def one(i: int) -> Callable[[], peers.Stream]:
+        def run() -> peers.Stream:
+            client = s.client()
+            go.wait()
+            return peers.stream(s, prompt=peers.counting_prompt(1 + 10_000 * i + 1000 * r),
+                                max_tokens=b.args.tokens, extra=s.extra(ignore_eos=True), client=client)
+        return run
+
+    streams = peers.run_threads([one(i) for i in range(n)])
+    rates = [x.decode_tok_s for x in streams]
+    first = min(x.times[0] for x in streams if x.times)
+    last = max(x.times[-1] for x in streams if x.times)
+    others = [v for v in rates if v == v]  # a stream of one token has no rate
+    slowest = min(others, default=float("nan"))
+    if others:
+        others.remove(slowest)
+    return {"aggregate_tok_s": sum(x.tokens for x in streams) / (last - first),
+            "stream_tok_s": rates, "stream_tokens": [x.tokens for x in streams],
+            "slowest_over_others": slowest / statistics.mean(others) if others else 1.0}
+
+
+def prompt_beside_streams(b: Bench, s: Server, n_running: int, r: int) -> dict[str, Any]:
+    """N-1 streams decoding; once each has a few tokens, a fresh long prompt arrives. The longest
+    gap between two tokens of a running stream from then on, and whether they still ran when
+    that prompt's first token came (else the gap says less: raise --tokens)."""
+    a = b.args
+    started = threading.Semaphore(0)
+    warm = min(8, max(2, a.tokens // 8))
+
+    def one(i: int) -> Callable[[], peers.Stream]:
+        def run() -> peers.Stream:
+            said = False
+
+            def seen(x: peers.Stream) -> None:
+                nonlocal said
+                if not said and len(x.times) >= warm:
+                    said = True
+                    started.release()
+            try:
+                return peers.stream(s, prompt=peers.counting_prompt(500 + 10_000 * i + 1000 * r),
+                                    max_tokens=a.tokens, extra=s.extra(ignore_eos=True), on_chunk=seen)
+            finally:
+                if not said:
+                    started.release()
+        return run
+
+    text = peers.filler(b.count, a.prompt_tokens, seed=50_000 + r)
+    box: dict[str, Any] = {}
+
+    def arrive() -> None:
+        for _ in range(n_running):
+            started.acquire()
+        box["long"] = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
+
+    results = peers.run_threads([one(i) for i in range(n_running)] + [arrive])
+    streams, long = results[:n_running], box["long"]
+    first = long.times[0] if long.times else float("inf")
+    gaps = [x.max_gap(after=long.sent) for x in streams]
+    typical = median([b2 - a2 for x in streams for a2, b2 in zip(x.times, x.times[1:]) if b2 < long.sent])
+    return {"longest_gap_ms": 1000 * max(g for g in gaps if g == g) if any(g == g for g in gaps) else float("nan"),
+            "typical_gap_ms": 1000 * typical, "prompt_ttft_s": long.ttft,
+            "prompt_tokens": long.prompt_tokens,
+            "streams_outlived_prompt": all(x.times and x.times[-1] >= first for x in streams)}
+
+
+def conversations(b: Bench, s: Server, n_convs: int, turns: int, r: int) -> dict[str, Any]:
+    """`n_convs` chats (each a seed-unique ~300-token system prompt) taking turns round robin; per
+    returning turn, how many of its prompt tokens the server evaluated again."""
+    a = b.args
+    reply = min(a.tokens, 32)
+    chats = [[{"role": "system", "content": peers.filler(b.count, 300, seed=70_000 + 100 * r + c)}]
+             for c in range(n_convs)]
+    returning: list[tuple[int, int]] = []
+    for turn in range(turns):
+        for c, chat in enumerate(chats):
+            chat.append({"role": "user", "content": f"Question {turn + 1} of chat {c + 1}: what comes next?"})
+            body = peers.complete(s, messages=chat, max_tokens=reply, extra=s.extra(cache_prompt=True))
+            chat.append({"role": "assistant", "content": body["choices"][0]["message"]["content"] or ""})
+            if turn:
+                returning.append(peers.reread_tokens(body))
+    total = sum(p for p, _ in returning)
+    again = sum(e for _, e in returning)
+    return {"returning_turns": len(returning), "mean_prompt_tokens": total / len(returning),
+            "mean_reread_tokens": again / len(returning), "reread_share": again / total if total else float("nan"),
+            "per_turn": returning}
+
+
+def run_concurrency(b: Bench) -> dict[str, Any]:
+    a = b.args
+    n = a.concurrency
+    runs: dict[str, list[dict]] = {OURS: [], THEIRS: []}
+    for r in range(a.rounds):
+        for side in (OURS, THEIRS):
+            with b.server(side, slots=n) as s:
+                b.warm_up(s)
+                res = {"streams": parallel_streams(b, s, n, r),
+                       "interference": prompt_beside_streams(b, s, n - 1, r),
+                       "conversations": conversations(b, s, n + 2, 3, r),
+                       "rss_mib": s.rss_mib(), "n_ctx": s.n_ctx(), "command": s.spec.describe()}
+            runs[side].append(res)
+            print(f"  round {r + 1} {side}: " + json.dumps({k: v for k, v in res.items() if k != "command"},
+                                                           default=float), file=sys.stderr, flush=True)
+
+    def med(side: str, part: str, key: str) -> float:
+        return median([x[part][key] if part else x[key] for x in runs[side]])
+
+    meds = {side: {"aggregate_tok_s": med(side, "streams", "aggregate_tok_s"),
+                   "mean_stream_tok_s": median([statistics.mean(x["streams"]["stream_tok_s"]) for x in runs[side]]),
+                   "slowest_over_others": med(side, "streams", "slowest_over_others"),
+                   "longest_gap_ms": med(side, "interference", "longest_gap_ms"),
+                   "typical_gap_ms": med(side, "interference", "typical_gap_ms"),
+                   "prompt_ttft_s": med(side, "interference", "prompt_ttft_s"),
+                   "mean_reread_tokens": med(side, "conversations", "mean_reread_tokens"),
+                   "mean_prompt_tokens": med(side, "conversations", "mean_prompt_tokens"),
+                   "reread_share": med(side, "conversations", "reread_share"),
+                   "rss_mib": med(side, "", "rss_mib"), "n_ctx": runs[side][-1]["n_ctx"]} for side in runs}
+    for side in runs:
+        if not all(x["interference"]["streams_outlived_prompt"] for x in runs[side]):
+            b.notes.append(f"{side}: a running stream ended before the long prompt's first token "
+                           "(the gap figure covers less than the whole prefill; raise --tokens)")
+    rows = [
+        (f"aggregate tok/s, {n} streams at once", "aggregate_tok_s", "{:.1f}"),
+        ("per-stream tok/s (mean)", "mean_stream_tok_s", "{:.1f}"),
+        ("slowest stream / the others' mean", "slowest_over_others", "{:.2f}"),
+        (f"longest gap ms of {n - 1} running streams as a ~{a.prompt_tokens}-token prompt arrives",
+         "longest_gap_ms", "{:.0f}"),
+        ("their typical gap ms before it", "typical_gap_ms", "{:.0f}"),
+        ("that prompt's time to first token s", "prompt_ttft_s", "{:.2f}"),
+        (f"{n + 2} chats through {n} slots: prompt tokens a returning turn re-reads", "mean_reread_tokens", "{:.0f}"),
+        ("of its prompt tokens (mean)", "mean_prompt_tokens", "{:.0f}"),
+        ("share re-read", "reread_share", "{:.2f}"),
+        ("RSS MiB after it all", "rss_mib", "{:.0f}"),
+    ]
+    return {"rounds": runs, "medians": meds, "rows": rows,
+            "commands": {s: runs[s][-1]["command"] for s in runs}}
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def table(result: dict[str, Any]) -> str:
+    """The Markdown table: each figure as ours / theirs / ratio (ours over theirs)."""
+    med = result["medians"]
+    lines = [f"| figure | {OURS} | {THEIRS} | ratio |", "| --- | ---: | ---: | ---: |"]
+    for name, key, fmt in result["rows"]:
+        a, b = med[OURS][key], med[THEIRS][key]
+        ratio = f"{a / b:.2f}x" if b and a == a and b == b else "–"
+        lines.append(f"| {name} | {fmt.format(a)} | {fmt.format(b)} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
     from turbospark_app.model.fetch import default_model_path
 
-    print(f"machine: {machine()}\n", flush=True)
-    extra = ["--decode", str(args.decode)]
-    with tempfile.TemporaryDirectory(prefix="turbospark-peer-") as tmp:
-        cache = Path(tmp) / "cache"
-        if args.families:
-            from synthetic_gguf import write_family_synthetic
-
-            for arch in args.families.split(","):
-                path = write_family_synthetic(Path(tmp) / f"synthetic-{arch}.gguf", arch)
-                compare(f"synthetic {arch}", path, args.peer_python, args.rounds, cache,
-                        ["--decode", "32", "--prefill", "256"], kernels)
-                path.unlink()
-            return 0
-        if not args.only_1b:
-            compare("default model", args.model or default_model_path(), args.peer_python,
-                    args.rounds, cache, extra, kernels)
-        if not args.skip_1b:
-            from synthetic_gguf import write_synthetic
-
-            for qtype in ("Q4_0", "Q4_K", "Q4_K_M"):
-                path = write_synthetic(Path(tmp) / f"synthetic-1b-{qtype}.gguf", qtype)
-                compare(f"synthetic 1B {qtype}", path, args.peer_python, args.rounds, cache,
-                        ["--decode", "32", "--prefill", "256"], kernels)
-                path.unlink()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, default=None, help="GGUF (default: the app's default model)")
+    ap.add_argument("--threads", type=int, default=2, help="threads of both servers (default 2)")
+    ap.add_argument("--ctx", type=int, default=4096, help="context of both servers (default 4096)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per side, medians (default 3)")
+    ap.add_argument("--tokens", type=int, default=256, help="greedy tokens per decode (default 256)")
+    ap.add_argument("--prompt-tokens", type=int, default=1500, help="prefill prompt length (default 1500)")
+    ap.add_argument("--turbospark", default=None, metavar="CMD",
+                    help="our command (default: the `turbospark` next to this Python)")
+    ap.add_argument("--llama-server", default=str(ROOT / "build/peer/bin/llama-server"), metavar="PATH")
+    ap.add_argument("--llama-python", default=sys.executable, metavar="PYTHON",
+                    help="a Python with llama-cpp-python, for the one-token process (default: this one)")
+    ap.add_argument("--concurrency", type=int, nargs="?", const=4, default=None, metavar="N",
+                    help="the concurrency figures instead, N streams / slots (default 4)")
+    ap.add_argument("--json", type=Path, default=None, metavar="OUT", help="write every figure here")
+    args = ap.parse_args(argv)
+    args.model = (args.model or default_model_path()).resolve()
+    if not Path(args.llama_server).is_file():
+        print(f"no llama-server at {args.llama_server} (`make bench-peer` builds one)", file=sys.stderr)
+        return 2
+    if not args.model.is_file():
+        print(f"no model at {args.model} (`turbospark model fetch`)", file=sys.stderr)
+        return 2
+    if args.concurrency is not None and args.concurrency < 2:
+        ap.error("--concurrency needs at least 2 streams")
+    header = peers.machine_line(args.llama_server)
+    print(f"machine: {header}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:
+        b = Bench(args, Path(tmp))
+        try:
+            result = run_concurrency(b) if args.concurrency else run_single(b)
+        except Exception:
+            for log in sorted(Path(tmp).glob("*.log"))[-1:]:
+                print(f"--- {log.name} (last lines)\n" + "\n".join(log.read_text(errors="replace").splitlines()[-20:]),
+                      file=sys.stderr)
+            raise
+    mode = f"{args.concurrency} concurrent streams" if args.concurrency else "single stream"
+    print(f"\n**TurboSpark vs llama-server, {mode}** — {args.model.name}, {args.threads} threads, "
+          f"context {args.ctx} (served: ours {result['medians'][OURS].get('n_ctx') or '?'}, theirs "
+          f"{result['medians'][THEIRS].get('n_ctx') or '?'}), medians of {args.rounds} round(s); {header}\n")
+    print(table(result))
+    print()
+    for side, cmd in result["commands"].items():
+        print(f"- {side}: `{cmd}`")
+    if busy := peers.busy_note():
+        b.notes.append(busy)
+    for note in b.notes:
+        print(f"- note: {note}")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": header, "args": {k: str(v) for k, v in vars(args).items()},
+                                         "notes": b.notes, **{k: v for k, v in result.items() if k != "rows"}},
+                                        indent=1, default=str))
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

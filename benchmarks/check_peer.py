@@ -1,179 +1,191 @@
-"""Does TurboSpark compute each family as llama.cpp does? Next-token agreement, position by position.
+"""Greedy golden comparison: TurboSpark's server against llama.cpp's llama-server, same GGUF.
 
-    python benchmarks/check_peer.py [--peer-python PATH] [--positions 96] [--family NAME ...]
+    python benchmarks/check_peer.py --llama-server build/peer/bin/llama-server [--model GGUF]
+        [--tokens 64] [--threads 2] [--ctx 4096] [--turbospark CMD] [--json OUT]
 
-Per family, a synthetic GGUF (the test suite's tiny writer: random weights in many GGML types,
-the family's own keys, sliding windows shorter than the sequence) is fed `--positions` token ids
-ONE AT A TIME (the decode path) by both engines, and every position's next-token distribution is
-compared:
-
-- TurboSpark's exact kernels against llama.cpp on the same weights converted to F32 by its own
-  quantize API, with an F32 KV cache: top-1 agreement (bar 0.97) and the mean |Δ log-prob| over
-  llama.cpp's top-10 tokens (bar 0.15);
-- TurboSpark's default kernels (`exact-prompt`: decode steps in int8) against llama.cpp as
-  shipped on the quantized file (int8 activations too): top-1 (bar 0.94).
-
-llama.cpp runs in a child process under the peer venv (`make check-peer` builds it, as
-`make bench-peer` does); this file is also that child (`--child`), which imports only numpy and
-llama_cpp. Prints one table; exits 1 when a family misses a bar.
+Golden prompts, chat and raw completion, are sent greedily (temperature 0, `--tokens` tokens,
+top-2 logprobs) to each server in turn through the official `openai` client (one server at a
+time; llama-server with `cache_prompt: false`, so every prompt is evaluated whole as ours is).
+For each prompt: where the two replies part (token index and character), the two tokens there,
+and the top-2 logprob gap at that token as llama-server reports it (a log-prob gap is the logit
+gap: softmax keeps differences). The project's rule: two correct engines may part only at a near
+tie, top-2 gap < 0.05; a parting at a wider gap is a bug in one of them. Exits 1 on such a
+parting (or a prompt rendered to different token counts, where the comparison says nothing).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
 
-BARS = {"exact_top1": 0.97, "exact_dlogp": 0.15, "default_top1": 0.94}
+import peers  # noqa: E402
+from peers import OURS, THEIRS  # noqa: E402
 
+NEAR_TIE = 0.05
 
-# --- the llama.cpp side (child process, peer venv) ------------------------------------------
-
-
-def _llama_logits(gguf: str, ids: list[int], f32_kv: bool, n_ctx: int) -> np.ndarray:
-    import llama_cpp
-    from llama_cpp import Llama
-
-    kv = {"type_k": llama_cpp.GGML_TYPE_F32, "type_v": llama_cpp.GGML_TYPE_F32} if f32_kv else {}
-    llm = Llama(model_path=gguf, n_ctx=n_ctx, n_batch=1, n_ubatch=1, n_threads=2,
-                n_threads_batch=2, logits_all=False, verbose=False, **kv)
-    vocab = llm.n_vocab()
-    out = np.empty((len(ids), vocab), np.float32)
-    for t, token in enumerate(ids):  # one token per eval: the decode path
-        llm.eval([token])
-        out[t] = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(vocab,))
-    return out
-
-
-def _to_f32(src: str, dst: str) -> None:
-    import llama_cpp
-
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_ALL_F32
-    params.nthread = 2
-    params.allow_requantize = True  # dequantizing to F32 counts as re-quantizing to llama.cpp
-    if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), params) != 0:
-        raise RuntimeError(f"llama.cpp could not convert {src} to F32")
+# (kind, text): "chat" goes to /v1/chat/completions as one user message, "raw" to /v1/completions.
+GOLDEN: list[tuple[str, str]] = [
+    ("chat", "What is the capital of France?"),
+    ("chat", "Write a haiku about the sea."),
+    ("chat", "Explain in two sentences why the sky is blue."),
+    ("chat", "List three prime numbers greater than 10, then add them up."),
+    ("chat", "Translate 'good morning, how are you?' into Spanish and German."),
+    ("chat", "Write a Python function that reverses a string."),
+    ("raw", "The quick brown fox"),
+    ("raw", "def fibonacci(n):\n"),
+    ("raw", "Once upon a time, in a small village by the sea,"),
+    ("raw", "The three primary colors are"),
+    ("raw", "Q: What is 12 times 7?\nA:"),
+]
 
 
-def child_main(args: argparse.Namespace) -> int:
-    ids = json.loads(Path(args.ids).read_text())
-    np.save(args.out_native, _llama_logits(args.gguf, ids, f32_kv=False, n_ctx=args.n_ctx))
-    f32 = str(Path(args.out_f32).with_suffix(".gguf"))
-    _to_f32(args.gguf, f32)
-    np.save(args.out_f32, _llama_logits(f32, ids, f32_kv=True, n_ctx=args.n_ctx))
-    return 0
+@dataclass
+class Reply:
+    """One server's greedy reply: its text, tokens (as text) and each token's top logprobs."""
+
+    text: str
+    finish: str | None
+    prompt_tokens: int
+    tokens: list[str] = field(default_factory=list)
+    top: list[list[tuple[str, float]]] = field(default_factory=list)
 
 
-# --- TurboSpark's side and the comparison -------------------------------------------------
+def _piece(entry: dict[str, Any]) -> str:
+    """A token's text; from its bytes where given (llama-server cuts a partial UTF-8 character
+    from `token`, ours replaces it: both decode alike from the bytes)."""
+    data = entry.get("bytes")
+    if data:
+        return bytes(data).decode("utf-8", errors="replace")
+    return entry.get("token") or ""
 
 
-def _turbospark_logits(path: Path, cache: Path, ids: list[int], kernels: str) -> np.ndarray:
-    from turbospark_app.model.compact.forward import CompactLlamaModel
-    from turbospark_app.model.compact.weights import load_compact
-
-    config, weights = load_compact(path, cache)
-    model = CompactLlamaModel(config, weights, kernels)
-    kv = model.new_cache()
-    return np.stack([model.forward([t], kv, prompt=False).copy() for t in ids])
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
-def agreement(ours: np.ndarray, peer: np.ndarray) -> tuple[float, float]:
-    """(top-1 agreement, mean |Δ log-prob| over the peer's top-10 tokens) over all positions."""
-    top1 = float(np.mean(ours.argmax(-1) == peer.argmax(-1)))
-    lo, lp = _log_softmax(ours), _log_softmax(peer)
-    top10 = np.argsort(-peer, axis=-1)[:, :10]
-    dlogp = float(np.mean(np.abs(np.take_along_axis(lo, top10, -1) - np.take_along_axis(lp, top10, -1))))
-    return top1, dlogp
+def parse(body: dict[str, Any]) -> Reply:
+    """A chat or completion response body, either logprobs shape (the chat API's `content` list,
+    which llama-server also sends for completions, or the legacy completions lists)."""
+    choice = body["choices"][0]
+    text = choice["message"]["content"] if "message" in choice else choice.get("text", "")
+    reply = Reply(text or "", choice.get("finish_reason"), int((body.get("usage") or {}).get("prompt_tokens") or 0))
+    lp = choice.get("logprobs") or {}
+    if lp.get("content"):
+        for e in lp["content"]:
+            reply.tokens.append(_piece(e))
+            reply.top.append([(_piece(t), float(t["logprob"])) for t in e.get("top_logprobs") or []])
+    elif lp.get("tokens"):
+        for tok, tops in zip(lp["tokens"], lp.get("top_logprobs") or [{}] * len(lp["tokens"])):
+            reply.tokens.append(tok)
+            reply.top.append([(t, float(v)) for t, v in (tops or {}).items()])
+    for alts in reply.top:
+        alts.sort(key=lambda tv: -tv[1])
+    return reply
 
 
-def check_family(name: str, options: dict, peer_python: str, positions: int, folder: Path) -> dict:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_gguf import write_tiny_gguf
-
-    path = folder / f"{name}.gguf"
-    opts = {"tokenizer": {}, "vocab": 300, **options}
-    _, cfg = write_tiny_gguf(path, seed=7, **opts)
-    ids = [int(t) for t in np.random.default_rng(11).integers(3, opts["vocab"], positions)]
-    ids_file = folder / f"{name}.ids.json"
-    ids_file.write_text(json.dumps(ids))
-    native, f32 = folder / f"{name}.native.npy", folder / f"{name}.f32.npy"
-    proc = subprocess.run([peer_python, __file__, "--child", str(path), "--ids", str(ids_file),
-                           "--out-native", str(native), "--out-f32", str(f32),
-                           # the file's whole context, as TurboSpark's KV cache spans it (Phi-3's
-                           # LongRoPE picks its factors by this)
-                           "--n-ctx", str(cfg["context"])],
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        return {"family": name, "error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
-    cache = folder / "cache"
-    exact = _turbospark_logits(path, cache, ids, "exact")
-    default = _turbospark_logits(path, cache, ids, "exact-prompt")
-    e_top1, e_dlogp = agreement(exact, np.load(f32))
-    d_top1, d_dlogp = agreement(default, np.load(native))
-    return {"family": name, "exact_top1": e_top1, "exact_dlogp": e_dlogp,
-            "default_top1": d_top1, "default_dlogp": d_dlogp}
+def ask(server: peers.Server, kind: str, text: str, tokens: int) -> Reply:
+    """One golden prompt, greedy, with the top-2 logprobs of each token."""
+    extra = server.extra(cache_prompt=False)
+    if kind == "chat":
+        body = peers.complete(server, messages=[{"role": "user", "content": text}], max_tokens=tokens,
+                              extra=extra, logprobs=True, top_logprobs=2)
+    else:
+        body = peers.complete(server, prompt=text, max_tokens=tokens, extra=extra, logprobs=2)
+    return parse(body)
 
 
-def passes(row: dict) -> bool:
-    return ("error" not in row and row["exact_top1"] >= BARS["exact_top1"]
-            and row["exact_dlogp"] <= BARS["exact_dlogp"] and row["default_top1"] >= BARS["default_top1"])
+def gap(top: list[tuple[str, float]]) -> float:
+    """Top-1 minus top-2 logprob (NaN without two)."""
+    return top[0][1] - top[1][1] if len(top) >= 2 else float("nan")
+
+
+def compare(kind: str, text: str, ours: Reply, theirs: Reply) -> dict[str, Any]:
+    """Where the replies part and the top-2 gap there; `ok` by the near-tie rule."""
+    row: dict[str, Any] = {"kind": kind, "prompt": text, "ours": ours.text, "theirs": theirs.text,
+                           "prompt_tokens": [ours.prompt_tokens, theirs.prompt_tokens]}
+    if ours.prompt_tokens != theirs.prompt_tokens:
+        row.update(ok=False, verdict=f"prompts differ: ours {ours.prompt_tokens} tokens, theirs "
+                                     f"{theirs.prompt_tokens} (template or tokenizer)")
+        return row
+    if not ours.tokens or not theirs.tokens:  # a server without logprobs: the texts alone
+        same = ours.text == theirs.text
+        at = next((i for i, (a, b) in enumerate(zip(ours.text, theirs.text)) if a != b),
+                  min(len(ours.text), len(theirs.text)))
+        row.update(ok=same, verdict="same text (no logprobs)" if same else f"part at char {at} (no logprobs: no gap)")
+        return row
+    n = min(len(ours.tokens), len(theirs.tokens))
+    i = next((k for k in range(n) if ours.tokens[k] != theirs.tokens[k]), n)
+    if i == n and len(ours.tokens) == len(theirs.tokens):
+        row.update(ok=True, part=None, verdict=f"same {n} tokens")
+        return row
+    char = len("".join(theirs.tokens[:i]))
+    mine = ours.tokens[i] if i < len(ours.tokens) else f"<end: {ours.finish}>"
+    yours = theirs.tokens[i] if i < len(theirs.tokens) else f"<end: {theirs.finish}>"
+    g = gap(theirs.top[i]) if i < len(theirs.top) else float("nan")
+    g_ours = gap(ours.top[i]) if i < len(ours.top) else float("nan")
+    ok = g == g and g < NEAR_TIE
+    alts = [t for t, _ in theirs.top[i]] if i < len(theirs.top) else []
+    how = ("a swap of llama-server's top 2" if alts[1:2] == [mine] else
+           "ours is not in llama-server's top 2" if i < len(ours.tokens) else "one reply ended")
+    row.update(ok=ok, part=i, char=char, ours_token=mine, theirs_token=yours, gap=g, ours_gap=g_ours,
+               verdict=f"part at token {i} (char {char}): ours {mine!r}, theirs {yours!r}; "
+                       f"{how}; llama-server's top-2 gap {g:.4f} (ours {g_ours:.4f}) -> "
+                       + ("near tie" if ok else "NOT a near tie"))
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
+    from turbospark_app.model.fetch import default_model_path
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--child", metavar="GGUF", help=argparse.SUPPRESS)
-    ap.add_argument("--ids", help=argparse.SUPPRESS)
-    ap.add_argument("--out-native", help=argparse.SUPPRESS)
-    ap.add_argument("--out-f32", help=argparse.SUPPRESS)
-    ap.add_argument("--n-ctx", type=int, default=1024, help=argparse.SUPPRESS)
-    ap.add_argument("--peer-python", default=os.environ.get("PEER_PYTHON", "build/peer-venv/bin/python"))
-    ap.add_argument("--positions", type=int, default=96)
-    ap.add_argument("--family", action="append", help="only these (default: every family)")
+    ap.add_argument("--model", type=Path, default=None, help="GGUF (default: the app's default model)")
+    ap.add_argument("--tokens", type=int, default=64, help="greedy tokens per reply (default 64)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ctx", type=int, default=4096)
+    ap.add_argument("--turbospark", default=None, metavar="CMD",
+                    help="our command (default: the `turbospark` next to this Python)")
+    ap.add_argument("--llama-server", default=str(ROOT / "build/peer/bin/llama-server"), metavar="PATH")
+    ap.add_argument("--json", type=Path, default=None, metavar="OUT")
     args = ap.parse_args(argv)
-    if args.child:
-        args.gguf = args.child
-        return child_main(args)
-
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "tests"))
-    from tiny_gguf import FAMILY_VARIANTS
-
-    variants = {"llama": {}, "qwen2": {"arch": "qwen2", "n_kv": 4}, **FAMILY_VARIANTS}
-    names = args.family or list(variants)
-    rows = []
+    model = (args.model or default_model_path()).resolve()
+    if not Path(args.llama_server).is_file():
+        print(f"no llama-server at {args.llama_server} (`make check-peer` builds one)", file=sys.stderr)
+        return 2
+    header = peers.machine_line(args.llama_server)
+    print(f"machine: {header}", flush=True)
+    cmd = peers.turbospark_command(args.turbospark)
+    replies: dict[str, list[Reply]] = {}
+    specs = {OURS: peers.turbospark_spec(cmd, model, args.threads, args.ctx),
+             THEIRS: peers.llama_server_spec(args.llama_server, model, args.threads, args.ctx)}
     with tempfile.TemporaryDirectory(prefix="check-peer-") as tmp:
-        for name in names:
-            row = check_family(name, variants[name], args.peer_python, args.positions, Path(tmp))
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-    print(f"\n{args.positions} positions fed one at a time; bars: exact top-1 >= {BARS['exact_top1']}, "
-          f"mean |dlogp| (llama.cpp's top-10) <= {BARS['exact_dlogp']}, default top-1 >= {BARS['default_top1']}\n")
-    print("| family | exact vs llama.cpp F32: top-1 | mean abs dlogp | default vs llama.cpp: top-1 | mean abs dlogp | |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        if "error" in row:
-            print(f"| {row['family']} | error: {row['error']} | | | | no |")
-            continue
-        print(f"| {row['family']} | {row['exact_top1']:.3f} | {row['exact_dlogp']:.4f} | "
-              f"{row['default_top1']:.3f} | {row['default_dlogp']:.4f} | {'ok' if passes(row) else 'MISSED'} |")
-    return 0 if all(passes(r) for r in rows) else 1
+        for side, spec in specs.items():
+            with peers.Server(spec, Path(tmp) / f"{side}.log") as s:
+                replies[side] = [ask(s, kind, text, args.tokens) for kind, text in GOLDEN]
+    rows = [compare(kind, text, o, t) for (kind, text), o, t in zip(GOLDEN, replies[OURS], replies[THEIRS])]
+    print(f"\n**Greedy golden replies, TurboSpark vs llama-server** — {model.name}, {args.tokens} tokens, "
+          f"rule: part only where llama-server's top-2 logprob gap < {NEAR_TIE}\n")
+    print("| # | kind | prompt | verdict | ok |")
+    print("| ---: | --- | --- | --- | --- |")
+    for k, row in enumerate(rows, 1):
+        prompt = row["prompt"].replace("\n", "\\n").replace("|", "\\|")
+        verdict = row["verdict"].replace("\n", "\\n").replace("|", "\\|")
+        print(f"| {k} | {row['kind']} | {prompt} | {verdict} | {'ok' if row['ok'] else 'NO'} |")
+    for side, spec in specs.items():
+        print(f"\n- {side}: `{spec.describe()}`", end="")
+    print("\n" + "".join(f"- note: {n}\n" for n in specs[OURS].notes))
+    same = sum(1 for r in rows if r.get("part") is None and r["ok"])
+    bad = [r for r in rows if not r["ok"]]
+    print(f"{same}/{len(rows)} identical, {len(rows) - same - len(bad)} part at a near tie, {len(bad)} not")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": header, "rows": rows}, indent=1, default=str))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())
