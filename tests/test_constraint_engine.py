@@ -266,3 +266,22 @@ def test_llguidance_tokenizer_agrees_on_the_default_model(default_model_path) ->
     from turbospark_app.model.text.tokenizer import GGUFTokenizer
 
     _check_agreement(GGUFTokenizer.from_gguf(default_model_path))
+
+
+def test_an_unbounded_number_cannot_fill_the_budget() -> None:
+    # A producer that always prefers '1': the integer stops at 15 digits, the number at 6
+    # decimals, so the object closes instead of running to max_tokens.
+    spec = compile_json_schema({"type": "object", "properties": {"i": {"type": "integer"}, "x": {"type": "number"}},
+                                "required": ["i", "x"], "additionalProperties": False}, TOK)
+
+    def script(position: int) -> np.ndarray:
+        v = np.zeros(V, np.float32)
+        v[ord("1")], v[ord(".")] = 9.0, 5.0
+        return v
+
+    items, result = _run(ScriptedProducer(V, script), list(b"go"), GenerationConfig(max_new_tokens=300, constraint=spec))
+    text = reply_of(items)
+    json.loads(text)
+    assert result.reason is StopReason.END_OF_TURN
+    i, x = re.fullmatch(r'\{"i": (\d+), "x": ([\d.]+)\}', text).groups()
+    assert len(i) == 15 and len(x.split(".")[1]) <= 6

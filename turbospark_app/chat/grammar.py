@@ -106,9 +106,34 @@ def guidance_tokenizer(tokenizer: Any) -> llguidance.LLTokenizer:
 # -- grammars --------------------------------------------------------------------------------
 
 
+# A number the schema leaves unbounded is written with at most 15 integer digits and 6 decimals
+# (llama.cpp's JSON grammar bounds them too, to 16): a greedy small model otherwise fills its whole
+# budget with one number ("1111..."). Only narrows: every value written still validates.
+NUMBER_BOUND = 10**15 - 1
+NUMBER_STEP = 1e-6
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def bounded_schema(schema: Any) -> Any:
+    """`schema` with every unbounded integer / number given the bounds above (a copy)."""
+    if isinstance(schema, list):
+        return [bounded_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: (v if k in ("enum", "const", "default", "examples") else bounded_schema(v))
+           for k, v in schema.items()}
+    kinds = out.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if ("integer" in kinds or "number" in kinds) and not any(b in out for b in _BOUNDS):
+        out["minimum"], out["maximum"] = -NUMBER_BOUND, NUMBER_BOUND
+    if "number" in kinds and "integer" not in kinds and "multipleOf" not in out:
+        out["multipleOf"] = NUMBER_STEP
+    return out
+
+
 def json_schema_grammar(schema: Any) -> str:
     """The llguidance grammar of a JSON schema (`True` / `{}`: any JSON value)."""
-    return llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=JSON_OPTIONS)
+    return llguidance.LLMatcher.grammar_from_json_schema(bounded_schema(schema), defaults=JSON_OPTIONS)
 
 
 def json_object_grammar() -> str:
