@@ -184,7 +184,7 @@ def test_a_second_turn_reuses_what_the_first_left_in_the_kv() -> None:
 
 
 # -- stops ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("special", "reason"), [(TOK.END_OF_TURN, StopReason.END_OF_TURN), (TOK.EOS, StopReason.EOS), (TOK.TOOL_CALL, StopReason.TOOL_CALLS)])
+@pytest.mark.parametrize(("special", "reason"), [(TOK.END_OF_TURN, StopReason.END_OF_TURN), (TOK.EOS, StopReason.EOS)])
 def test_stop_tokens_end_the_run_unfed_unlisted_unemitted(special: int, reason: StopReason) -> None:
     producer, prompt = setup("q", "ab", special)
     result, events = run(producer, prompt)
@@ -194,6 +194,26 @@ def test_stop_tokens_end_the_run_unfed_unlisted_unemitted(special: int, reason: 
     assert special not in result.kv_backed_token_ids
     assert result.kv_backed_token_ids == TOK.encode("qab") and result.new_tokens == 3
     assert_kv_honest(result, producer)
+
+
+@pytest.mark.parametrize("end", [TOK.END_OF_TURN, TOK.EOS])
+def test_a_tool_call_token_is_part_of_the_reply_which_then_ends_as_tool_calls(end: int) -> None:
+    # `<tool_call>` opens the call the reply writes next (chat.formats parses it): it is fed and
+    # kept like text, and the end of generation after it says TOOL_CALLS.
+    ids = TOK.encode("q")
+    reply = [*TOK.encode("a"), TOK.TOOL_CALL, *TOK.encode("{}"), end]
+    producer = ScriptedProducer.for_reply(V, len(ids), reply)
+    result, events = run(producer, ids)
+    assert result.reason is StopReason.TOOL_CALLS
+    assert [e.id for e in events if isinstance(e, TokenProgress)] == reply[:-1]
+    assert result.kv_backed_token_ids == [*ids, *reply[:-1]]
+    assert_kv_honest(result, producer)
+
+
+def test_a_reply_without_a_tool_call_token_ends_as_it_did() -> None:
+    producer, prompt = setup("q", "ab{}", TOK.END_OF_TURN)
+    result, _ = run(producer, prompt)
+    assert result.reason is StopReason.END_OF_TURN
 
 
 def test_max_tokens_emits_the_budget_and_never_feeds_the_last_token() -> None:

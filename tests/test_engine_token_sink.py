@@ -134,7 +134,7 @@ def test_withheld_tail_is_flushed_when_the_loop_cancels() -> None:
     assert sink.stopped is StopReason.CANCELLED
 
 
-@pytest.mark.parametrize(("special", "reason"), [("END_OF_TURN", StopReason.END_OF_TURN), ("EOS", StopReason.EOS), ("TOOL_CALL", StopReason.TOOL_CALLS)])
+@pytest.mark.parametrize(("special", "reason"), [("END_OF_TURN", StopReason.END_OF_TURN), ("EOS", StopReason.EOS)])
 def test_withheld_tail_is_flushed_on_a_stop_token(special: str, reason: StopReason) -> None:
     tok = PieceTokenizer([b"ok <"])
     events, got = feed(sink_for(tok, stops=["<end>"]), [0, getattr(tok, special)])
@@ -153,7 +153,7 @@ def test_finish_flushes_the_tail_and_no_tail_event_when_nothing_is_withheld() ->
 
 
 # -- stop tokens, budget, cancel --------------------------------------------------------
-@pytest.mark.parametrize(("special", "reason"), [("END_OF_TURN", StopReason.END_OF_TURN), ("EOS", StopReason.EOS), ("TOOL_CALL", StopReason.TOOL_CALLS)])
+@pytest.mark.parametrize(("special", "reason"), [("END_OF_TURN", StopReason.END_OF_TURN), ("EOS", StopReason.EOS)])
 def test_stop_tokens_stop_and_are_never_emitted_nor_in_history(special: str, reason: StopReason) -> None:
     tok = ByteTokenizer()
     sink = sink_for(tok, history=[1, 2])
@@ -222,3 +222,12 @@ def test_the_same_property_holds_through_the_whole_loop_with_any_budget(
     body = [e for e in events if isinstance(e, (TokenProgress, TailProgress))]
     assert text_of(body) == first_stop_cut(shown, stops)
     assert len(result.kv_backed_token_ids) == result.kv_position
+
+
+def test_a_tool_call_token_is_text_and_the_natural_end_after_it_is_tool_calls() -> None:
+    tok = ByteTokenizer()
+    sink = sink_for(tok, history=[])
+    events, got = feed(sink, [ord("a"), tok.TOOL_CALL, ord("b")])
+    assert got is None and sink.history == [ord("a"), tok.TOOL_CALL, ord("b")]
+    _, got = feed(sink, [tok.END_OF_TURN])
+    assert got is StopReason.TOOL_CALLS

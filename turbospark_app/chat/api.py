@@ -12,17 +12,26 @@ from typing import Any, Callable, Generator, Literal, Protocol, Sequence
 from ..engine import GenerationConfig, PaceWait, RawDecodeProgress, RawDecodeResult, StopReason
 from ..engine.foundation import DEFAULT_PREFILL_CHUNK
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True)
 class ChatMessage:
     """One message. An assistant message keeps the token ids it was generated with, so the next
-    prompt shares the whole previous turn as its KV prefix (no re-tokenization drift)."""
+    prompt shares the whole previous turn as its KV prefix (no re-tokenization drift).
+
+    Tool use (the API's): an assistant message may carry `tool_calls` (OpenAI's dicts: id, type,
+    function {name, arguments}) and `reasoning` (its reasoning_content); a "tool" message is a
+    call's result, `tool_call_id` naming the call and `name` the function. The template renders
+    them (`prompt.build_prompt_ids`)."""
 
     role: Role
     content: str
     token_ids: tuple[int, ...] | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
 
 
 def reply_token_ids(reason: StopReason, generated_ids: Sequence[int]) -> tuple[int, ...] | None:
@@ -48,6 +57,9 @@ class TurnSettings:
     # Prompt-lookup speculation while the stream decodes alone: "lookup" or "off"; None = the
     # backend's own (`load_backend(speculation=)`: flag > environment > setting > default).
     speculation: str | None = None
+    # Extra chat-template variables (e.g. {"enable_thinking": False}: a conversation's Think
+    # toggle, the API's chat_template_kwargs), as (name, value) pairs.
+    template_vars: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

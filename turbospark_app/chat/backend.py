@@ -125,7 +125,8 @@ class LlamaChatBackend:
         if raw or self.template is None:
             ids = self.prompts.raw_conversation_ids(messages, continue_final=continue_final)
         else:
-            ids = self.prompts.chat_ids(messages, settings.system_prompt, continue_final=continue_final)
+            ids = self.prompts.chat_ids(messages, settings.system_prompt, continue_final=continue_final,
+                                        template_vars=dict(settings.template_vars) or None)
         return self.prepare_prompt(session_id, ids, settings)
 
     def prepare_prompt(

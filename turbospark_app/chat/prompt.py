@@ -22,6 +22,7 @@ is the same prompt ending with the reply; Regenerate the same prompt without it.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol, Sequence
 
 from ..engine.errors import EngineError
@@ -41,7 +42,36 @@ class NoChatTemplate(EngineError):
 
 
 class TemplateLike(Protocol):
-    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str: ...
+    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool = True,
+               **extra: Any) -> str: ...
+
+
+def message_dict(m: ChatMessage) -> dict[str, Any]:
+    """A message as a template reads it: role and content, and for tool use the assistant's
+    tool_calls (arguments as objects, as templates index them), reasoning_content, or a tool
+    result's tool_call_id and name."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        out["tool_calls"] = [_call_for_template(c) for c in m.tool_calls]
+    if m.reasoning:
+        out["reasoning_content"] = m.reasoning
+    if m.tool_call_id is not None:
+        out["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        out["name"] = m.name
+    return out
+
+
+def _call_for_template(call: dict[str, Any]) -> dict[str, Any]:
+    fn = dict(call.get("function") or {})
+    args = fn.get("arguments")
+    if isinstance(args, str):
+        try:
+            fn["arguments"] = json.loads(args)
+        except json.JSONDecodeError:
+            pass  # kept as the text the client sent
+    # Both shapes: OpenAI's nested one, and the flat name/arguments some templates read.
+    return {**call, "function": fn, "name": fn.get("name"), "arguments": fn.get("arguments")}
 
 
 class EncoderLike(Protocol):
@@ -79,9 +109,11 @@ def build_prompt_ids(
     system_prompt: str | None = None,
     *,
     continue_final: bool = False,
+    template_vars: dict[str, Any] | None = None,
 ) -> list[int]:
     """The prompt ids for `messages` (ending with the new user message) + a generation prompt,
     or, with `continue_final`, ending inside the final assistant message (left open).
+    `template_vars`: extra template variables (`tools`, `enable_thinking`).
 
     An assistant message without token ids (imported text) is tokenized from its text like
     any other segment. BOS, when the model wants one, is the caller's to add.
@@ -98,10 +130,11 @@ def build_prompt_ids(
         open_reply = continue_final and i == len(messages) - 1
         if m.role == "assistant" and (m.token_ids is not None or open_reply):
             spliced[i] = (m.content, m.token_ids)
-            rendered.append({"role": "assistant", "content": m.content + _CLOSE.format(i)})
+            rendered.append({**message_dict(m), "content": m.content + _CLOSE.format(i)})
         else:
-            rendered.append({"role": m.role, "content": m.content})
-    text = template.render(rendered, add_generation_prompt=not continue_final)
+            rendered.append(message_dict(m))
+    extra = template_vars or {}
+    text = template.render(rendered, add_generation_prompt=not continue_final, **extra)
     if continue_final:
         last = _CLOSE.format(len(messages) - 1)
         if last not in text:
@@ -158,14 +191,14 @@ class PromptBuilder:
         return ids
 
     def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None,
-                 *, continue_final: bool = False) -> list[int]:
+                 *, continue_final: bool = False, template_vars: dict[str, Any] | None = None) -> list[int]:
         """The chat prompt ids (template + generation prompt, or the final reply left open
         with `continue_final`), BOS first when the model wants it. NoChatTemplate when the
-        model has no template."""
+        model has no template. `template_vars`: extra template variables (tools, thinking)."""
         if self.template is None:
             raise NoChatTemplate()
         return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt,
-                                               continue_final=continue_final))
+                                               continue_final=continue_final, template_vars=template_vars))
 
     def open_assistant_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Ids that leave the LAST message (an assistant's) open, so the reply continues it

@@ -17,6 +17,8 @@ this way, with or without the flag.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import gc
 import sys
 import time
@@ -80,6 +82,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--raw", action="store_true",
                    help="raw completion: the text is continued as is (no roles, no template); the "
                    "default for a model without a chat template")
+    p.add_argument("--json-schema", type=Path, default=None, metavar="FILE",
+                   help="constrain every reply to JSON valid under the JSON schema in FILE "
+                   "(constrained decoding: the reply is that JSON and nothing else)")
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
@@ -228,7 +233,16 @@ def chat_command(args: argparse.Namespace) -> int:
         print(f"turbospark: --script {args.script} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
               f"offset {e.start})", file=sys.stderr)
         return 2
+    schema_path = getattr(args, "json_schema", None)
+    schema: Any = None
+    if schema_path is not None:  # read before the model loads: a bad file is said at once
+        schema = read_json_schema(schema_path)
+        if schema is None:
+            return 2
     if getattr(args, "endpoint", None):
+        if schema_path is not None:
+            print("turbospark: --json-schema runs on the local model only (not with --endpoint)", file=sys.stderr)
+            return 2
         from .remote_chat import remote_chat_command
 
         return remote_chat_command(args, settings_from_args(args), turns)
@@ -270,7 +284,12 @@ def chat_command(args: argparse.Namespace) -> int:
     if raw and not getattr(args, "raw", False):
         print(f"turbospark: {path.name} has no chat template (a base model): raw completion, "
               "the text is continued as is", file=sys.stderr)
-    conv = Conversation(backend, settings_from_args(args), raw=raw)
+    settings = settings_from_args(args)
+    if schema is not None:
+        settings = with_json_schema(settings, schema, backend, schema_path)
+        if settings is None:
+            return 2
+    conv = Conversation(backend, settings, raw=raw)
     if getattr(args, "leave_at_once", False):  # the process itself, not a caller in-process
         # The load's objects (~50,000) go to the permanent generation: a full collection during
         # a turn took 13-48 ms holding the GIL, and Ctrl-C's handler needs the GIL to run.
@@ -317,3 +336,27 @@ def chat_command(args: argparse.Namespace) -> int:
     if ended_by_ctrl_c and getattr(args, "leave_at_once", False):
         leave_now(0)  # the user asked to be gone: skip the interpreter's teardown
     return 0
+
+
+def read_json_schema(path: Path) -> Any:
+    """The JSON schema in `path`, or None after saying why it cannot be read."""
+    try:
+        return json.loads(path.read_text("utf-8"))
+    except OSError as e:
+        print(f"turbospark: cannot read --json-schema {path}: {e.strerror or e}", file=sys.stderr)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        print(f"turbospark: --json-schema {path} is not JSON: {e}", file=sys.stderr)
+    return None
+
+
+def with_json_schema(settings: TurnSettings, schema: Any, backend: Any, path: Path) -> TurnSettings | None:
+    """`settings` constrained to `schema` (compiled for the model's vocabulary), or None after
+    saying which part of the schema cannot be compiled."""
+    from ..chat.grammar import GrammarError, compile_json_schema
+
+    try:
+        spec = compile_json_schema(schema, backend.tokenizer, label=f"the JSON schema in {path}")
+    except GrammarError as e:
+        print(f"turbospark: {e}", file=sys.stderr)
+        return None
+    return dataclasses.replace(settings, generation=dataclasses.replace(settings.generation, constraint=spec))

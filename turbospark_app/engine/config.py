@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .power import MemoryPressure, ThermalLevel
+
+if TYPE_CHECKING:
+    from .constraint import ConstraintSpec
 
 ThermalProbe = Callable[[], ThermalLevel]
 MemoryProbe = Callable[[], MemoryPressure]
@@ -58,9 +61,11 @@ class RateConfig:
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """One request's budget, sampling, stop strings and pacing."""
+    """One request's budget, sampling, stop strings and pacing; `constraint` a grammar the
+    reply must follow (`engine.constraint`; None = free text)."""
 
     max_new_tokens: int = 256
     shaping: Shaping = field(default_factory=Shaping)
     stop_strings: tuple[str, ...] = ()
     rate: RateConfig = field(default_factory=RateConfig)
+    constraint: "ConstraintSpec | None" = None

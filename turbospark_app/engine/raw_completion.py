@@ -23,6 +23,7 @@ from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeV
 import numpy as np
 
 from .config import GenerationConfig, RateConfig
+from .constraint import constrained, draft_within
 from .errors import (
     ContextOverflow,
     EmptyPrompt,
@@ -86,12 +87,14 @@ def check_rate(rate: RateConfig) -> None:
 def prepare_run(
     prompt_ids: Sequence[int], config: GenerationConfig, max_context: int, vocab_size: int
 ) -> Sampler:
-    """Every call-time check of a run (admission, rate, shaping); returns the sampler."""
+    """Every call-time check of a run (admission, rate, shaping); returns the sampler (masked by
+    a fresh run of the config's constraint, when it has one)."""
     check_admission(prompt_ids, config, max_context)
     check_rate(config.rate)
     if vocab_size < 1:
         raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
-    return make_sampler(config.shaping)  # SelectionError on invalid shaping, up front
+    # SelectionError on invalid shaping, up front
+    return constrained(make_sampler(config.shaping), config.constraint)
 
 
 def check_speculation(producer: object, speculation: LookupSpeculation | None) -> None:
@@ -246,6 +249,7 @@ def decode(
         draft = ()
         if drafter is not None:
             draft = drafter.propose(sink.history, config.max_new_tokens - sink.generated - 1)
+            draft = draft_within(sampler, draft)  # never a row the grammar would refuse
         if draft:
             verifying = _verify(producer, drafter, token, draft, position, logits)
         else:

@@ -104,20 +104,25 @@ class TokenSink:
         self._matcher = StopMatcher(config.stop_strings)
         # "replace" only for truly invalid bytes; an incomplete sequence waits for more.
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        # Precedence if an id is listed twice: end-of-turn, then tool call, then EOS.
+        # Precedence if an id is listed twice: end-of-turn, then EOS.
         self._special: dict[int, StopReason] = {}
         for ids, reason in (
             (tokenizer.eog_ids, StopReason.END_OF_TURN),  # every end of generation stops
             (tokenizer.eos_ids, StopReason.EOS),
-            (tokenizer.tool_call_ids, StopReason.TOOL_CALLS),
             (tokenizer.end_of_turn_ids, StopReason.END_OF_TURN),
         ):
             self._special.update(dict.fromkeys(ids, reason))
+        # A tool-call token (`<tool_call>`, `[TOOL_CALLS]`) opens the call the reply goes on to
+        # write (chat.formats parses it): it is text, and a reply that then ends by itself ends
+        # as TOOL_CALLS.
+        self._tool_call_ids = frozenset(tokenizer.tool_call_ids) - self._special.keys()
+        self.called = False
 
     def commit(self, token_id: int) -> Commit:
         """Account for one sampled token; return its events and the stop reason, if any.
 
-        Checks, in order: stop token (END_OF_TURN / TOOL_CALLS / EOS, nothing emitted),
+        Checks, in order: stop token (END_OF_TURN / EOS, nothing emitted; TOOL_CALLS instead
+        when a tool-call token came before it),
         stop string (STOP_STRING, text before it emitted), budget (MAX_TOKENS, the token is
         emitted first). Every end but STOP_STRING flushes the withheld tail.
         """
@@ -126,7 +131,11 @@ class TokenSink:
         self.generated += 1
         special = self._special.get(token_id)
         if special is not None:
+            if self.called:
+                special = StopReason.TOOL_CALLS
             return Commit(self.finish(special), special)
+        if token_id in self._tool_call_ids:
+            self.called = True
         self.history.append(token_id)
         text = self._utf8.decode(self._tokenizer.token_bytes(token_id), final=False)
         delta, matched = self._matcher.push(text)

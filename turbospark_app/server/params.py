@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..chat.api import ChatMessage
+from ..chat.structured import StructuredRequest
 from ..engine.config import Shaping
 from .errors import ApiError, bad_request
+from .params_structured import chat_template_kwargs, parse_message_extras, parse_structured
 
 MAX_STOP_STRINGS = 4
 MAX_TOP_LOGPROBS = 20  # chat; the legacy completions `logprobs` goes to 5
 MAX_LEGACY_LOGPROBS = 5
 MAX_LOGIT_BIAS = 1024  # entries of one request's logit_bias
-_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant",
+          "tool": "tool"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class ApiParams:
     pin: str | None = None
     echo: bool = False
     continue_final: bool = False  # vLLM's continue_final_message: the reply continues the last message
+    structured: StructuredRequest = field(default_factory=StructuredRequest)
+    template_vars: tuple[tuple[str, Any], ...] = ()  # chat_template_kwargs
 
 
 def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
@@ -115,11 +120,6 @@ def _unsupported(body: dict[str, Any]) -> None:
     n = body.get("n")
     if n is not None and n != 1:
         raise bad_request("only n=1 is supported (one choice per request)", "n")
-    if body.get("tools"):
-        raise bad_request("tools are not supported by this server", "tools")
-    fmt = body.get("response_format")
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-        raise bad_request("only response_format {\"type\": \"text\"} is supported", "response_format")
     if body.get("suffix") is not None:
         raise bad_request("suffix is not supported by this server", "suffix")
     best_of = body.get("best_of")
@@ -197,8 +197,9 @@ def parse_chat(body: Any) -> ApiParams:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise bad_request(f"messages[{i}].role must be one of {sorted(_ROLES)}", f"messages[{i}].role")
-        parsed.append(ChatMessage(_ROLES[m["role"]], _content(m.get("content"), i)))  # type: ignore[arg-type]
-    if not any(m.content.strip() for m in parsed):
+        parsed.append(ChatMessage(_ROLES[m["role"]], _content(m.get("content"), i),  # type: ignore[arg-type]
+                                  **parse_message_extras(m, i)))
+    if not any(m.content.strip() or m.tool_calls for m in parsed):
         raise bad_request("every message is empty", "messages", "empty_prompt")
     continue_final = _flag(body, "continue_final_message")
     if continue_final and parsed[-1].role != "assistant":
@@ -208,7 +209,8 @@ def parse_chat(body: Any) -> ApiParams:
     if top is not None and not logprobs:
         raise bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs")
     return ApiParams(kind="chat", messages=tuple(parsed), logprobs=logprobs, top_logprobs=top or 0,
-                     continue_final=continue_final, **common)
+                     continue_final=continue_final, structured=parse_structured(body, chat=True),
+                     template_vars=chat_template_kwargs(body), **common)
 
 
 def _prompt(value: Any) -> str | tuple[int, ...]:
@@ -231,7 +233,7 @@ def parse_completion(body: Any) -> ApiParams:
     logprobs = _integer(body, "logprobs", 0, MAX_LEGACY_LOGPROBS)
     return ApiParams(kind="completion", prompt=_prompt(body.get("prompt")),
                      logprobs=logprobs is not None, top_logprobs=logprobs or 0,
-                     echo=_flag(body, "echo"), **common)
+                     echo=_flag(body, "echo"), structured=parse_structured(body, chat=False), **common)
 
 
 def check_logit_bias(shaping: Shaping, vocab_size: int) -> None:

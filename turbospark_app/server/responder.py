@@ -16,11 +16,13 @@ from typing import Any
 from aiohttp import web
 
 from ..chat.api import TurnSettings
+from ..chat.structured import StructuredPlan
 from ..engine.progress import StopReason
 from ..service.events import Failed, Finished, PromptRequest, Tail, Token
 from .errors import ApiError
 from .jobs import ApiJob, JobBoard
 from .params import ApiParams
+from .reply_wire import delta_json, message_json, reader_for, reply_finish
 from .wire import DONE, PING, Envelope, chat_logprobs, finish_reason, legacy_logprobs, sse
 
 
@@ -43,6 +45,7 @@ class Admitted:
     settings: TurnSettings
     builder: Any
     envelope: Envelope
+    plan: StructuredPlan = StructuredPlan()
 
 
 @dataclass(frozen=True)
@@ -91,16 +94,22 @@ def _cut(job: ApiJob, finished: Finished) -> ApiError | None:
                     type="server_error", code=job.cancel_reason or "cancelled")
 
 
-def _delta(admitted: Admitted, text: str, tokens: list[Token]) -> dict[str, Any] | None:
-    """One content chunk (None when there is nothing to say)."""
+def _delta(admitted: Admitted, text: str, tokens: list[Token], chat_delta: dict[str, Any] | None = None
+           ) -> dict[str, Any] | None:
+    """One chunk (None when there is nothing to say); a chat reply's delta comes read
+    (`chat_delta`: content, reasoning_content, tool_calls)."""
     env, p = admitted.envelope, admitted.params
-    if not text and not (p.logprobs and tokens):
+    said = bool(chat_delta) if chat_delta is not None else bool(text)
+    if not said and not (p.logprobs and tokens):
         return None
     logprobs = None
     if p.logprobs and tokens:
         tb = admitted.builder.token_bytes
         logprobs = chat_logprobs(tokens, tb) if p.kind == "chat" else legacy_logprobs(tokens, tb, 0)
-    delta: dict[str, Any] | str = {"content": text} if p.kind == "chat" else text
+    if p.kind == "chat":
+        delta: dict[str, Any] | str = chat_delta if chat_delta is not None else {"content": text}
+    else:
+        delta = text
     return env.chunk(delta, None, logprobs, p.include_usage)
 
 
@@ -150,6 +159,7 @@ async def _write_stream(request: web.Request, resp: web.StreamResponse, job: Api
     first: dict[str, Any] | str = {"role": "assistant", "content": ""} if p.kind == "chat" else (
         admitted.prompt_text if p.echo else "")
     await write(sse(env.chunk(first, None, None, p.include_usage)))
+    reader = reader_for(admitted)
     while True:
         try:
             event = await asyncio.wait_for(job.events.get(), timing.ping_interval)
@@ -162,14 +172,18 @@ async def _write_stream(request: web.Request, resp: web.StreamResponse, job: Api
         out = bytearray()
         for ev in batch:
             if isinstance(ev, Token):
-                chunk = _delta(admitted, ev.delta, [ev])
+                read = None if reader is None else delta_json(reader.feed_token(ev.id, ev.delta, ev.at))
+                chunk = _delta(admitted, ev.delta, [ev], read)
             elif isinstance(ev, Tail):
-                chunk = _delta(admitted, ev.text, [])
+                read = None if reader is None else delta_json(reader.feed_text(ev.text))
+                chunk = _delta(admitted, ev.text, [], read)
             elif isinstance(ev, Finished) and (cut := _cut(job, ev)) is not None:
                 out += sse(cut.body()) + DONE  # the client keeps what came, and learns it is cut
                 chunk = None
             elif isinstance(ev, Finished):
-                finish = finish_reason(ev.result.reason, p.kind)
+                if reader is not None and (rest := delta_json(reader.finish())):
+                    out += sse(env.chunk(rest, None, None, p.include_usage))
+                finish = reply_finish(reader, ev.result.reason, finish_reason(ev.result.reason, p.kind))
                 out += sse(env.chunk({} if p.kind == "chat" else "", finish, None, p.include_usage))
                 if p.include_usage:
                     out += sse(env.usage_chunk(ev))
@@ -211,7 +225,18 @@ async def _whole(job: ApiJob, admitted: Admitted) -> web.Response:
         tb = admitted.builder.token_bytes
         logprobs = (chat_logprobs(tokens, tb) if p.kind == "chat"
                     else legacy_logprobs(tokens, tb, len(admitted.prompt_text) if p.echo else 0))
-    return web.json_response(env.final(text, event, logprobs), headers=cap_header(p))
+    body = env.final(text, event, logprobs)
+    reader = reader_for(admitted)
+    if reader is not None:
+        for t in tokens:
+            reader.feed_token(t.id, t.delta, t.at)
+        tail = event.text[len("".join(t.delta for t in tokens)):]  # the sink's released tail
+        reader.feed_text(tail)
+        reader.finish()
+        choice = body["choices"][0]
+        choice["message"] = message_json(reader)
+        choice["finish_reason"] = reply_finish(reader, event.result.reason, choice["finish_reason"])
+    return web.json_response(body, headers=cap_header(p))
 
 
 def cap_header(p: ApiParams) -> dict[str, str]:

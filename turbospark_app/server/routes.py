@@ -17,7 +17,9 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from ..chat.api import TurnSettings
+from ..chat.api import ChatMessage, TurnSettings
+from ..chat.grammar import GrammarError
+from ..chat.structured import StructuredError, StructuredPlan, plan_structured
 from ..engine.config import GenerationConfig, RateConfig
 from ..engine.errors import EngineError
 from ..engine.selection import validate_shaping
@@ -154,7 +156,10 @@ class Routes:
                               "messages", code="no_chat_template")
         loop = asyncio.get_running_loop()
         try:  # rendering + tokenizing a long prompt must not hold up the event loop (the GUI's)
-            ids, text = await loop.run_in_executor(None, _prompt_ids, builder, p, info)
+            ids, text, plan = await loop.run_in_executor(None, _prompt_ids, builder, p, info)
+        except (GrammarError, StructuredError) as e:  # (compiling a grammar is off the loop too)
+            raise bad_request(str(e), e.param or "response_format", code="invalid_schema"
+                              if isinstance(e, GrammarError) else None) from None
         except EngineError as e:
             raise bad_request(f"the prompt could not be built: {e}", "messages") from None
         param = "messages" if p.kind == "chat" else "prompt"
@@ -167,30 +172,39 @@ class Routes:
         settings = TurnSettings(
             generation=GenerationConfig(
                 max_new_tokens=max_tokens, shaping=p.shaping, stop_strings=p.stop,
-                rate=RateConfig(max_tokens_per_sec=p.rate_cap),
+                rate=RateConfig(max_tokens_per_sec=p.rate_cap), constraint=plan.constraint,
             ),
             chunked_prefill=True,
             chunk_size=self.server.config.prefill_chunk,
             top_logprobs=p.top_logprobs if p.logprobs else None,
         )
         envelope = Envelope.new(p.kind, model_id(info), fingerprint(info))
-        return Admitted(p, ids, text, settings, builder, envelope)
+        return Admitted(p, ids, text, settings, builder, envelope, plan)
 
 
-def _prompt_ids(builder: Any, p: ApiParams, info: dict[str, Any]) -> tuple[tuple[int, ...], str]:
-    """(prompt ids, prompt text) — runs in a worker thread (the builder is thread-safe)."""
-    if p.kind == "chat" and p.continue_final:
-        try:
-            return tuple(builder.open_assistant_ids(p.messages)), ""
-        except ValueError as e:
-            raise bad_request(str(e), "messages") from None
+def _prompt_ids(builder: Any, p: ApiParams, info: dict[str, Any]
+                ) -> tuple[tuple[int, ...], str, StructuredPlan]:
+    """(prompt ids, prompt text, structured plan) — runs in a worker thread (the builder is
+    thread-safe; the plan's grammar compiles here, off the event loop)."""
+    template = getattr(builder, "template", None) if p.kind == "chat" else None
+    plan = (plan_structured(p.structured, template, builder.tokenizer) if p.structured.active
+            else StructuredPlan())
     if p.kind == "chat":
-        return tuple(builder.chat_ids(p.messages)), ""
+        messages = tuple(p.messages)
+        if plan.system_note:
+            messages = (ChatMessage("system", plan.system_note), *messages)
+        variables = {**plan.template_vars, **dict(p.template_vars)} or None
+        if p.continue_final:
+            try:
+                return tuple(builder.open_assistant_ids(messages)), "", plan
+            except ValueError as e:
+                raise bad_request(str(e), "messages") from None
+        return tuple(builder.chat_ids(messages, template_vars=variables)), "", plan
     if isinstance(p.prompt, str):
-        return tuple(builder.raw_ids(p.prompt)), p.prompt
+        return tuple(builder.raw_ids(p.prompt)), p.prompt, plan
     check_token_ids(p.prompt, int(info.get("vocab_size") or 0) or 1 << 31)
     text = b"".join(builder.token_bytes(t) for t in p.prompt).decode("utf-8", errors="replace")
-    return p.prompt, text
+    return p.prompt, text, plan
 
 
 async def _json(request: web.Request) -> Any:

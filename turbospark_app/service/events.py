@@ -82,6 +82,11 @@ class TurnStats:
     cap: str = ""  # the tok/s cap: "" none set | "applied" | "applied by server" | "not applied (remote)"
     drafted_tokens: int = 0  # prompt-lookup speculation: draft tokens verified (0: none / off)
     accepted_tokens: int = 0  # of them, kept (each a token without a forward pass of its own)
+    # A reply read by its family's format (chat.formats): reasoning vs answer tokens, and the
+    # seconds from the first token to the end of the reasoning block (0 / 0 / 0: none)
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    reasoning_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -97,7 +102,8 @@ class TurnStats:
             "prefill_tokens_per_sec": 0.0, "decode_tokens_per_sec": 0.0,
             "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
             "usage_reported": True, "reuse_source": "engine", "cap": "",
-            "drafted_tokens": 0, "accepted_tokens": 0,
+            "drafted_tokens": 0, "accepted_tokens": 0, "reasoning_tokens": 0, "answer_tokens": 0,
+            "reasoning_seconds": 0.0,
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)

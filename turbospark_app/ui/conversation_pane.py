@@ -47,7 +47,7 @@ from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_raw import PaneRawMode
-from .pane_turns import PaneTurns, model_identity
+from .pane_turns import turn_reader, PaneTurns, model_identity
 from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
 
@@ -96,6 +96,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
         self._sent_text = ""
         self._mark: tuple[int, int] = (0, 0)
         self._tokens = 0
+        self._reader = turn_reader({})  # the running turn's (PaneTurns._start_turn)
         self._live_prompt = 0
         self._first_token_at: float | None = None
         self._dispose_when_idle = False

@@ -116,6 +116,8 @@ def stats_line(stats: TurnStats, with_reason: bool = True) -> str:
         f"prompt {stats.prompt_tokens} tok" if stats.usage_reported or not remote else "prompt unavailable",
         f"reused {stats.reused_prefix_tokens}" if stats.reuse_source or not remote else "reused unavailable",
         f"new {stats.new_tokens} tok",
+        *([f"reasoning {stats.reasoning_tokens} · answer {stats.answer_tokens} tok"]
+          if stats.reasoning_tokens else []),
         f"TTFT {seconds_label(stats.time_to_first_token)}",
         f"decode {rate_label(stats.decode_tokens_per_sec)}",
     ]

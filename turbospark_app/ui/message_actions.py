@@ -18,6 +18,7 @@ from ..conversations.actions import ConversationTree, can_continue
 from ..conversations.store import INTERRUPTED, StoredMessage
 from ..service import TurnStats
 from .formatting import stats_line
+from .reply_parts import apply_split
 from .transcript import Entry, Transcript
 
 
@@ -59,8 +60,12 @@ class MessageActions:
             footer, badge = reply_footer(message)
         elif message.role == "user":
             actions = ("copy", "edit", "delete")
-        return Entry(message.role, message.content, footer, stopped=message.stop_reason == "cancelled",
-                     message_id=message.id, variant=self.tree.variant(message), actions=actions, badge=badge)
+        entry = Entry(message.role, message.content, footer, stopped=message.stop_reason == "cancelled",
+                      message_id=message.id, variant=self.tree.variant(message), actions=actions, badge=badge)
+        if message.role == "assistant":
+            info = getattr(getattr(self, "_bridge", None), "model_info", None) or {}
+            apply_split(entry, info.get("chat_template"), message.stats)
+        return entry
 
     def show_messages(self, messages: Sequence[StoredMessage]) -> None:
         """Render `messages` (a branch) from scratch."""

@@ -20,6 +20,7 @@ from typing import Any
 
 from PySide6.QtGui import QTextCursor
 
+from ..chat.formats import ReplyParser, ReplyReader, detect_format, detect_reasoning
 from ..chat.api import reply_token_ids
 from ..conversations.actions import (
     ConversationTree,
@@ -54,6 +55,15 @@ ERRORS = {
     "backend_unavailable": "No model is loaded: {m}. "
     "Fetch the default model with `turbospark model fetch`, or start with --model FILE.",
 }
+
+
+def turn_reader(model_info: Any, *, continued: bool = False) -> ReplyReader:
+    """A turn's reply reader (its reasoning / answer figures), by the model's template family;
+    a continued reply goes on after its reasoning, so only answer tokens follow."""
+    source = (model_info or {}).get("chat_template")
+    markers = detect_reasoning(source)
+    parser = ReplyParser(detect_format(source or ""), None if continued else (markers.open, markers.close))
+    return ReplyReader(parser)
 
 
 def model_identity(model_info: Any) -> str:
@@ -116,6 +126,7 @@ class PaneTurns:
         request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
                               raw=self.raw_mode)
         self._tokens, self._first_token_at = 0, None
+        self._reader = turn_reader(self._bridge.model_info, continued=target is not None)
         self._live_prompt = 0  # the running turn's prompt tokens (Started): the meter fills live
         self.request_id = self._bridge.submit(request, self._on_event)
         self._set_state("queued")
@@ -157,6 +168,7 @@ class PaneTurns:
             if self._live_prompt and self._tokens % 8 == 1:  # the context meter, as the reply grows
                 self.context_meter.set_usage(self._live_prompt + self._tokens, self._bridge.max_context)
             self.transcript.append_delta(event.delta)
+            self._reader.feed_token(event.id, event.delta, event.at)
             if not self._discarded:
                 self._recorder.token(event.delta, event.id)
             if self.state != "stopping":
@@ -199,6 +211,10 @@ class PaneTurns:
         stopped = event.result.reason is StopReason.CANCELLED
         stats = event.stats.to_json()
         stats["model_id"] = self._turn_model_id
+        self._reader.finish(time.monotonic())
+        figures = self._reader.figures
+        stats.update(reasoning_tokens=figures.reasoning_tokens, answer_tokens=figures.answer_tokens,
+                     reasoning_seconds=round(figures.reasoning_seconds, 3))
         # A remote reply has no ids of ours: its text is what the next prompt reads.
         remote = not event.generated_ids and bool(event.text)
         ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)

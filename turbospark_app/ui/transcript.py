@@ -39,6 +39,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import code_block_text, style_code
 from .formatting import with_line_breaks
+from .reply_parts import insert_reasoning, insert_tool_cards
 
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
@@ -65,6 +66,12 @@ class Entry:
     variant: tuple[int, int] = (1, 1)  # (position, count) among its alternatives
     actions: tuple[str, ...] = ()  # the links under it (see ACTION_LABELS)
     badge: str = ""  # "interrupted" | "token limit" ("stopped" comes from `stopped`)
+    # A reply split by its family's markers (ui.reply_parts): None = not split, show `text`
+    answer: str | None = None
+    reasoning: str = ""
+    reasoning_label: str = ""
+    reasoning_open: bool = False
+    tool_calls: tuple[tuple[str, str], ...] = ()
 
 
 class Transcript(QTextBrowser):
@@ -172,6 +179,8 @@ class Transcript(QTextBrowser):
         if meta is not None:
             entry.message_id, entry.variant = meta.message_id, meta.variant
             entry.actions, entry.badge = meta.actions, meta.badge
+            entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
+            entry.reasoning_label = meta.reasoning_label
         self._append_entry(entry)
         if at_end:
             self.scroll_to_end()
@@ -226,6 +235,8 @@ class Transcript(QTextBrowser):
         if meta is not None:
             entry.message_id, entry.variant = meta.message_id, meta.variant
             entry.actions, entry.badge = meta.actions, meta.badge
+            entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
+            entry.reasoning_label = meta.reasoning_label
         entry.text, entry.footer, entry.stopped = text, footer, stopped
         cursor = QTextCursor(self.document())
         cursor.setPosition(self._body_start)
@@ -336,10 +347,14 @@ class Transcript(QTextBrowser):
 
     def _insert_body(self, cursor: QTextCursor, entry: Entry) -> None:
         """An assistant reply's body at `cursor` (an empty body block): Markdown, then stats."""
+        if entry.reasoning:
+            insert_reasoning(self, cursor, entry)
         start = cursor.position()
-        if entry.text.strip():
-            cursor.insertMarkdown(with_line_breaks(entry.text),
+        shown = entry.text if entry.answer is None else entry.answer
+        if shown.strip() or entry.tool_calls:
+            cursor.insertMarkdown(with_line_breaks(shown),
                                   QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            insert_tool_cards(self, cursor, entry)
         else:
             italic = self._plain_format()
             italic.setFontItalic(True)
@@ -413,6 +428,13 @@ class Transcript(QTextBrowser):
             return
         if action == "copy":
             self.copy_message(int(mid))
+        elif action == "think":  # open / close a reply's reasoning (re-rendered in place)
+            entry = self.entry_for_message(int(mid))
+            if entry is not None and self._streaming is None:
+                entry.reasoning_open = not entry.reasoning_open
+                bar = self.verticalScrollBar().value()
+                self.set_entries(list(self._entries))
+                self.verticalScrollBar().setValue(bar)
         else:
             self.actionRequested.emit(action, int(mid))
 
