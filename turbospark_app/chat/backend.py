@@ -25,9 +25,12 @@ from ..engine import (
     stream_raw_completion,
     stream_raw_completion_chunked,
 )
+from ..engine.chunk_budget import ChunkBudget
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
+from ..engine.state_cache import DEFAULT_BUDGET_MB as DEFAULT_STATE_CACHE_MB
+from ..engine.state_cache import StateCache
 from ..model.gguf.config import ModelConfig, read_config
 from ..model.gguf.header import ModelFileError, read_header
 from ..model.llamacpp import library
@@ -77,6 +80,7 @@ class LlamaChatBackend:
         thermal: ThermalMonitor | None = None,
         memory: MemoryMonitor | None = None,
         load_seconds: float = 0.0,
+        state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
     ) -> None:
         self.model = model
         self.context = context
@@ -92,7 +96,7 @@ class LlamaChatBackend:
         self.thermal = thermal
         self.memory = memory
         self.kv_bytes_per_token = config.kv_bytes_per_token
-        self.pool = self._new_pool(session_slots)
+        self.pool = self._new_pool(session_slots, state_cache_bytes)
         self._load_seconds = load_seconds
         self._snapshot_lock = threading.Lock()
         self._sessions: list[dict[str, Any]] = self.pool.describe()
@@ -100,8 +104,9 @@ class LlamaChatBackend:
         self._model_info = self._describe_model()
         self.prompts = PromptBuilder(template, tokenizer, self.max_context)
         # Speculation's off-switch while other streams decode (the engine thread wires it):
-        # True = crowded, decode plainly so the steps batch.
+        # True = crowded, decode plainly so the steps batch; prompts then go in small chunks.
         self.crowded: Callable[[], bool] = lambda: False
+        self.chunk_budget = ChunkBudget(lambda: self.crowded())
         self.speculation = "off"  # turns whose settings say None speculate so ("lookup" | "off")
 
     # -- ChatBackend ------------------------------------------------------------------------
@@ -160,11 +165,13 @@ class LlamaChatBackend:
         produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
                        for s in steps])
 
-    def _new_pool(self, slots: int) -> SessionPool[LlamaCppProducer]:
+    def _new_pool(self, slots: int, state_bytes: int) -> SessionPool[LlamaCppProducer]:
         seqs = iter(range(slots))
         bpt = self.kv_bytes_per_token
+        saved = StateCache(state_bytes) if state_bytes > 0 else None
         return SessionPool(lambda: LlamaCppProducer(self.context, next(seqs), kv_bytes_per_token=bpt),
-                           slots=slots, max_kv_bytes=self.context.n_ctx * bpt if bpt else None)
+                           slots=slots, max_kv_bytes=self.context.n_ctx * bpt if bpt else None,
+                           saved=saved)
 
     def _run_turn(
         self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
@@ -183,10 +190,11 @@ class LlamaChatBackend:
             spec = self._speculation(turn.settings)
             if turn.settings.chunked_prefill:
                 stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size,
-                                                       speculation=spec)
+                                                       speculation=spec, chunk_limit=self.chunk_budget)
             else:
                 stream = stream_raw_completion(*args, speculation=spec)
             result = yield from (stream if tap is None else tap.scored(stream))
+            result.restored_tokens = min(producer.restored, result.reused_prefix_tokens)
             self._record_turn(turn, producer, result)
             return result
         finally:
@@ -213,8 +221,10 @@ class LlamaChatBackend:
         with self._snapshot_lock:
             sessions = [dict(s) for s in self._sessions]
             last_turn = None if self._last_turn is None else dict(self._last_turn)
+        saved = self.pool.saved
+        model = self._model_info if saved is None else {**self._model_info, "state_cache": saved.describe()}
         return system_info(
-            model=self._model_info,
+            model=model,
             sessions=sessions,
             last_turn=last_turn,
             thermal=self.thermal,
@@ -245,6 +255,7 @@ class LlamaChatBackend:
             "slot_outcome": producer.outcome,
             "prompt_tokens": result.prompt_tokens,
             "reused_prefix_tokens": result.reused_prefix_tokens,
+            "restored_tokens": result.restored_tokens,
             "new_tokens": result.new_tokens,
             "prefill_seconds": result.prefill_seconds,
             "decode_seconds": result.decode_seconds,
@@ -299,6 +310,11 @@ def runs_on_label(gpu_layers: int, threads: int) -> str:
     return f"llama.cpp · {cpu} · {threads} thread{'s' if threads != 1 else ''}"
 
 
+def state_cache_bytes(mb: float | None) -> int:
+    """The --cache-ram budget in bytes (None: the default's)."""
+    return int((DEFAULT_STATE_CACHE_MB if mb is None else mb) * 1024 * 1024)
+
+
 def kv_budget_bytes(mb: float | None) -> int | None:
     """A KV budget in MB (the --kv-budget-mb flag) in bytes; None = unbounded."""
     if mb is None:
@@ -344,6 +360,7 @@ def load_backend(
     speculation: str = "off",
     threads: int | None = None,
     gpu_layers: int = ALL_LAYERS,
+    state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
 ) -> LlamaChatBackend:
     """Open a GGUF with llama.cpp and build the backend. Raises EngineError (ModelFileError
     for the file, TokenizerError / TemplateError for its tokenizer and template).
@@ -359,7 +376,8 @@ def load_backend(
     them; default the model's context up to DEFAULT_CONTEXT); `max_kv_bytes` bounds them too.
     `threads`: llama.cpp's threads (default the performance cores); `gpu_layers`: layers on
     the GPU where there is one (all by default). `speculation`: "lookup" | "off", for turns
-    whose settings leave it None (model.choice.speculation)."""
+    whose settings leave it None (model.choice.speculation). `state_cache_bytes`: RAM for the
+    states of conversations whose slot was taken (engine.state_cache; 0 = none kept)."""
     from ..model.choice.threads import performance_cores
 
     path = Path(model_path)
@@ -391,6 +409,7 @@ def load_backend(
         model, context, tokenizer, template,
         model_path=path, config=config, session_slots=session_slots,
         thermal=thermal, memory=memory, load_seconds=time.perf_counter() - start,
+        state_cache_bytes=state_cache_bytes,
     )
     backend.speculation = speculation
     return backend

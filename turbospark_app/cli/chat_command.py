@@ -130,6 +130,8 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
         parts.append(f"ttft {ttft * 1000:.0f} ms")
     if result.drafted_tokens:
         parts.append(f"draft {result.accepted_tokens}/{result.drafted_tokens} accepted")
+    if result.restored_tokens:
+        parts.append(f"restored {result.restored_tokens} from RAM")
     if result.session_slot_evicted:
         parts.append("slot evicted")
     parts.append(f"stop {result.reason.value}")
@@ -213,7 +215,7 @@ def _raw_flag_problem(args: argparse.Namespace) -> str | None:
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
-    from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend
+    from ..chat.backend import DEFAULT_SESSION_SLOTS, kv_budget_bytes, load_backend, state_cache_bytes
     from ..model.choice.common import LoadChoiceError, engine_label
     from ..model.choice.speculation import choose_speculation
     from ..model.choice.threads import choose_threads
@@ -257,6 +259,7 @@ def chat_command(args: argparse.Namespace) -> int:
             speculation=speculation,
             threads=threads,
             gpu_layers=gpu_layers,
+            state_cache_bytes=state_cache_bytes(getattr(args, "cache_ram", None)),
         )
 
     path = None

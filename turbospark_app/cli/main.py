@@ -48,6 +48,14 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         "context size's worth)",
     )
     p.add_argument(
+        "--cache-ram",
+        type=float_in(0.0),
+        default=default,
+        metavar="MB",
+        help="RAM for the KV state of conversations whose slot another one took: they come back "
+        "without re-reading their history (0 = none kept; default: the app's setting, 1024)",
+    )
+    p.add_argument(
         "-c", "--ctx-size",
         dest="ctx_size",
         type=int_at_least(256),

@@ -52,14 +52,15 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
                     speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
-                    max_context: int | None = None) -> Callable[[], Any]:
+                    max_context: int | None = None, cache_ram_mb: float | None = None) -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
-    (KV cells; None = the model's context up to 8192)."""
+    (KV cells; None = the model's context up to 8192); `cache_ram_mb`: RAM for the states of
+    conversations whose slot was taken (None = 1024 MB)."""
 
     def load() -> Any:
-        from ..chat.backend import load_backend
+        from ..chat.backend import load_backend, state_cache_bytes
         from ..model.fetch import resolve_model_path
 
         path = resolve_model_path(model)
@@ -67,7 +68,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             speculation=speculation, threads=threads, gpu_layers=gpu_layers,
-                            max_context=max_context)
+                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb))
 
     return load
 
@@ -179,7 +180,8 @@ def serve_command(args: argparse.Namespace) -> int:
 
     factory = backend_factory(getattr(args, "model", None), slots,
                               kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
-                              threads, gpu_layers, getattr(args, "ctx_size", None))
+                              threads, gpu_layers, getattr(args, "ctx_size", None),
+                              getattr(args, "cache_ram", None))
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:

@@ -96,6 +96,9 @@ class RawDecodeResult:
     # kept one is a new token that cost no forward pass of its own). 0 / 0 when off.
     drafted_tokens: int = 0
     accepted_tokens: int = 0
+    # Of the reused prefix, the tokens whose KV came back from RAM (the session's slot had been
+    # taken; engine.state_cache): set by the backend that owns the slots.
+    restored_tokens: int = 0
 
     @property
     def acceptance(self) -> float | None:

@@ -9,8 +9,9 @@ chunk stopped midway is not committed, so `kv_position` stays the tokens really 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -33,26 +34,54 @@ from .speculation import LookupSpeculation
 from .tokenizer import EngineTokenizer
 
 
+class ChunkLimit(Protocol):
+    """How many prompt tokens the next chunk may take (None: no limit beyond the chunk size),
+    told how long each chunk took (`chunk_budget.ChunkBudget`)."""
+
+    def limit(self) -> int | None: ...
+
+    def observe(self, tokens: int, seconds: float) -> None: ...
+
+
 @dataclass(frozen=True)
 class Chunked:
-    """Chunked prefill: one `produce_chunk` per span; interruptible between layers when the
-    producer has `produce_chunk_cancellable` and the run can be cancelled."""
+    """Chunked prefill: one `produce_chunk` per span; interruptible inside when the producer
+    has `produce_chunk_cancellable` and the run can be cancelled. With a `limit`, each span is
+    sized when it is due (other streams decoding meanwhile keep their pace)."""
 
     chunk_size: int
+    limit: ChunkLimit | None = None
 
     def spans(self, n_fresh: int) -> Iterable[tuple[int, int]]:
-        return prefill_chunk_spans(n_fresh, self.chunk_size)
+        if self.limit is None:
+            return prefill_chunk_spans(n_fresh, self.chunk_size)
+        return self._sized_spans(n_fresh)
+
+    def _sized_spans(self, n_fresh: int) -> Iterator[tuple[int, int]]:
+        assert self.limit is not None
+        start = 0
+        while start < n_fresh:
+            cap = self.limit.limit()
+            size = self.chunk_size if cap is None else max(1, min(self.chunk_size, int(cap)))
+            end = min(n_fresh, start + size)
+            yield start, end
+            start = end
 
     def feed(
         self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
         cancel: CancelFlag,
     ) -> bool:
         out = logits if last else None  # earlier chunks may skip the output head
+        began = time.perf_counter()
         interruptible = getattr(producer, "produce_chunk_cancellable", None)
         if interruptible is not None and cancel is not NEVER:
-            return bool(call_producer(interruptible, ids, position, out, cancel))
-        call_producer(producer.produce_chunk, ids, position, out)
-        return True
+            done = bool(call_producer(interruptible, ids, position, out, cancel))
+        else:
+            call_producer(producer.produce_chunk, ids, position, out)
+            done = True
+        if done and self.limit is not None:
+            self.limit.observe(len(ids), time.perf_counter() - began)
+        return done
 
 
 def stream_raw_completion_chunked(
@@ -65,8 +94,10 @@ def stream_raw_completion_chunked(
     cancel: CancelFlag = NEVER,
     chunk_size: int = DEFAULT_PREFILL_CHUNK,
     speculation: LookupSpeculation | None = None,
+    chunk_limit: ChunkLimit | None = None,
 ) -> RawCompletionStream:
-    """The chunked-prefill step loop; same contract as `stream_raw_completion`.
+    """The chunked-prefill step loop; same contract as `stream_raw_completion`. `chunk_limit`
+    sizes each chunk when it is due (e.g. small while other streams decode).
 
     Also checked at call time: chunk_size >= 1 (ValueError) and that the producer has
     `produce_chunk` (TypeError), and `produce_rows` + `trim` when speculating (TypeError).
@@ -79,7 +110,7 @@ def stream_raw_completion_chunked(
         raise TypeError(f"{type(producer).__name__} has no produce_chunk: it cannot prefill in chunks")
     return stream_prefill_then_decode(
         producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler,
-        Chunked(chunk_size), speculation,
+        Chunked(chunk_size, chunk_limit), speculation,
     )
 
 

@@ -4,17 +4,25 @@ Each slot holds a producer with its own KV cache. A session's turn reuses its ow
 reuse via the slot's mirror); a session without a slot takes a free one, else evicts the least
 recently used idle slot. A slot serving a turn is *busy* and never evicted: with fewer slots
 than concurrent turns, a turn waits for a slot instead of destroying a live generation.
+
+With a `StateCache` (state_cache.py) an evicted conversation is not lost: its KV state goes to
+RAM, and when it comes back it is restored into the slot it gets ("restored"), so only what is
+new since is read again.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
 
 from .kv_prefix import common_prefix_len
+from .state_cache import StateCache
+
+log = logging.getLogger(__name__)
 
 
 class PooledProducer(Protocol):
@@ -65,16 +73,18 @@ class Slot(Generic[P]):
 class SlotOutcome:
     HIT = "hit"  # the session's own slot
     MISS = "miss"  # a free slot (nothing usable was lost)
-    EVICTED = "evicted"  # another session's usable state was dropped
+    EVICTED = "evicted"  # another session's usable state was dropped (or moved to RAM)
+    RESTORED = "restored"  # the session's state came back from RAM into the slot
 
 
 class SessionProducer:
     """The producer one turn sees: delegates to the slot's producer, reports the eviction."""
 
-    def __init__(self, slot: Slot[Any], outcome: str, evicted_other: bool) -> None:
+    def __init__(self, slot: Slot[Any], outcome: str, evicted_other: bool, restored: int = 0) -> None:
         self._slot = slot
         self.outcome = outcome  # SlotOutcome: how this session got its slot
         self._evicted_other = evicted_other
+        self.restored = restored  # tokens of this session's state that came back from RAM
         self._inner = slot.producer
 
     @property
@@ -146,11 +156,13 @@ class SessionPool(Generic[P]):
         make_producer: Callable[[], P],
         slots: int = 4,
         max_kv_bytes: int | None = None,
+        saved: StateCache | None = None,
     ) -> None:
         if slots < 1:
             raise ValueError(f"session slots must be >= 1 (got {slots})")
         self._slots = [Slot(i, make_producer()) for i in range(slots)]
         self.max_kv_bytes = max_kv_bytes
+        self.saved = saved  # where an evicted session's state goes (None: it is dropped)
         self._tick = itertools.count(1)
         self.evictions = 0
 
@@ -168,12 +180,16 @@ class SessionPool(Generic[P]):
         token prefix with `prompt_ids` (None when no such session shares a token), and that length."""
         ids = list(prompt_ids)
         best: tuple[str | None, int] = (None, 0)
-        for s in self._slots:
-            if s.busy or s.session_id is None or not s.session_id.startswith(prefix):
+        candidates = [(s.session_id, s.producer.mirror) for s in self._slots
+                      if not s.busy and s.session_id is not None]
+        if self.saved is not None:
+            candidates += self.saved.sessions()
+        for session_id, mirror in candidates:
+            if session_id is None or not session_id.startswith(prefix):
                 continue
-            shared = common_prefix_len(list(s.producer.mirror), ids)
+            shared = common_prefix_len(list(mirror), ids)
             if shared > best[1]:
-                best = (s.session_id, shared)
+                best = (session_id, shared)
         return best
 
     def checkout(self, session_id: str, need_bytes: int = 0) -> SessionProducer | None:
@@ -198,19 +214,48 @@ class SessionPool(Generic[P]):
             outcome = SlotOutcome.EVICTED if slot.producer.mirror else SlotOutcome.MISS
         if not self._room_for(slot, need_bytes):
             return None  # wait for a running turn to end: it holds the room
+        lost = False
+        restored = 0
         if outcome != SlotOutcome.HIT:
             if outcome == SlotOutcome.EVICTED:
                 self.evictions += 1
+                lost = not self._save(slot)
             # A slot changing hands starts empty, so no prefix of another session is reused.
             slot.producer.reset()
             slot.session_id = session_id
+            restored = self._restore(slot, session_id)
+            if restored:
+                outcome = SlotOutcome.RESTORED
         slot.busy = True
         slot.reserved = max(0, int(need_bytes))
         slot.last_used = next(self._tick)
         # The KV bound is enforced when a turn starts, so the eviction it causes is this turn's.
         freed = self._enforce_kv_bound(keep=slot)
-        evicted_other = outcome == SlotOutcome.EVICTED or freed
-        return SessionProducer(slot, outcome, evicted_other)
+        return SessionProducer(slot, outcome, lost or freed, restored)
+
+    def _save(self, slot: Slot[P]) -> bool:
+        """Move the slot's state to RAM before it changes hands; False when it is lost."""
+        save = getattr(slot.producer, "save_state", None)
+        if self.saved is None or save is None or slot.session_id is None or not slot.producer.mirror:
+            return False
+        try:
+            return self.saved.put(slot.session_id, tuple(slot.producer.mirror), save())
+        except Exception:  # a state that cannot be read is a plain eviction, never a failed turn
+            log.exception("saving the state of session %s failed", slot.session_id)
+            return False
+
+    def _restore(self, slot: Slot[P], session_id: str) -> int:
+        """Put `session_id`'s saved state into the (empty) slot; the tokens it holds, or 0."""
+        restore = getattr(slot.producer, "restore_state", None)
+        state = self.saved.take(session_id) if self.saved is not None and restore is not None else None
+        if state is None:
+            return 0
+        try:
+            return len(state.mirror) if restore(state.blob, state.mirror) else 0
+        except Exception:
+            log.exception("restoring the state of session %s failed", session_id)
+            slot.producer.reset()
+            return 0
 
     def _room_for(self, slot: Slot[P], need_bytes: int) -> bool:
         """Whether the busy slots' reservations leave `need_bytes` (idle slots can be freed).
@@ -234,7 +279,7 @@ class SessionPool(Generic[P]):
                 break
             if slot is keep or slot.busy or slot.producer.kv_nbytes == 0:
                 continue
-            dropped = dropped or bool(slot.producer.mirror)
+            dropped = (not self._save(slot)) or dropped
             slot.producer.release()
             slot.session_id = None
             self.evictions += 1
@@ -246,13 +291,17 @@ class SessionPool(Generic[P]):
         if slot is not None and not slot.busy:
             slot.producer.release()
             slot.session_id = None
+        if self.saved is not None:
+            self.saved.drop(session_id)
 
     def release_all(self) -> None:
-        """Free every idle slot (model switch, memory pressure)."""
+        """Free every idle slot and every saved state (model switch, memory pressure)."""
         for slot in self._slots:
             if not slot.busy:
                 slot.producer.release()
                 slot.session_id = None
+        if self.saved is not None:
+            self.saved.clear()
 
     @property
     def total_kv_bytes(self) -> int:

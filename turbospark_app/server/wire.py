@@ -77,6 +77,8 @@ def timings(finished: Finished) -> dict[str, Any]:
         # llama.cpp server's speculation figures (0 / 0 without drafts)
         "draft_n": r.drafted_tokens,
         "draft_n_accepted": r.accepted_tokens,
+        # of cache_n, the tokens whose KV came back from RAM (the slot had been taken)
+        "restored_n": r.restored_tokens,
     }
 
 

@@ -87,6 +87,7 @@ class TurnStats:
     reasoning_tokens: int = 0
     answer_tokens: int = 0
     reasoning_seconds: float = 0.0
+    restored_tokens: int = 0  # of the reused prefix, from RAM (the slot had been taken)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -103,7 +104,7 @@ class TurnStats:
             "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
             "usage_reported": True, "reuse_source": "engine", "cap": "",
             "drafted_tokens": 0, "accepted_tokens": 0, "reasoning_tokens": 0, "answer_tokens": 0,
-            "reasoning_seconds": 0.0,
+            "reasoning_seconds": 0.0, "restored_tokens": 0,
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)

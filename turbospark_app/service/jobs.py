@@ -73,6 +73,7 @@ def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
         slot_evicted=result.session_slot_evicted,
         drafted_tokens=result.drafted_tokens,
         accepted_tokens=result.accepted_tokens,
+        restored_tokens=result.restored_tokens,
     )
 
 

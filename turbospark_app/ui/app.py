@@ -34,7 +34,7 @@ from .icon import app_icon
 from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
 from .settings import APPLICATION, ORGANIZATION, app_settings
-from .settings_dialog import load_session_slots
+from .settings_dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
 from .speculation_setting import SPECULATION_SETTING
 from .threads_setting import current_threads
@@ -63,6 +63,7 @@ def real_backend_factory(
     speculation: str = "off",
     max_context: int | None = None,
     gpu_layers: int = -1,
+    cache_ram_mb: float | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
@@ -72,7 +73,7 @@ def real_backend_factory(
     The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
-        from ..chat.backend import load_backend
+        from ..chat.backend import load_backend, state_cache_bytes
         from ..model.choice.threads import threads_of
         from ..model.fetch import resolve_model_path
 
@@ -86,7 +87,7 @@ def real_backend_factory(
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
                             threads=count, speculation=speculation, max_context=max_context,
-                            gpu_layers=gpu_layers)
+                            gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb))
 
     return load
 
@@ -99,6 +100,7 @@ def app_model_factory(
     speculation_flag: str | None = None,
     max_context: int | None = None,
     gpu_layers: int = -1,
+    cache_ram_flag: float | None = None,
 ) -> ModelFactory:
     """What File › Open Model… and the Threads setting switch to: `factory(path,
     chat_template=, threads=)`. Session slots and, unless given, the thread count (--threads >
@@ -108,8 +110,9 @@ def app_model_factory(
                       threads: str | None = None) -> Callable[[], ChatBackend]:
         mode = threads or current_threads(settings, threads_flag).mode
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
+        ram = cache_ram_flag if cache_ram_flag is not None else load_cache_ram(settings)
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
-                                    chat_template, mode, speculation, max_context, gpu_layers)
+                                    chat_template, mode, speculation, max_context, gpu_layers, ram)
 
     return model_factory
 
@@ -199,11 +202,13 @@ def run_app(args: argparse.Namespace) -> int:
     max_context = getattr(args, "ctx_size", None)
     gpu_layers = -1 if getattr(args, "gpu_layers", None) is None else args.gpu_layers
     window_ref: list[MainWindow] = []
+    cache_ram = getattr(args, "cache_ram", None)
     model_factory = app_model_factory(settings, monitors, kv_budget, threads_flag, speculation_flag,
-                                      max_context, gpu_layers)
+                                      max_context, gpu_layers, cache_ram)
     factory = real_backend_factory(model_path, slots, monitors, kv_budget, threads=threads,
                                    speculation=speculation, max_context=max_context,
-                                   gpu_layers=gpu_layers)
+                                   gpu_layers=gpu_layers,
+                                   cache_ram_mb=cache_ram if cache_ram is not None else load_cache_ram(settings))
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory, threads_flag=threads_flag,
                           speculation_flag=speculation_flag)

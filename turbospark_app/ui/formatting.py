@@ -136,6 +136,8 @@ def stats_line(stats: TurnStats, with_reason: bool = True) -> str:
         parts.append(stop)
     elif with_reason:
         parts.append(reason_label(stats.stop_reason))
+    if stats.restored_tokens:
+        parts.append(f"{stats.restored_tokens:,} tok restored from RAM")
     if stats.slot_evicted:
         parts.append("evicted another conversation's KV")
     return " · ".join(parts)

@@ -179,6 +179,9 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 parse_session_slots = _ranged(int, "Session slots", *SESSION_SLOTS_RANGE,
                               hint="conversations whose KV cache is kept in memory")
+CACHE_RAM_RANGE = (0, 65536)
+parse_cache_ram = _ranged(int, "Conversations in RAM", *CACHE_RAM_RANGE,
+                          hint="MB for conversations whose slot was taken; 0 = none kept")
 
 
 def validate(values: Mapping[str, Any], max_context: int | None = None) -> dict[str, str]:

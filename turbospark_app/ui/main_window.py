@@ -39,8 +39,10 @@ from .speculation_setting import SPECULATION_SETTING
 from .settings_dialog import (
     SettingsDialog,
     load_defaults,
+    load_cache_ram,
     load_session_slots,
     save_defaults,
+    save_cache_ram,
     save_session_slots,
 )
 from .sidebar import Sidebar, dot_icon
@@ -373,6 +375,7 @@ class MainWindow(QMainWindow):
             return
         dialog = SettingsDialog(pane.settings_values, pane.conversation.system_prompt,
                                 session_slots=load_session_slots(self.settings),
+                                cache_ram=load_cache_ram(self.settings),
                                 max_context=self.bridge.max_context or None,
                                 conversation_title=pane.conversation.title, threads=self.models.threads(),
                                 model_loaded=bool(self.bridge.model_info.get("path")),
@@ -408,6 +411,7 @@ class MainWindow(QMainWindow):
             self.defaults = dict(values)
             save_defaults(self.settings, values)
         save_session_slots(self.settings, dialog.session_slots())
+        save_cache_ram(self.settings, dialog.cache_ram())
         speculation = dialog.speculation_change()
         if speculation is not None:  # no reload: the bridge stamps it on the next turns
             SPECULATION_SETTING.save(self.settings, speculation)

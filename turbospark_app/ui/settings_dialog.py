@@ -41,6 +41,7 @@ from .generation_settings import (
     Invalid,
     escape,
     merged,
+    parse_cache_ram,
     parse_session_slots,
     validate,
 )
@@ -50,6 +51,8 @@ from .threads_setting import ThreadsField
 
 DEFAULTS_KEY = "defaults/generation"
 SLOTS_KEY = "engine/session_slots"
+CACHE_RAM_KEY = "engine/cache_ram_mb"
+DEFAULT_CACHE_RAM_MB = 1024
 DEFAULT_SESSION_SLOTS = 4
 
 
@@ -70,6 +73,19 @@ def load_session_slots(settings: QSettings) -> int:
         return parse_session_slots(read_json(settings, SLOTS_KEY, DEFAULT_SESSION_SLOTS))
     except Invalid:
         return DEFAULT_SESSION_SLOTS
+
+
+def load_cache_ram(settings: QSettings) -> int:
+    """MB of RAM for the states of conversations whose slot was taken (at the next load)."""
+    try:
+        return parse_cache_ram(read_json(settings, CACHE_RAM_KEY, DEFAULT_CACHE_RAM_MB))
+    except Invalid:
+        return DEFAULT_CACHE_RAM_MB
+
+
+def save_cache_ram(settings: QSettings, mb: int) -> None:
+    write_json(settings, CACHE_RAM_KEY, int(mb))
+    settings.sync()
 
 
 def save_session_slots(settings: QSettings, slots: int) -> None:
@@ -116,6 +132,7 @@ class SettingsDialog(QDialog):
         system_prompt: str | None,
         *,
         session_slots: int = DEFAULT_SESSION_SLOTS,
+        cache_ram: int = DEFAULT_CACHE_RAM_MB,
         max_context: int | None = None,
         conversation_title: str = "",
         threads: ThreadsChoice | None = None,
@@ -137,6 +154,7 @@ class SettingsDialog(QDialog):
         self._errors: dict[str, _FieldError] = {}
         self.errors: dict[str, str] = {}
         self._loaded_slots = session_slots
+        self._loaded_cache_ram = cache_ram
         self._build(conversation_title)
         self.show_values(merged(values), system_prompt, session_slots)
         # Sized once the hidden message rows are out of the groups' cached minimum sizes.
@@ -226,6 +244,11 @@ class SettingsDialog(QDialog):
                   self._line("session_slots", str(DEFAULT_SESSION_SLOTS),
                              f"Conversations whose KV cache stays in memory ({SESSION_SLOTS_RANGE[0]}–"
                              f"{SESSION_SLOTS_RANGE[1]}); app-wide"))
+        self._row(form, "Conversations in RAM", "cache_ram",
+                  self._line("cache_ram", str(DEFAULT_CACHE_RAM_MB),
+                             "MB of memory for the KV state of conversations whose slot another one "
+                             "took: they come back without reading their history again (0 = none "
+                             "kept); app-wide"))
         self.slots_note = QLabel("Applies the next time a model is loaded (File › Open Model… or a restart).", self)
         self.slots_note.setObjectName("slotsNote")
         self.slots_note.setWordWrap(True)
@@ -285,6 +308,7 @@ class SettingsDialog(QDialog):
         self.stop_strings.setPlainText("\n".join(escape(s) for s in v["stop_strings"]))
         self.prefill_mode.setCurrentIndex(self.prefill_mode.findData(v["chunked_prefill"]))
         self._fields["session_slots"].setText(str(session_slots))
+        self._fields["cache_ram"].setText(str(self._loaded_cache_ram))
         if system_prompt is not None:
             self.system_prompt_edit.setPlainText(system_prompt)
         self.revalidate()
@@ -297,6 +321,7 @@ class SettingsDialog(QDialog):
         """The fields as typed."""
         out: dict[str, Any] = {key: w.text() for key, w in self._fields.items() if isinstance(w, QLineEdit)}
         out.pop("session_slots")
+        out.pop("cache_ram")
         out["stop_strings"] = self.stop_strings.toPlainText()
         out["chunked_prefill"] = bool(self.prefill_mode.currentData())
         return out
@@ -312,6 +337,10 @@ class SettingsDialog(QDialog):
     def session_slots(self) -> int:
         """The session slots typed (call when valid)."""
         return parse_session_slots(self._fields["session_slots"].text())
+
+    def cache_ram(self) -> int:
+        """The MB typed for conversations in RAM (call when valid)."""
+        return parse_cache_ram(self._fields["cache_ram"].text())
 
     def threads_change(self) -> str | None:
         """The Threads mode picked when it differs from the current one (the model reloads),
@@ -340,9 +369,11 @@ class SettingsDialog(QDialog):
         errors = validate(self.raw(), self._max_context)
         try:
             slots = parse_session_slots(self._fields["session_slots"].text())
-            self.slots_note.setVisible(slots != self._loaded_slots)
+            ram = parse_cache_ram(self._fields["cache_ram"].text())
+            self.slots_note.setVisible(slots != self._loaded_slots or ram != self._loaded_cache_ram)
         except Invalid as e:
-            errors["session_slots"] = str(e)
+            key = "session_slots" if "Session slots" in str(e) else "cache_ram"
+            errors[key] = str(e)
             self.slots_note.setVisible(False)
         self._fields["chunk_size"].setEnabled(bool(self.prefill_mode.currentData()))
         self.errors = errors

@@ -213,6 +213,26 @@ class LlamaCppProducer:
         """Always False: the session pool reports evictions."""
         return False
 
+    # -- the state in RAM (engine.state_cache) --------------------------------------------------
+
+    def save_state(self) -> bytes:
+        """The sequence's KV state, to put back with `restore_state` (into any sequence)."""
+        return self.context.state_get(self.seq)
+
+    def restore_state(self, blob: bytes, mirror: Sequence[int]) -> bool:
+        """Replace what the sequence holds with a saved state whose tokens are `mirror`; False
+        (the sequence left empty) when llama.cpp refuses it or it does not hold what it claims."""
+        self.reset()
+        ids = [int(t) for t in mirror]
+        if not ids or len(ids) > self.context.n_ctx or not self.context.state_set(self.seq, blob):
+            self.reset()
+            return False
+        self._mirror = ids
+        if not self._holds(len(ids)):
+            self.reset()
+            return False
+        return True
+
     # -- internals ------------------------------------------------------------------------------
 
     def _holds(self, n: int) -> bool:

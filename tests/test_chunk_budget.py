@@ -1,0 +1,60 @@
+"""A prompt arriving while other streams decode goes in chunks sized to a time budget (so their
+token gaps stay short); alone, in whole chunks."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import PieceTokenizer
+
+from turbospark_app.engine import GenerationConfig
+from turbospark_app.engine.chunk_budget import ChunkBudget
+from turbospark_app.engine.raw_completion_chunked import Chunked, stream_raw_completion_chunked
+
+
+def test_no_limit_alone_and_the_rate_times_the_budget_when_crowded() -> None:
+    crowded = [False]
+    budget = ChunkBudget(lambda: crowded[0], budget_seconds=0.1)
+    assert budget.limit() is None
+    crowded[0] = True
+    assert budget.limit() == 32  # no rate yet: a small first chunk
+    budget.observe(100, 0.5)  # 200 tok/s
+    assert budget.limit() == 20
+    budget.observe(100, 0.1)  # 1000 tok/s, folded into the running mean
+    assert 20 < budget.limit() <= 100
+    budget.observe(100, 1000.0)  # very slow: never below the smallest chunk
+    budget.observe(1, 1000.0)
+    assert budget.limit() >= 8
+    with pytest.raises(ValueError):
+        ChunkBudget(lambda: True, budget_seconds=0)
+
+
+class _Fixed:
+    def __init__(self, sizes: list[int | None]) -> None:
+        self.sizes = sizes
+        self.seen: list[int] = []
+
+    def limit(self) -> int | None:
+        return self.sizes.pop(0) if self.sizes else None
+
+    def observe(self, tokens: int, seconds: float) -> None:
+        self.seen.append(tokens)
+
+
+def test_spans_are_sized_when_due_and_cover_the_prompt_once() -> None:
+    limit = _Fixed([3, None, 5, 100])
+    spans = list(Chunked(8, limit).spans(30))
+    assert spans == [(0, 3), (3, 11), (11, 16), (16, 24), (24, 30)]  # None and 100: the chunk size
+    assert list(Chunked(8).spans(20)) == [(0, 8), (8, 16), (16, 20)]
+
+
+def test_the_step_loop_feeds_the_sized_chunks_and_reports_each() -> None:
+    from fakes import ScriptedProducer  # a producer that records what it is fed
+
+    tok = PieceTokenizer([bytes([97 + i % 26]) for i in range(60)])
+    producer = ScriptedProducer(vocab_size=63, default=5)
+    limit = _Fixed([4, 4, 4])
+    stream = stream_raw_completion_chunked(producer, tok, list(range(20)), GenerationConfig(max_new_tokens=2),
+                                           64, 63, chunk_size=16, chunk_limit=limit)
+    for _ in stream:
+        pass
+    assert limit.seen == [4, 4, 4, 8]  # three sized chunks, then the rest in one (None: 16)
