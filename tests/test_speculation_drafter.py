@@ -158,3 +158,17 @@ def test_cli_flag_parses_for_chat_and_serve() -> None:
     assert parser.parse_args(["chat"]).__dict__.get("speculation") is None
     with pytest.raises(SystemExit):
         parser.parse_args(["chat", "--speculation", "fast"])
+
+
+def test_the_measured_pass_cost_is_shared_by_every_stream_of_a_backend() -> None:
+    from turbospark_app.engine.speculation import VerifyCost
+
+    shared = VerifyCost(row_cost=0.5)
+    spec = LookupSpeculation(cost=shared)
+    first = spec.start([1, 2, 3])
+    first.policy.timed_step(0.010)
+    for _ in range(40):  # passes of 5 rows cost 1.4 steps here: 0.1 of a step per extra row
+        first.policy.timed_pass(5, 0.014)
+    second = spec.start([4, 5, 6])  # a later turn starts from what the first measured
+    assert second.policy.row_cost == pytest.approx(0.1, abs=0.02) and shared.passes == 40
+    assert LookupSpeculation().start([1]).policy.row_cost == 0.2  # no shared cost: its own prior

@@ -29,6 +29,7 @@ from ..engine.chunk_budget import ChunkBudget
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
+from ..engine.speculation import VerifyCost
 from ..engine.state_cache import DEFAULT_BUDGET_MB as DEFAULT_STATE_CACHE_MB
 from ..engine.state_cache import StateCache
 from ..model.gguf.config import ModelConfig, read_config
@@ -107,6 +108,9 @@ class LlamaChatBackend:
         # True = crowded, decode plainly so the steps batch; prompts then go in small chunks.
         self.crowded: Callable[[], bool] = lambda: False
         self.chunk_budget = ChunkBudget(lambda: self.crowded())
+        # What a draft's verify pass costs here, learnt by every turn; the prior is llama.cpp's on
+        # a CPU (one more row ~0.5 of a step: bench_model.py), which a GPU soon corrects down.
+        self.verify_cost = VerifyCost(row_cost=0.5)
         self.speculation = "off"  # turns whose settings say None speculate so ("lookup" | "off")
 
     # -- ChatBackend ------------------------------------------------------------------------
@@ -208,7 +212,7 @@ class LlamaChatBackend:
             return None
         if self.model.facts.recurrent or self.model.facts.hybrid:
             return None
-        return LookupSpeculation(crowded=lambda: self.crowded())
+        return LookupSpeculation(crowded=lambda: self.crowded(), cost=self.verify_cost)
 
     def drop_session(self, session_id: str) -> None:
         self.pool.drop(session_id)

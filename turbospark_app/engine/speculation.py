@@ -30,6 +30,30 @@ def _never() -> bool:
     return False
 
 
+class VerifyCost:
+    """What a verify pass costs on this machine and model, learnt from every stream's timed steps
+    and passes (one per backend): a new stream starts from what earlier ones measured instead of a
+    prior. On a CPU one more row costs a good part of a step (llama.cpp's matmuls are compute
+    bound there); on a GPU almost nothing."""
+
+    def __init__(self, row_cost: float = 0.2, alpha: float = 0.15) -> None:
+        self.row_cost = row_cost  # one more row in a pass, in one-token steps
+        self.step_seconds: float | None = None
+        self.alpha = alpha
+        self.passes = 0
+
+    def timed_step(self, seconds: float) -> None:
+        s = self.step_seconds
+        self.step_seconds = seconds if s is None else s + self.alpha * (seconds - s)
+
+    def timed_pass(self, rows: int, seconds: float) -> None:
+        if self.step_seconds is None or rows < 2 or self.step_seconds <= 0:
+            return
+        observed = min(1.0, max(0.02, (seconds / self.step_seconds - 1.0) / (rows - 1)))
+        self.row_cost += self.alpha * (observed - self.row_cost)
+        self.passes += 1
+
+
 @dataclass(frozen=True)
 class LookupSpeculation:
     """Prompt-lookup speculation settings for a run (`decode(..., speculation=...)`).
@@ -44,6 +68,7 @@ class LookupSpeculation:
     draft_max: int = 31
     probe_every: int = 16
     crowded: Callable[[], bool] = _never
+    cost: VerifyCost | None = None  # shared by the backend's streams (None: this run's own)
 
     def __post_init__(self) -> None:
         if not 1 <= self.ngram_min <= self.ngram_max:
@@ -113,13 +138,24 @@ class AcceptancePolicy:
     probe_every: int
     cap: int = 0  # current draft-length cap
     accept_rate: float = 0.7  # estimated per-draft-token acceptance (prior: echo-ish)
-    row_cost: float = 0.2  # extra cost of one more row in a pass, in one-token steps (prior)
-    step_seconds: float | None = None  # a plain one-token step, measured
     skipped: int = 0  # matches not verified since the last draft
     alpha: float = 0.15  # EMA weight of one observation
+    measured: VerifyCost = field(default_factory=VerifyCost)  # the pass cost (shared or own)
 
     def __post_init__(self) -> None:
         self.cap = self.draft_start
+
+    @property
+    def row_cost(self) -> float:
+        return self.measured.row_cost
+
+    @row_cost.setter
+    def row_cost(self, value: float) -> None:
+        self.measured.row_cost = value
+
+    @property
+    def step_seconds(self) -> float | None:
+        return self.measured.step_seconds
 
     def cost(self, t: int) -> float:
         """A pass of `t` rows, in one-token steps."""
@@ -159,16 +195,11 @@ class AcceptancePolicy:
 
     def timed_step(self, seconds: float) -> None:
         """A plain one-token step took `seconds`."""
-        s = self.step_seconds
-        self.step_seconds = seconds if s is None else s + self.alpha * (seconds - s)
+        self.measured.timed_step(seconds)
 
     def timed_pass(self, rows: int, seconds: float) -> None:
         """A verify pass of `rows` rows took `seconds`: refine the per-row cost."""
-        if self.step_seconds is None or rows < 2 or self.step_seconds <= 0:
-            return
-        observed = (seconds / self.step_seconds - 1.0) / (rows - 1)
-        observed = min(1.0, max(0.02, observed))
-        self.row_cost += self.alpha * (observed - self.row_cost)
+        self.measured.timed_pass(rows, seconds)
 
 
 @dataclass
@@ -187,7 +218,8 @@ class LookupDrafter:
         c = self.config
         self.index = NgramIndex(c.ngram_min, c.ngram_max)
         self.index.extend(self.history)
-        self.policy = AcceptancePolicy(c.draft_start, c.draft_max, c.probe_every)
+        self.policy = AcceptancePolicy(c.draft_start, c.draft_max, c.probe_every,
+                                       measured=c.cost if c.cost is not None else VerifyCost())
 
     def propose(self, history: Sequence[int], limit: int) -> tuple[int, ...]:
         """Draft tokens to follow `history` (its last token is being fed now), at most `limit`
