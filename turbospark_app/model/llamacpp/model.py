@@ -56,15 +56,18 @@ class LlamaCppModel:
 
     @classmethod
     def open(cls, path: str | Path, *, gpu_layers: int = ALL_LAYERS,
-             progress: ProgressFn | None = None, header: Any = None) -> "LlamaCppModel":
+             progress: ProgressFn | None = None, header: Any = None,
+             vocab_only: bool = False) -> "LlamaCppModel":
         """Load `path` (mmap). Raises ModelFileError: from the header check, or llama.cpp's
-        refusal in one line. `gpu_layers`: layers to offload where a GPU backend is present."""
+        refusal in one line. `gpu_layers`: layers to offload where a GPU backend is present.
+        `vocab_only`: only the tokenizer (no tensors; a tokenizer-only GGUF suffices)."""
         path = Path(path)
         header = header if header is not None else read_header(path)
         C = library.backend()
         params = C.llama_model_default_params()
         gpu = library.gpu_device()
         params.n_gpu_layers = gpu_layers if gpu is not None else 0
+        params.vocab_only = vocab_only
         keep: list[Any] = []
         if progress is not None:
             def on_progress(fraction: float, _user: Any) -> bool:
@@ -83,7 +86,8 @@ class LlamaCppModel:
             reason = refusal(lines) or "llama.cpp could not load it (no reason given in its log)"
             raise ModelFileError(path, reason)
         try:
-            facts = _facts(C, handle, params.n_gpu_layers)
+            # A vocabulary alone has no layers: llama.cpp aborts on asking their head counts.
+            facts = _vocab_facts(C, handle) if vocab_only else _facts(C, handle, params.n_gpu_layers)
         except Exception:
             C.llama_model_free(handle)
             raise
@@ -127,6 +131,13 @@ class LlamaCppModel:
             self.close()
         except Exception:
             pass
+
+
+def _vocab_facts(C: Any, m: Any) -> ModelFacts:
+    n_vocab = int(C.llama_vocab_n_tokens(C.llama_model_get_vocab(m)))
+    return ModelFacts(description="vocabulary only", n_params=0, size_bytes=0, n_ctx_train=0,
+                      n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_swa=0, n_vocab=n_vocab,
+                      recurrent=False, hybrid=False, has_encoder=False, gpu_layers=0)
 
 
 def _facts(C: Any, m: Any, gpu_layers: int) -> ModelFacts:
