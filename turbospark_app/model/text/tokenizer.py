@@ -118,9 +118,7 @@ class TokenizerSpec:
         for kind, old in (("pre", "prefix"), ("suf", "suffix"), ("mid", "middle")):
             fim[kind] = g(f"{old}_token_id", fim[kind])  # the older keys win, as in llama.cpp
         spec = cls(
-            # llama.cpp renames an empty token (it could never be matched or printed)
-            model=model, pre=pre, tokens=[t or f"[EMPTY_{i}]" if isinstance(t, str) else t
-                                          for i, t in enumerate(tokens)],
+            model=model, pre=pre, tokens=[_as_llama_cpp_reads(t, i) for i, t in enumerate(tokens)],
             token_types=[int(t) for t in types],
             merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
             bos_id=g("bos_token_id", default("bos")), eos_id=g("eos_token_id", default("eos")),
@@ -142,6 +140,15 @@ class TokenizerSpec:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["merges"], d["scores"] = [], []
         return d
+
+
+def _as_llama_cpp_reads(text: Any, i: int) -> Any:
+    """A token's text as llama.cpp holds it: up to the first NUL (it reads a C string), and an
+    empty one renamed (it could never be matched or printed)."""
+    if not isinstance(text, str):
+        return text  # _check_types refuses it
+    text = text.split("\x00", 1)[0]
+    return text or f"[EMPTY_{i}]"
 
 
 def _check_types(spec: TokenizerSpec) -> None:

@@ -131,8 +131,9 @@ class PreTokenizer:
 _FAMILIES: dict[tuple[str, ...], PreTokenizer] = {
     ("starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b", "mellum2"):
         PreTokenizer((r"\p{N}", GPT2_REGEX)),
-    ("default", "gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4",
-     "mellum", "a.x-4.0", "gigachat"): PreTokenizer((GPT2_REGEX,)),
+    ("gpt-2", "phi-2", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4", "mellum",
+     "a.x-4.0", "gigachat"): PreTokenizer((GPT2_REGEX,)),
+    ("default",): PreTokenizer(DEFAULT_REGEXES),
     ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"):
         PreTokenizer((LLAMA3_REGEX,), ignore_merges=True, add_bos=True),
     ("dbrx", "smaug-bpe"): PreTokenizer((LLAMA3_REGEX,)),
@@ -142,7 +143,6 @@ _FAMILIES: dict[tuple[str, ...], PreTokenizer] = {
     ("tekken",): PreTokenizer((TEKKEN_REGEX,), ignore_merges=True, add_bos=True),
 }
 PRE_TOKENIZERS: dict[str, PreTokenizer] = {name: p for names, p in _FAMILIES.items() for name in names}
-PRE_TOKENIZERS["default"] = PreTokenizer(DEFAULT_REGEXES)
 SUPPORTED_PRE: tuple[str, ...] = tuple(PRE_TOKENIZERS)
 
 
