@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 try:
     from turbospark_app.model.llamacpp import library
     from turbospark_app.model.llamacpp.model import LlamaCppModel
-    from turbospark_app.model.llamacpp.vocab import eog_ids, token_piece, tokenize
+    from turbospark_app.model.llamacpp.vocab import bos_rule, eog_ids, token_piece, tokenize
 
     library.binding()
 except Exception as exc:  # llama-cpp-python missing: every test of these files skips
@@ -103,10 +103,9 @@ def ll_eog(model: Any) -> frozenset[int]:
 def ll_prompt(model: Any, text: str) -> list[int]:
     """What a chat prompt should be: llama.cpp's ids, BOS first when llama.cpp adds one and
     the text does not already start with it."""
-    C = library.binding()
     ids = ll_encode(model, text, True)
-    bos = int(C.llama_vocab_bos(model.vocab))
-    if C.llama_vocab_get_add_bos(model.vocab) and ids[:1] != [bos]:
+    bos, add_bos = bos_rule(model.vocab)
+    if add_bos and bos is not None and ids[:1] != [bos]:
         ids.insert(0, bos)
     return ids
 

@@ -80,6 +80,12 @@ def _id(value: int) -> int | None:
     return None if value == _NULL else int(value)
 
 
+def bos_rule(vocab: Any) -> tuple[int | None, bool]:
+    """llama.cpp's BOS id and whether it adds one to a prompt (`llama_vocab_get_add_bos`)."""
+    C = library.binding()
+    return _id(C.llama_vocab_bos(vocab)), bool(C.llama_vocab_get_add_bos(vocab))
+
+
 def llama_cpp_rules(model: Any, spec: TokenizerSpec) -> SpecialIds:
     """llama.cpp's token types (from its attributes), Phi-3 rstrip and end-of-generation set
     for a loaded model, sorted into stop reasons as `vocab_rules` does. The end-of-turn token is
@@ -119,9 +125,10 @@ class LlamaCppTokenizer:
         C = library.binding()
         self.spec = spec
         self.vocab_size: int = model.vocab_size
-        self.bos_id: int | None = _id(C.llama_vocab_bos(self._vocab))
+        bos, add_bos = bos_rule(self._vocab)
+        self.bos_id: int | None = bos
+        self.add_bos: bool = add_bos
         self.eos_id: int | None = _id(C.llama_vocab_eos(self._vocab))
-        self.add_bos: bool = bool(C.llama_vocab_get_add_bos(self._vocab))
         self._ids: dict[str, int] = {}
         for i, text in enumerate(spec.tokens):
             self._ids.setdefault(text, i)
@@ -239,5 +246,5 @@ def load_tokenizer(path: str | Path, header: Any, model: Any) -> GGUFTokenizer |
     return tokenizer
 
 
-__all__ = ["LlamaCppTokenizer", "eog_ids", "llama_cpp_rules", "load_tokenizer", "token_piece",
+__all__ = ["LlamaCppTokenizer", "bos_rule", "eog_ids", "llama_cpp_rules", "load_tokenizer", "token_piece",
            "tokenize"]
