@@ -87,8 +87,8 @@ def test_merges_special_and_added_tokens(tmp_path):
 
 @pytest.mark.parametrize(("pre", "digits", "abc"), [
     ("smollm", ["1", "2", "3", "4", "5"], ["a", "b", "c"]),
-    ("gpt2", ["12", "3", "4", "5"], ["a", "b", "c"]),
-    ("default", ["12", "3", "4", "5"], ["a", "b", "c"]),
+    ("gpt-2", ["12", "3", "4", "5"], ["a", "b", "c"]),
+    ("default", ["12", "3", "4", "5"], ["a", "b", "c"]),  # llama.cpp's legacy: 3 digits at a time
     ("llama-bpe", ["12", "3", "4", "5"], ["abc"]),  # \p{N}{1,3}: "123" "45"; whole-word vocab hit
     ("qwen2", ["1", "2", "3", "4", "5"], ["a", "b", "c"]),
 ])
@@ -162,8 +162,8 @@ def test_cache_skips_the_reader_and_follows_file_changes(tmp_path, isolated_dirs
         again = GGUFTokenizer.from_gguf(path)
     assert again.encode(" the 12<|im_end|>") == first.encode(" the 12<|im_end|>")
     assert again.end_of_turn_ids == first.end_of_turn_ids and again.eos_ids == first.eos_ids
-    # A different file at the same path: rebuilt (pre "gpt2" now keeps "12"), old entry pruned.
-    write_gguf(path, model="gpt2", pre="gpt2", tokens=GPT2_TOKENS, types=GPT2_TYPES, merges=MERGES)
+    # A different file at the same path: rebuilt (pre "gpt-2" now keeps "12"), old entry pruned.
+    write_gguf(path, model="gpt2", pre="gpt-2", tokens=GPT2_TOKENS, types=GPT2_TYPES, merges=MERGES)
     assert texts(GGUFTokenizer.from_gguf(path), "12") == ["12"]
     assert len(list((isolated_dirs["cache"] / "tokenizers").glob("*.json"))) == 1
     # A corrupt entry is rebuilt.
@@ -330,7 +330,8 @@ def test_smollm2_special_ids(smol):
     assert [tok.encode(t) for t in tokens[:3]] == [[0], [1], [2]]
     assert tok.encode("<|im_start|>user\nHi<|im_end|>\n") == [1, 4093, 198, 26843, 2, 198]
     assert tok.bos_id == 1 and not tok.add_bos and tok.vocab_size == 49152
-    assert tok.end_of_turn_ids == {2} and tok.eos_ids == {0} and tok.tool_call_ids == frozenset()
+    # <reponame> (4) is llama.cpp's fill-in-the-middle repo token, which ends generation there.
+    assert tok.end_of_turn_ids == {2, 4} and tok.eos_ids == {0} and tok.tool_call_ids == frozenset()
     assert tok.token_bytes(1) == b"" and tok.token_bytes(tokens.index("Ġthe")) == b" the"
 
 
@@ -346,8 +347,9 @@ def test_smollm2_matches_the_reference_bpe(smol, text):
 
 
 # SmolLM2's vocabulary has no token for 21 byte values: six C0 controls, bytes never in UTF-8,
-# and the lead bytes 0xF1/0xF2 (planes 4-11, unassigned). Such characters are encoded as U+FFFD
-# (HF's BPE would drop the byte and keep the rest as garbage); every other text round-trips.
+# and the lead bytes 0xF1/0xF2 (planes 4-11, unassigned). llama.cpp drops such a byte (no merge
+# crosses it) and keeps the rest of the character; so does the tokenizer. Every other text
+# round-trips.
 _UNENCODABLE = "\x04\x06\x13\x14\x16\x1d"
 _ENCODABLE = st.characters(exclude_characters=_UNENCODABLE, exclude_categories=["Cs"]).filter(
     lambda c: not 0x40000 <= ord(c) < 0xC0000
@@ -355,10 +357,11 @@ _ENCODABLE = st.characters(exclude_characters=_UNENCODABLE, exclude_categories=[
 
 
 @pytest.mark.real_model
-def test_smollm2_replaces_characters_without_tokens(smol):
-    tok, _, _ = smol
-    assert tok.encode("a\x04b\U00040000c") == tok.encode("a\ufffdb\ufffdc")
-    assert tok.decode(tok.encode("x\x14\ud800y")) == "x\ufffd\ufffdy"  # lone surrogate too
+def test_smollm2_drops_bytes_without_tokens_as_llama_cpp(smol):
+    tok, tokens, _ = smol
+    # llama.cpp's ids (llama_tokenize): "a", "b", the three continuation bytes of U+40000, "c"
+    assert tok.encode("a\x04b\U00040000c") == [81, 82, 218, 218, 218, 83]
+    assert tok.decode(tok.encode("x\x14\ud800y")) == "x\ufffdy"  # a lone surrogate is U+FFFD
 
 
 @pytest.mark.real_model

@@ -1,7 +1,7 @@
 """Byte-level BPE pre-tokenizers by `tokenizer.ggml.pre`, cross-checked against a reference
-written here: llama.cpp's own regexes (llama-vocab.cpp, llm_tokenizer_bpe; its rewritten forms,
-e.g. `(?:'[sS]|...)` and the GPT-4o lookaheads, so not the strings the app uses) run with the
-`regex` module, then a textbook BPE over the merge ranks; BOS defaults per name."""
+written here: llama.cpp's own regexes (llama-vocab.cpp, llm_tokenizer_bpe, typed in again from
+there) run with the `regex` module, then a textbook BPE over the merge ranks; BOS defaults per
+name. (tests/test_tokenizer_llama_cpp.py compares with llama.cpp itself.)"""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ REFERENCE = {
     "refact": ([r"\p{N}", _GPT2], False, False),
     "smollm": ([r"\p{N}", _GPT2], False, False),
     "olmo": ([_GPT2], False, False),
-    "gpt2": ([_GPT2], False, False),
-    "default": ([_GPT2], False, False),  # the documented fallback (llama.cpp's legacy regex warns)
+    "gpt-2": ([_GPT2], False, False),
+    # llama.cpp's legacy split for `default` / no name (it warns that output degrades)
+    "default": ([r"[\p{P}\$\+<=>\^~\|]+", _GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"], False, False),
     "gpt-4o": ([_GPT4O], False, False),
     "tekken": ([_TEKKEN], True, True),
     "stablelm2": ([_QWEN2], False, False),
@@ -166,13 +167,21 @@ def test_add_bos_token_key_overrides_the_default(tmp_path):
 
 
 def test_missing_pre_name_is_the_default_fallback_and_unknown_names_are_refused(tmp_path):
-    assert bpe_tok(tmp_path, None).encode("12345") == bpe_tok(tmp_path, "gpt2").encode("12345")
+    text = "1234, ok 12.5!"
+    assert bpe_tok(tmp_path, None).encode(text) == bpe_tok(tmp_path, "default").encode(text)
     with pytest.raises(TokenizerError, match=r"unsupported pre-tokenizer 'deepseek-llm'.*supported: .*gpt-4o"):
         bpe_tok(tmp_path, "deepseek-llm")
+    # llama.cpp refuses a file named "gpt2" (it knows "gpt-2"), so no tokenizer is built for one
+    with pytest.raises(TokenizerError, match=r"unsupported pre-tokenizer 'gpt2'"):
+        bpe_tok(tmp_path, "gpt2")
 
 
-def test_bos_wanted_without_a_bos_id_is_a_clear_error(tmp_path):
+def test_bos_id_defaults_to_11_as_llama_cpp_and_none_is_a_clear_error(tmp_path):
     path = write_tokenizer_gguf(tmp_path / "nobos.gguf", model="gpt2", pre="llama3", tokens=TOKENS,
                                 types=TYPES, merges=MERGES, ids={"eos": 0})
+    tok = GGUFTokenizer.from_gguf(path, use_cache=False)
+    assert tok.bos_id == 11 and tok.encode_prompt("xyz")[0] == 11  # llama.cpp's BPE default
+    few = write_tokenizer_gguf(tmp_path / "few.gguf", model="gpt2", pre="llama3", tokens=TOKENS[:11],
+                               types=TYPES[:11], merges=[], ids={"eos": 0})
     with pytest.raises(TokenizerError, match=r"adds a BOS token .*bos_token_id is not set"):
-        GGUFTokenizer.from_gguf(path, use_cache=False)
+        GGUFTokenizer.from_gguf(few, use_cache=False)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tiny_gguf import write_tokenizer_gguf
@@ -19,8 +19,10 @@ NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
 PIECES = ["▁", "h", "e", "l", "o", "w", "r", "d", "a", "b", "1", "2", "!", "日",
           "▁h", "he", "el", "ll", "lo", "▁w", "or", "ld", "▁he", "hel", "llo", "▁hel", "▁hello",
           "wor", "▁wor", "▁world", "ab", "12", "▁1", "!!"]
-CONTROLS = ["<s>", "</s>", "<|end|>", "<|user|>", "<|assistant|>", "<end_of_turn>"]
-USER = ["▁▁", "<ud>"]  # "▁▁": a user-defined piece SPM merges into (Gemma has such pieces)
+CONTROLS = ["<s>", "</s>", "<|end|>", "<|user|>", "<|assistant|>", "<end_of_turn>", "<|endoftext|>"]
+# "▁▁": a user-defined piece SPM merges into. (Converters now write user-defined spaces as " ";
+# llama.cpp prints the stored text, so this one prints as "▁▁".)
+USER = ["▁▁", "<ud>"]
 TOKENS = ["<unk>", *CONTROLS, *[f"<0x{b:02X}>" for b in range(256)], *PIECES, *USER]
 TYPES = [UNKNOWN, *[CONTROL] * len(CONTROLS), *[BYTE] * 256, *[NORMAL] * len(PIECES),
          *[USER_DEFINED] * len(USER)]
@@ -124,7 +126,8 @@ def test_byte_fallback_for_characters_outside_the_vocabulary(tmp_path):
 def test_user_defined_pieces_are_merged_into_and_always_split_out(tmp_path):
     tok = spm(tmp_path, prefix=False)
     assert tok.encode("a  b") == [ID["a"], ID["▁▁"], ID["b"]]  # "▁▁" beats every normal piece
-    assert tok.decode([ID["a"], ID["▁▁"], ID["b"]]) == "a  b"
+    # llama_token_to_piece gives a user-defined token's stored text, "▁" and all
+    assert tok.decode([ID["a"], ID["▁▁"], ID["b"]]) == "a▁▁b"
     # Control tokens are text unless special tokens are parsed; user-defined ones never are.
     literal = tok.encode("<|end|><ud>", parse_special=False)
     assert ID["<|end|>"] not in literal and literal[-1] == ID["<ud>"]
@@ -134,12 +137,16 @@ def test_user_defined_pieces_are_merged_into_and_always_split_out(tmp_path):
 
 def test_phi3_special_tokens_drop_the_whitespace_after_them(tmp_path):
     prompt = "<|user|>\nhello<|end|>\n<|assistant|>\n"
-    phi3 = spm(tmp_path, name="Phi 3 Mini 4k Instruct")
+    phi3 = spm(tmp_path, name="Phi-3 Mini 4k Instruct")
     assert phi3.encode(prompt) == [ID["<|user|>"], ID["▁hello"], ID["<|end|>"], ID["<|assistant|>"]]
-    other = spm(tmp_path, name="Some Llama")
+    # <|endoftext|>, <s> and <unk> keep what follows them, as in llama.cpp
+    assert phi3.encode("<|endoftext|>\n")[1:] == [ID["▁"], ID["<0x0A>"]]
     newline = [ID["▁"], ID["<0x0A>"]]
-    assert other.encode(prompt) == [ID["<|user|>"], *newline, ID["he"], ID["llo"], ID["<|end|>"],
-                                    *newline, ID["<|assistant|>"], *newline]
+    # llama.cpp matches "phi-3" / "phi3" in general.name: "Phi 3" does not strip
+    for name in ("Some Llama", "Phi 3 Mini 4k Instruct"):
+        other = spm(tmp_path, name=name)
+        assert other.encode(prompt) == [ID["<|user|>"], *newline, ID["he"], ID["llo"], ID["<|end|>"],
+                                        *newline, ID["<|assistant|>"], *newline]
 
 
 def test_bos_defaults_and_metadata(tmp_path):
@@ -174,6 +181,8 @@ def test_matches_llama_cpp_spm_reference(both, text, prefix, parse_special):
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.sampled_from(list("helowrdab12! 日é🙂\n\tß")), max_size=30), st.booleans())
 def test_plain_text_round_trips(both, text, prefix):
+    # two spaces (the prefix counts) make the user-defined "▁▁", which prints as itself
+    assume("  " not in (" " + text if prefix else text))
     tok = both[prefix]
     ids = tok.encode(text)
     assert tok.decode(ids) == text

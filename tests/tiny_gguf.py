@@ -276,9 +276,11 @@ def write_tokenizer_gguf(
     add_space_prefix: bool | None = None,
     name: str | None = None,
     template: str | None = None,
+    extra_ids: dict[str, int] | None = None,
 ) -> Path:
-    """A GGUF holding only tokenizer metadata (`ids`: bos / eos / eot / eom / unknown -> id);
-    a key left as None is not written, so the reader's defaults apply."""
+    """A GGUF holding only tokenizer metadata (`ids`: bos / eos / eot / eom / unknown -> id;
+    `extra_ids`: other tokenizer.ggml.<key> ids, e.g. fim_pad_token_id); a key left as None is
+    not written, so the reader's defaults apply."""
     w = gguf.GGUFWriter(str(path), arch="llama")
     if name is not None:
         w.add_name(name)
@@ -295,6 +297,8 @@ def write_tokenizer_gguf(
               "eom": w.add_eom_token_id, "unknown": w.add_unk_token_id}
     for kind, value in (ids or {}).items():
         adders[kind](value)
+    for key, value in (extra_ids or {}).items():
+        w.add_uint32(f"tokenizer.ggml.{key}", value)
     if add_bos is not None:
         w.add_add_bos_token(add_bos)
     if add_space_prefix is not None:

@@ -1,21 +1,73 @@
 """llama.cpp's own tokenizer over a loaded model's vocabulary (`llama_tokenize`,
-`llama_token_to_piece`), with the interface of `text.tokenizer.GGUFTokenizer`.
+`llama_token_to_piece`), with the interface of `text.tokenizer.GGUFTokenizer`, and the choice
+between the two (`load_tokenizer`).
 
-The app tokenizes with `GGUFTokenizer` (Hugging Face `tokenizers`) where that agrees with
-llama.cpp id for id (`tests/test_tokenizer_llama_cpp.py` checks each family); a file whose
-tokenizer it cannot build (a pre-tokenizer it does not know, a vocabulary type it lacks) uses
-this one instead of being refused. `eog_ids(vocab)` gives llama.cpp's end-of-generation set
-(`llama_vocab_is_eog`) to either.
+The app tokenizes with `GGUFTokenizer` (Hugging Face `tokenizers`) where that gives llama.cpp's
+ids (`tests/test_tokenizer_llama_cpp.py` checks each family); a file whose tokenizer it cannot
+build (a pre-tokenizer it does not know, a vocabulary type it lacks) uses this one instead of
+being refused. Either way the token types and the end-of-generation set are llama.cpp's
+(`llama_vocab_get_attr`, `llama_vocab_is_eog`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
+from pathlib import Path
 from typing import Any, Sequence
 
-from ..text.tokenizer import TokenizerSpec
-from ..text.vocab_rules import special_ids
+from ..text.tokenizer import GGUFTokenizer, TokenizerError, TokenizerSpec, without_surrogates
+from ..text.vocab_rules import (
+    BYTE,
+    CONTROL,
+    EOT_TEXTS,
+    NORMAL,
+    UNDEFINED,
+    UNKNOWN,
+    UNUSED,
+    USER_DEFINED,
+    SpecialIds,
+    with_stop_reasons,
+)
 from . import library
+
+logger = logging.getLogger("turbospark.tokenizer")
+
+# llama_token_attr bits (llama.h), strongest first: the type the app's rules reason with.
+_ATTR_TYPES = ((1 << 3, CONTROL), (1 << 0, UNKNOWN), (1 << 4, USER_DEFINED), (1 << 2, NORMAL),
+               (1 << 5, BYTE), (1 << 1, UNUSED))
+_ATTR_RSTRIP = 1 << 8
+_NULL = -1  # LLAMA_TOKEN_NULL
+
+# Text the two tokenizers must agree on before the `tokenizers` one is used for a file.
+_PROBE = ("Hello, world! It's 2024: 12345 + 3.14\n\tdef f(x):\n        return {'a': [1, 2]}\r\n"
+          "Café naïve ÉCOLE Straße ΑΒΓ Привет, мир! 日本語のテキスト 中文 한국어 مرحبا नमस्ते हिन्दी "
+          "👨‍👩‍👧‍👦 🇫🇷 👍🏽   trailing  \u00a0\u3000 x  \n\n\n y")
+
+
+def tokenize(vocab: Any, data: bytes, parse_special: bool) -> list[int]:
+    """`llama_tokenize(add_special=False)` of UTF-8 `data`."""
+    if not data:
+        return []
+    C = library.binding()
+    room = len(data) + 8
+    while True:
+        buf = (C.llama_token * room)()
+        n = int(C.llama_tokenize(vocab, data, len(data), buf, room, False, parse_special))
+        if n >= 0:
+            return list(buf[:n])
+        room = -n
+
+
+def token_piece(vocab: Any, token_id: int, special: bool = False) -> bytes:
+    """`llama_token_to_piece(lstrip=0)`: the bytes a token adds to the text."""
+    C = library.binding()
+    buf = ctypes.create_string_buffer(64)
+    n = int(C.llama_token_to_piece(vocab, token_id, buf, 64, 0, special))
+    if n < 0:
+        buf = ctypes.create_string_buffer(-n)
+        n = int(C.llama_token_to_piece(vocab, token_id, buf, -n, 0, special))
+    return buf.raw[:max(n, 0)]
 
 
 def eog_ids(vocab: Any, n_vocab: int) -> frozenset[int]:
@@ -24,63 +76,97 @@ def eog_ids(vocab: Any, n_vocab: int) -> frozenset[int]:
     return frozenset(i for i in range(n_vocab) if is_eog(vocab, i))
 
 
+def _id(value: int) -> int | None:
+    return None if value == _NULL else int(value)
+
+
+def bos_rule(vocab: Any) -> tuple[int | None, bool]:
+    """llama.cpp's BOS id and whether it adds one to a prompt (`llama_vocab_get_add_bos`)."""
+    C = library.binding()
+    return _id(C.llama_vocab_bos(vocab)), bool(C.llama_vocab_get_add_bos(vocab))
+
+
+def llama_cpp_rules(model: Any, spec: TokenizerSpec) -> SpecialIds:
+    """llama.cpp's token types (from its attributes), Phi-3 rstrip and end-of-generation set
+    for a loaded model, sorted into stop reasons as `vocab_rules` does. The end-of-turn token is
+    `vocab_rules`' pick: llama.cpp takes the first candidate its hash map yields (SmolLM2's
+    <|endoftext|> rather than <|im_end|>); both end generation either way."""
+    C = library.binding()
+    vocab, n = model.vocab, model.vocab_size
+    types, rstrip = [], set()
+    for i in range(n):
+        attr = int(C.llama_vocab_get_attr(vocab, i))
+        types.append(next((t for bit, t in _ATTR_TYPES if attr & bit), UNDEFINED))
+        if attr & _ATTR_RSTRIP:
+            rstrip.add(i)
+    tokens = spec.tokens if len(spec.tokens) == n else [f"<{i}>" for i in range(n)]
+    eot = spec.eot_id if spec.eot_id is not None else next(
+        (i for t in EOT_TEXTS for i in [_first(tokens, t)] if i is not None), None)
+    return with_stop_reasons(tokens, types, eog_ids(vocab, n), eos_id=_id(C.llama_vocab_eos(vocab)),
+                             eot_id=eot, eom_id=spec.eom_id, rstrip_ids=rstrip)
+
+
+def _first(tokens: Sequence[str], text: str) -> int | None:
+    try:
+        return tokens.index(text)
+    except ValueError:
+        return None
+
+
 class LlamaCppTokenizer:
     """Implements the engine's `EngineTokenizer` (and what the prompt builder and templates
     use of `GGUFTokenizer`) with llama.cpp's vocabulary of a loaded model."""
 
+    kind = "llama.cpp"  # for Model Info: which tokenizer turns text into ids
+
+    @property
+    def _vocab(self) -> Any:
+        """llama.cpp's vocabulary (raises once the model is closed: a freed one would crash)."""
+        return self._model.vocab
+
     def __init__(self, model: Any, spec: TokenizerSpec) -> None:
         self._model = model  # keeps the vocabulary alive (and says when it was closed)
-        self._C = library.binding()
+        C = library.binding()
         self.spec = spec
         self.vocab_size: int = model.vocab_size
-        self.bos_id: int | None = spec.bos_id
-        self.eos_id: int | None = spec.eos_id
-        self.add_bos: bool = bool(self._C.llama_vocab_get_add_bos(model.vocab))
+        bos, add_bos = bos_rule(self._vocab)
+        self.bos_id: int | None = bos
+        self.add_bos: bool = add_bos
+        self.eos_id: int | None = _id(C.llama_vocab_eos(self._vocab))
         self._ids: dict[str, int] = {}
         for i, text in enumerate(spec.tokens):
             self._ids.setdefault(text, i)
-        found = special_ids(spec.tokens, spec.token_types, eos_id=spec.eos_id,
-                            eot_id=spec.eot_id, eom_id=spec.eom_id)
+        found = llama_cpp_rules(model, spec)
         self.eot_id: int | None = found.eot_id
+        self.eog_ids: frozenset[int] = found.eog_ids
+        self.eos_ids: frozenset[int] = found.eos_ids
+        self.end_of_turn_ids: frozenset[int] = found.end_of_turn_ids
         self.tool_call_ids: frozenset[int] = found.tool_call_ids
-        eog = eog_ids(model.vocab, self.vocab_size)
-        self.eog_ids: frozenset[int] = eog
-        self.eos_ids: frozenset[int] = found.eos_ids & eog
-        self.end_of_turn_ids: frozenset[int] = eog - self.eos_ids
         self._pieces: list[bytes | None] = [None] * self.vocab_size
         self._spm_prefix = spec.model == "llama" and spec.add_space_prefix
-        self.kind = "llama.cpp"
-
-    def _tokenize(self, data: bytes, parse_special: bool) -> list[int]:
-        C = self._C
-        room = len(data) + 8
-        while True:
-            buf = (C.llama_token * room)()
-            n = int(C.llama_tokenize(self._model.vocab, data, len(data), buf, room, False, parse_special))
-            if n >= 0:
-                return list(buf[:n])
-            room = -n
+        self._barrier = _barrier(spec) if self._spm_prefix else None
+        self._unspellable = _unspellable(spec)
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = True) -> list[int]:
         """Text to ids (special-token texts to their ids unless `parse_special` is False)."""
-        data = text.encode("utf-8", "replace") if text else b""
-        ids = self._tokenize(data, parse_special) if data else []
+        text = without_surrogates(text)  # as GGUFTokenizer
+        if self._unspellable:
+            text = "".join(c for c in text if c in self._ids
+                           or not self._unspellable.intersection(c.encode("utf-8")))
+        ids = tokenize(self._vocab, text.encode("utf-8"), parse_special)
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
     def encode_continuation(self, text: str) -> list[int]:
-        """`encode` without the space SentencePiece puts in front of a whole text: the text is
-        tokenized after a newline (which no piece crosses), and the newline's tokens dropped."""
-        if not self._spm_prefix or not text:
+        """`encode` without the space SentencePiece puts in front of a whole text. llama.cpp
+        always adds it, so the text goes after a character no token contains (nothing merges
+        across it) and that character's ids are dropped again."""
+        if self._barrier is None or not text:
             return self.encode(text)
-        ids = self.encode("\n" + text)
-        head = b""
-        for cut, token in enumerate(ids, 1):
-            head += self.token_bytes(token)
-            if head in (b"\n", b" \n"):
-                return ids[cut:]
-            if len(head) >= 2:
-                break
-        return self.encode(text)
+        head = self.encode(self._barrier)
+        ids = self.encode(self._barrier + text)
+        if ids[:len(head)] != head:  # cannot happen for a true barrier; stay safe
+            return self.encode(text)
+        return ids[len(head):]
 
     def encode_prompt(self, rendered: str) -> list[int]:
         """Ids of a rendered chat prompt: BOS first when the model asks for it and it is absent."""
@@ -95,14 +181,7 @@ class LlamaCppTokenizer:
             raise ValueError(f"token id {token_id} out of range (vocabulary of {self.vocab_size})")
         piece = self._pieces[token_id]
         if piece is None:
-            buf = ctypes.create_string_buffer(64)
-            vocab = self._model.vocab
-            n = int(self._C.llama_token_to_piece(vocab, token_id, buf, 64, 0, False))
-            if n < 0:
-                buf = ctypes.create_string_buffer(-n)
-                n = int(self._C.llama_token_to_piece(vocab, token_id, buf, -n, 0, False))
-            piece = buf.raw[:max(n, 0)]
-            self._pieces[token_id] = piece
+            piece = self._pieces[token_id] = token_piece(self._vocab, token_id)
         return piece
 
     def token_to_id(self, text: str) -> int | None:
@@ -110,28 +189,66 @@ class LlamaCppTokenizer:
         return self._ids.get(text)
 
     def id_to_token(self, token_id: int) -> str:
+        """The vocabulary text of a token id."""
         return self.spec.tokens[token_id]
 
     def decode(self, ids: Sequence[int]) -> str:
         """Ids to text: the tokens' bytes joined, invalid UTF-8 replaced by U+FFFD."""
         data = b"".join(self.token_bytes(int(i)) for i in ids)
         if self._spm_prefix and data.startswith(b" "):
-            data = data[1:]
+            data = data[1:]  # the space SentencePiece put in front of the text
         return data.decode("utf-8", errors="replace")
 
 
-def load_tokenizer(path: Any, header: Any, model: Any) -> Any:
-    """The model's tokenizer: `tokenizers`' build where it matches llama.cpp (cached on disk),
-    else llama.cpp's own; either way ending generation on llama.cpp's EOG ids."""
-    from ..text.tokenizer import GGUFTokenizer, TokenizerError
+def _barrier(spec: TokenizerSpec) -> str | None:
+    """A character no token longer than it contains (SentencePiece merges nothing across it),
+    no special token, and spelled by a token of its own or its byte token."""
+    inside = {ch for t in spec.tokens if len(t) > 1 for ch in t}
+    kinds = dict(zip(spec.tokens, spec.token_types))
+    for code in (*range(1, 9), *range(14, 32), 0x7F):
+        ch = chr(code)
+        if ch in inside or kinds.get(ch) in (CONTROL, UNKNOWN, USER_DEFINED):
+            continue
+        if ch in kinds or f"<0x{code:02X}>" in kinds:
+            return ch
+    return None
 
+
+def _unspellable(spec: TokenizerSpec) -> frozenset[int]:
+    """SentencePiece bytes llama.cpp has no token for: its byte fallback throws on them (and
+    the process aborts), so characters made of them never reach it."""
+    if spec.model != "llama":
+        return frozenset()
+    known = set(spec.tokens)
+    return frozenset(b for b in range(256)
+                     if f"<0x{b:02X}>" not in known and not (b < 0x80 and chr(b) in known))
+
+
+def load_tokenizer(path: str | Path, header: Any, model: Any) -> GGUFTokenizer | LlamaCppTokenizer:
+    """The tokenizer for a GGUF that llama.cpp loaded as `model` (a `LlamaCppModel`): the
+    `tokenizers` build (cached) where it gives llama.cpp's ids, else llama.cpp's own tokenizer;
+    both with llama.cpp's token types and end-of-generation ids. `.kind` says which."""
     try:
         tokenizer = GGUFTokenizer.from_gguf(path, reader=header)
-    except TokenizerError:
-        return LlamaCppTokenizer(model, TokenizerSpec.from_reader(header))
-    eog = eog_ids(model.vocab, model.vocab_size) & frozenset(range(tokenizer.vocab_size))
-    tokenizer.eog_ids = eog
-    tokenizer.eos_ids = tokenizer.eos_ids & eog
-    tokenizer.end_of_turn_ids = eog - tokenizer.eos_ids
-    tokenizer.kind = "tokenizers"
+    except TokenizerError as exc:
+        logger.info("tokenizer of %s: llama.cpp's (%s)", Path(path).name, exc)
+        return LlamaCppTokenizer(model, TokenizerSpec.from_reader(header, check=False))
+    if tokenizer.vocab_size != model.vocab_size:
+        logger.warning("tokenizer of %s: %d tokens, llama.cpp has %d; llama.cpp's is used",
+                       Path(path).name, tokenizer.vocab_size, model.vocab_size)
+        return LlamaCppTokenizer(model, tokenizer.spec)
+    tokenizer.adopt(llama_cpp_rules(model, tokenizer.spec))
+    types = tokenizer.token_types
+    specials = [t for t, k in zip(tokenizer.spec.tokens, types) if k in (CONTROL, USER_DEFINED)]
+    probe = _PROBE + " x".join(specials[:12])
+    for parse_special in (True, False):
+        if tokenizer.encode(probe, parse_special=parse_special) != tokenize(
+                model.vocab, probe.encode("utf-8"), parse_special):
+            logger.warning("tokenizer of %s: the tokenizers build differs from llama.cpp on a "
+                           "probe text; llama.cpp's is used", Path(path).name)
+            return LlamaCppTokenizer(model, tokenizer.spec)
     return tokenizer
+
+
+__all__ = ["LlamaCppTokenizer", "bos_rule", "eog_ids", "llama_cpp_rules", "load_tokenizer", "token_piece",
+           "tokenize"]

@@ -3,6 +3,9 @@ template, and the load-time check that both fit the weights.
 
     tokenizer      GGUFTokenizer (Hugging Face `tokenizers`), BOS/EOS/EOG from the file
     vocab_rules    llama.cpp's rules by name and text: pre-tokenizers, BOS defaults, EOG tokens
+    llama_unicode  llama.cpp's code point classes (generated), for the pre-tokenizer regexes
+    special_split  special tokens out of a text, as llama.cpp takes them out
+    token_pieces   the bytes each token prints, as llama_token_to_piece
     chat_template  the file's own template, rendered in a sandbox
     consistency    does the tokenizer fit the weights; does the template render
 """

@@ -1,26 +1,29 @@
-"""The tokenizer of a GGUF file, built with Hugging Face `tokenizers` from its metadata.
+"""The tokenizer of a GGUF file, built with Hugging Face `tokenizers` from its metadata, giving
+the ids llama.cpp's `llama_tokenize` gives (the model runs on llama.cpp's ids;
+tests/test_tokenizer_llama_cpp.py compares the two per family).
 
 Vocabulary types:
-- `gpt2`: byte-level BPE (vocab + merges), pre-tokenization per `tokenizer.ggml.pre` following
-  llama.cpp's llama-vocab.cpp (the table, and what an unknown name does: `vocab_rules`).
-- `llama`: SentencePiece BPE with `<0xNN>` byte fallback and '▁' for spaces; the merges are
-  derived from the piece scores, as Hugging Face's converter does (NORMAL and USER_DEFINED pieces:
-  llama.cpp's SPM merges into any piece of the vocabulary; control pieces are left out so text
-  never turns into a control token). With `tokenizer.ggml.add_space_prefix` (absent: true;
+- `gpt2`: byte-level BPE (vocab + merges), pre-tokenization per `tokenizer.ggml.pre` with
+  llama.cpp's regexes over llama.cpp's Unicode tables (`vocab_rules`). A byte the vocabulary
+  has no token for (SmolLM2 lacks 21) is dropped, and no merge crosses it, as in llama.cpp.
+- `llama`: SentencePiece BPE with `<0xNN>` byte fallback and '▁' for spaces. llama.cpp merges the
+  best-scoring adjacent pair whose text is any token of the vocabulary; the BPE merges are
+  derived from the scores accordingly (a character inside a token that is no token itself gets
+  a stand-in id, given back as its bytes). With `tokenizer.ggml.add_space_prefix` (absent: true;
   Gemma's converter writes false) a ' ' goes in front of the first text fragment and of every
   fragment that follows a special token, as llama.cpp does.
-Anything else raises `TokenizerError`.
+Anything else raises `TokenizerError` (the backend then uses llama.cpp's own tokenizer).
 
-Tokens of type CONTROL (and UNKNOWN) are special tokens and USER_DEFINED ones added tokens, so
-"<|im_start|>" in a rendered prompt encodes to its single id. USER_DEFINED tokens are always
-split out before BPE; CONTROL ones only when parsing special tokens (`encode(parse_special=...)`).
-Phi-3's special tokens drop the whitespace after them (`vocab_rules.strips_after_special`).
-`token_bytes` maps a token id to the exact bytes it adds to the text (CONTROL and UNKNOWN tokens
-add nothing); `decode` is the concatenation of those bytes.
+Special tokens are taken out of the text before the model sees it, as llama.cpp does
+(`special_split`): control and unknown ones when parsing special tokens
+(`encode(parse_special=...)`), user-defined ones always; so "<|im_start|>" in a rendered prompt
+encodes to its single id. Phi-3's special tokens drop the whitespace after them
+(`vocab_rules.strips_after_special`). `token_bytes` maps a token id to the bytes it adds to the
+text, as `llama_token_to_piece` (`token_pieces`); `decode` is the concatenation of those bytes.
 
 End of generation: `eog_ids` (every id that ends a reply, found as llama.cpp finds them:
 `vocab_rules.special_ids`), split into `eos_ids` and `end_of_turn_ids` for the stop reason;
-`eot_id` is the end-of-turn token.
+`eot_id` is the end-of-turn token. `adopt` takes llama.cpp's own answers once it has the file.
 
 BOS: `encode` never adds one: it turns text into ids, nothing more. `encode_prompt` is for a
 rendered chat prompt and adds BOS only when the GGUF asks for it (`tokenizer.ggml.add_bos_token`)
@@ -44,25 +47,23 @@ from typing import Any
 
 from ...engine.errors import EngineError
 
+from .special_split import SpecialSplitter
+from .token_pieces import byte_chars, token_pieces
 from .vocab_rules import (
-    BYTE,
-    CONTROL,
     NORMAL,
     SUPPORTED_PRE,
-    UNKNOWN,
-    USER_DEFINED,
     SpecialIds,
     build_pre_tokenizer,
     default_add_bos,
     pre_tokenizer_rule,
     special_ids,
-    strips_after_special,
 )
 
 __all__ = ["GGUFTokenizer", "TokenizerError", "TokenizerSpec", "SUPPORTED_PRE", "build_hf_tokenizer",
-           "check_spec", "read_field"]
+           "check_spec", "read_field", "without_surrogates"]
 
-_CACHE_FORMAT = 3  # 3: EOG rules, pre-tokenizer table and SPM prefix of llama.cpp
+_CACHE_FORMAT = 4  # 4: llama.cpp's splits, special tokens split out here, SPM stand-ins
+_FIM_KINDS = ("pre", "suf", "mid", "pad", "rep", "sep")
 
 
 class TokenizerError(EngineError):
@@ -93,10 +94,12 @@ class TokenizerSpec:
     add_space_prefix: bool
     chat_template: str | None = None  # kept here so a cached tokenizer needs no GGUF reader
     model_name: str | None = None  # general.name: names the template in errors; Phi-3's rstrip
+    fim_ids: dict[str, int] = dataclasses.field(default_factory=dict)  # fill-in-the-middle, by kind
 
     @classmethod
-    def from_reader(cls, reader: Any) -> TokenizerSpec:
-        """Read the spec from a checked `GGUFHeader`; raises TokenizerError when incomplete."""
+    def from_reader(cls, reader: Any, *, check: bool = True) -> TokenizerSpec:
+        """Read the spec from a checked `GGUFHeader`; raises TokenizerError when incomplete
+        (or, with `check`, inconsistent: `check_spec`)."""
         g = lambda key, default=None: read_field(reader, f"tokenizer.ggml.{key}", default)  # noqa: E731
         model = g("model")
         tokens = g("tokens")
@@ -106,12 +109,17 @@ class TokenizerSpec:
         if len(types) != len(tokens):
             raise TokenizerError(f"{len(tokens)} tokens but {len(types)} token types")
         pre = g("pre", "default")
-        # llama.cpp's SentencePiece defaults when a key is absent: <unk>=0, <s>=1, </s>=2.
-        spm = {"bos": 1, "eos": 2, "unk": 0} if model == "llama" else {}
-        default = lambda kind: spm[kind] if kind in spm and spm[kind] < len(tokens) else None  # noqa: E731
+        # llama.cpp's defaults when a key is absent: SentencePiece <unk>=0, <s>=1, </s>=2;
+        # byte-level BPE 11 for both BOS and EOS (out of the vocabulary: none).
+        base = {"bos": 1, "eos": 2, "unk": 0} if model == "llama" else {"bos": 11, "eos": 11}
+        default = lambda kind: base[kind] if kind in base and base[kind] < len(tokens) else None  # noqa: E731
         name = read_field(reader, "general.name")
+        fim = {kind: g(f"fim_{kind}_token_id") for kind in _FIM_KINDS}
+        for kind, old in (("pre", "prefix"), ("suf", "suffix"), ("mid", "middle")):
+            fim[kind] = g(f"{old}_token_id", fim[kind])  # the older keys win, as in llama.cpp
         spec = cls(
-            model=model, pre=pre, tokens=tokens, token_types=[int(t) for t in types],
+            model=model, pre=pre, tokens=[_as_llama_cpp_reads(t, i) for i, t in enumerate(tokens)],
+            token_types=[int(t) for t in types],
             merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
             bos_id=g("bos_token_id", default("bos")), eos_id=g("eos_token_id", default("eos")),
             eot_id=g("eot_token_id"), eom_id=g("eom_token_id"),
@@ -120,8 +128,10 @@ class TokenizerSpec:
             add_space_prefix=bool(g("add_space_prefix", model == "llama")),
             chat_template=read_field(reader, "tokenizer.chat_template") or None,
             model_name=name if isinstance(name, str) else None,
+            fim_ids={k: v for k, v in fim.items() if v is not None},
         )
-        check_spec(spec)
+        if check:
+            check_spec(spec)
         return spec
 
     def meta(self) -> dict[str, Any]:
@@ -130,6 +140,15 @@ class TokenizerSpec:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         d["merges"], d["scores"] = [], []
         return d
+
+
+def _as_llama_cpp_reads(text: Any, i: int) -> Any:
+    """A token's text as llama.cpp holds it: up to the first NUL (it reads a C string), and an
+    empty one renamed (it could never be matched or printed)."""
+    if not isinstance(text, str):
+        return text  # _check_types refuses it
+    text = text.split("\x00", 1)[0]
+    return text or f"[EMPTY_{i}]"
 
 
 def _check_types(spec: TokenizerSpec) -> None:
@@ -147,7 +166,8 @@ def check_spec(spec: TokenizerSpec) -> None:
     n = len(spec.tokens)
     for name, value in (("bos_token_id", spec.bos_id), ("eos_token_id", spec.eos_id),
                         ("eot_token_id", spec.eot_id), ("eom_token_id", spec.eom_id),
-                        ("unknown_token_id", spec.unk_id)):
+                        ("unknown_token_id", spec.unk_id),
+                        *((f"fim_{k}_token_id", v) for k, v in spec.fim_ids.items())):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or not 0 <= value < n):
             raise TokenizerError(f"tokenizer.ggml.{name} = {value!r} is outside the vocabulary "
@@ -169,49 +189,6 @@ def check_spec(spec: TokenizerSpec) -> None:
                                      f"{piece!r}, which is not a token")
 
 
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character map used by byte-level BPE vocabularies."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
-    mapping = {b: chr(b) for b in printable}
-    extra = 0
-    for b in range(256):
-        if b not in mapping:
-            mapping[b] = chr(256 + extra)
-            extra += 1
-    return mapping
-
-
-_BYTE_OF_CHAR = {ord(ch): b for b, ch in _bytes_to_unicode().items()}
-
-
-def _byte_level_bytes(text: str) -> bytes:
-    try:
-        return text.translate(_BYTE_OF_CHAR).encode("latin-1")
-    except UnicodeEncodeError:  # a character outside the byte map: keep its UTF-8
-        return b"".join(
-            bytes([_BYTE_OF_CHAR[ord(c)]]) if ord(c) in _BYTE_OF_CHAR else c.encode("utf-8") for c in text
-        )
-
-
-def _token_bytes_table(spec: TokenizerSpec, types: Sequence[int]) -> list[bytes]:
-    table: list[bytes] = []
-    for text, ttype in zip(spec.tokens, types, strict=True):
-        if ttype in (CONTROL, UNKNOWN):
-            table.append(b"")
-        elif ttype == USER_DEFINED and spec.model == "llama":
-            # SPM merges may build a user-defined piece such as "▁▁" from spaces: give them back.
-            table.append(text.replace("\u2581", " ").encode("utf-8"))
-        elif ttype == USER_DEFINED:
-            table.append(text.encode("utf-8"))  # stored as raw text, like HF added tokens
-        elif spec.model == "gpt2":
-            table.append(_byte_level_bytes(text))
-        elif ttype == BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
-            table.append(bytes([int(text[3:5], 16)]))
-        else:
-            table.append(text.replace("\u2581", " ").encode("utf-8"))
-    return table
-
-
 def _vocab(spec: TokenizerSpec) -> dict[str, int]:
     vocab: dict[str, int] = {}
     for i, text in enumerate(spec.tokens):
@@ -219,25 +196,48 @@ def _vocab(spec: TokenizerSpec) -> dict[str, int]:
     return vocab
 
 
+def _stand_ins(spec: TokenizerSpec, vocab: dict[str, int]) -> dict[str, int]:
+    """Characters inside SentencePiece tokens that are no token themselves, with ids past the
+    vocabulary: llama.cpp merges any adjacent symbols whose text is a token, so "é" + "!" can
+    make "é!" though "é" alone would be bytes; `tokenizers` only merges tokens."""
+    extra: dict[str, int] = {}
+    for piece in vocab:
+        if len(piece) > 1:
+            for ch in piece:
+                if ch not in vocab and ch not in extra:
+                    extra[ch] = len(spec.tokens) + len(extra)
+    return extra
+
+
 def _spm_merges(spec: TokenizerSpec, vocab: dict[str, int]) -> list[tuple[str, str]]:
-    """BPE merges equivalent to SentencePiece's score-ordered merging (as HF's converter derives)."""
+    """BPE merges equivalent to llama.cpp's SentencePiece merging: every way of making a token
+    (of any type: llama.cpp looks its text up in the whole vocabulary) from two symbols, best
+    score first. `vocab` includes the stand-ins."""
     if len(spec.scores) != len(spec.tokens):
         raise TokenizerError("a `llama` (SentencePiece) vocabulary needs tokenizer.ggml.scores")
     found: list[tuple[float, int, int, str, str]] = []
+    n = len(spec.tokens)
     for piece, pid in vocab.items():
-        if spec.token_types[pid] not in (NORMAL, USER_DEFINED) or len(piece) < 2:
+        if pid >= n or len(piece) < 2:
             continue
         for k in range(1, len(piece)):
             left, right = piece[:k], piece[k:]
             if left in vocab and right in vocab:
                 found.append((-spec.scores[pid], vocab[left], vocab[right], left, right))
-    found.sort()  # best score first; ties in vocabulary order
+    # Best score first; equal scores in vocabulary order (llama.cpp takes the leftmost pair of
+    # equal score, which a merge list cannot say: real vocabularies rarely tie).
+    found.sort()
     return [(left, right) for _, _, _, left, right in found]
 
 
+def _missing_byte_chars(vocab: dict[str, int]) -> str:
+    return "".join(ch for ch in byte_chars() if ch not in vocab)
+
+
 def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
-    """A `tokenizers.Tokenizer` equivalent to the GGUF's tokenizer."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+    """A `tokenizers.Tokenizer` for the text between special tokens (which `GGUFTokenizer`
+    splits out itself): llama.cpp's BPE or SentencePiece over one fragment."""
+    from tokenizers import Tokenizer, decoders, models, normalizers
 
     vocab = _vocab(spec)
     rule = pre_tokenizer_rule(spec.pre) if spec.model == "gpt2" else None
@@ -254,19 +254,15 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
                     raise TokenizerError(f"malformed merge {line!r} (tokenizer.ggml.merges)")
                 merges.append((line[:cut], line[cut + 1 :]))
             tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=rule.ignore_merges))
-            tok.pre_tokenizer = build_pre_tokenizer(rule)
+            tok.pre_tokenizer = build_pre_tokenizer(rule, _missing_byte_chars(vocab))
             tok.decoder = decoders.ByteLevel()
         elif spec.model == "llama":
+            vocab.update(_stand_ins(spec, vocab))
             unk = spec.tokens[spec.unk_id] if spec.unk_id is not None else None
             tok = Tokenizer(models.BPE(
                 vocab, _spm_merges(spec, vocab), unk_token=unk, fuse_unk=True, byte_fallback=True
             ))
-            steps = [normalizers.Replace(" ", "\u2581")]
-            if spec.add_space_prefix:
-                # The normalizer runs on each fragment between added tokens: llama.cpp's rule
-                # (a space before the first fragment and before every one after a special token).
-                steps.insert(0, normalizers.Prepend("\u2581"))
-            tok.normalizer = normalizers.Sequence(steps)
+            tok.normalizer = normalizers.Replace(" ", "\u2581")  # the space prefix: GGUFTokenizer
             tok.decoder = decoders.Sequence([
                 decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
             ])
@@ -278,21 +274,13 @@ def build_hf_tokenizer(spec: TokenizerSpec) -> Any:
         if isinstance(exc, TokenizerError):
             raise
         raise TokenizerError(f"could not build the {spec.model} tokenizer: {exc}") from exc
-    types = _ids_of(spec).token_types
-    pick = lambda *kinds: [t for t, k in zip(spec.tokens, types, strict=True) if k in kinds]  # noqa: E731
-    strip = strips_after_special(spec.model_name)
-    keep = ("<unk>", "<s>", "<|endoftext|>")  # llama.cpp's Phi-3 exceptions
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False, rstrip=strip and t not in keep)
-                            for t in pick(CONTROL, UNKNOWN)])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False, rstrip=strip)
-                    for t in pick(USER_DEFINED)])
     return tok
 
 
 def _ids_of(spec: TokenizerSpec) -> SpecialIds:
     """The special ids and effective token types of `spec` (`vocab_rules.special_ids`)."""
     return special_ids(spec.tokens, spec.token_types, eos_id=spec.eos_id, eot_id=spec.eot_id,
-                       eom_id=spec.eom_id)
+                       eom_id=spec.eom_id, fim_ids=spec.fim_ids, model_name=spec.model_name)
 
 
 def _gguf_identity(path: Path) -> str:
@@ -320,8 +308,19 @@ def _store(cache_file: Path, tokenizer: GGUFTokenizer, *, stale_pattern: str) ->
         tmp.unlink(missing_ok=True)
 
 
+def without_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (no UTF-8 for it) as U+FFFD: what both tokenizers encode."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(c) < 0xE000 else c for c in text)
+
+
 class GGUFTokenizer:
     """A GGUF's tokenizer; implements the engine's `EngineTokenizer` protocol."""
+
+    kind = "tokenizers"  # for Model Info: which tokenizer turns text into ids
 
     def __init__(self, hf_tokenizer: Any, spec: TokenizerSpec) -> None:
         self._hf = hf_tokenizer
@@ -331,24 +330,46 @@ class GGUFTokenizer:
         self.eos_id: int | None = spec.eos_id
         self.add_bos: bool = spec.add_bos
         self._ids = _vocab(spec)
-        found = _ids_of(spec)
-        self._bytes = _token_bytes_table(spec, found.token_types)
+        self._space_prefix = spec.model == "llama" and spec.add_space_prefix
+        self._byte_ids = {b: self._ids.get(f"<0x{b:02X}>", spec.unk_id) for b in range(256)}
+        # SentencePiece stand-ins (ids past the vocabulary) and the byte tokens they stand for.
+        self._stand_ins: dict[int, list[int]] = {}
+        for i in range(self.vocab_size, hf_tokenizer.get_vocab_size(with_added_tokens=False)):
+            utf8 = (hf_tokenizer.id_to_token(i) or "").encode("utf-8")
+            self._stand_ins[i] = [t for t in (self._byte_ids[b] for b in utf8) if t is not None]
+        self._set_rules(_ids_of(spec))
+
+    def _set_rules(self, found: SpecialIds) -> None:
+        self._types = found.token_types
+        self._rstrip = found.rstrip_ids
+        self._bytes = token_pieces(self.spec.model, self.spec.tokens, found.token_types)
+        self._splitter = SpecialSplitter(self.spec.tokens, found.token_types, found.rstrip_ids)
         self.eot_id: int | None = found.eot_id
         # Every id that ends a reply; split (disjoint) into the two stop reasons.
         self.eog_ids: frozenset[int] = found.eog_ids
         self.end_of_turn_ids: frozenset[int] = found.end_of_turn_ids
         self.eos_ids: frozenset[int] = found.eos_ids
         self.tool_call_ids: frozenset[int] = found.tool_call_ids
-        self._literal_hf: Any = None  # built on first encode(parse_special=False)
-        self._strip_first_space = spec.model == "llama" and spec.add_space_prefix
-        self._hf_tail: Any = None  # the same tokenizer without the space prefix (built on first use)
-        # Byte-level vocabularies may lack a few byte tokens (SmolLM2 lacks 21); HF's BPE would
-        # silently drop such a byte and leave the rest of its character as garbage.
-        missing = b""
-        if spec.model == "gpt2":
-            missing = bytes(b for b, ch in _bytes_to_unicode().items() if ch not in self._ids)
-        self._missing_bytes = missing
-        self._replacement = "" if set(missing) & set("\ufffd".encode("utf-8")) else "\ufffd"
+
+    @property
+    def token_types(self) -> list[int]:
+        """Each token's type after llama.cpp's promotions (`vocab_rules.special_ids`)."""
+        return list(self._types)
+
+    @property
+    def rstrip_ids(self) -> frozenset[int]:
+        """The special tokens that drop the whitespace after them (Phi-3)."""
+        return self._rstrip
+
+    def adopt(self, found: SpecialIds) -> None:
+        """Take llama.cpp's own token types and end-of-generation ids for this file (the
+        backend has them once it loaded it): the special tokens and pieces follow them."""
+        if found.token_types != self._types or found.rstrip_ids != self._rstrip:
+            self._set_rules(found)
+            return
+        self.eot_id = found.eot_id
+        self.eog_ids, self.eos_ids = found.eog_ids, found.eos_ids
+        self.end_of_turn_ids, self.tool_call_ids = found.end_of_turn_ids, found.tool_call_ids
 
     @classmethod
     def from_reader(cls, reader: Any) -> GGUFTokenizer:
@@ -399,51 +420,37 @@ class GGUFTokenizer:
         """The vocabulary text of a token id."""
         return self.spec.tokens[token_id]
 
-    def _encodable(self, text: str) -> str:
-        """`text` with lone surrogates and characters needing a byte without a token as U+FFFD."""
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = "".join("\ufffd" if 0xD800 <= ord(c) < 0xE000 else c for c in text)
-            data = text.encode("utf-8")
-        if self._missing_bytes and len(data.translate(None, self._missing_bytes)) != len(data):
-            bad = set(self._missing_bytes)
-            text = "".join(self._replacement if bad & set(c.encode("utf-8")) else c for c in text)
-        return text
+    def _fragment(self, text: str, prefix: bool) -> list[int]:
+        ids = self._hf.encode(" " + text if prefix else text, add_special_tokens=False).ids
+        if self._stand_ins and any(i >= self.vocab_size for i in ids):
+            ids = [t for i in ids for t in (self._stand_ins.get(i) or [i])]
+        return ids
+
+    def _encode(self, text: str, parse_special: bool, first_prefix: bool) -> list[int]:
+        text = without_surrogates(text)
+        ids: list[int] = []
+        after_special = first_prefix  # SentencePiece: a space before the first fragment...
+        for part in self._splitter.split(text, parse_special=parse_special):
+            if isinstance(part, int):
+                ids.append(part)
+                after_special = True  # ... and before every one after a special token
+            else:
+                ids += self._fragment(part, self._space_prefix and after_special)
+                after_special = False
+        return ids
 
     def encode(self, text: str, *, add_bos: bool = False, parse_special: bool = True) -> list[int]:
-        """Text to ids; special-token texts (e.g. "<|im_start|>") become their single ids, or,
-        with `parse_special=False`, are spelled as text (user-defined tokens are split out
-        either way, as llama.cpp does).
-
-        A character the vocabulary cannot spell (SmolLM2 has no token for some C0 controls and
-        for the lead bytes of planes 4-11) is encoded as U+FFFD instead of being mangled.
-        """
-        hf = self._hf
-        if not parse_special:
-            if self._literal_hf is None:
-                from tokenizers import Tokenizer
-
-                literal = Tokenizer.from_str(self._hf.to_str())
-                literal.encode_special_tokens = True  # special tokens' texts are plain text here
-                self._literal_hf = literal
-            hf = self._literal_hf
-        ids = hf.encode(self._encodable(text), add_special_tokens=False).ids
+        """Text to ids, as `llama_tokenize(add_special=False)`: special-token texts (e.g.
+        "<|im_start|>") become their single ids, or, with `parse_special=False`, are spelled
+        as text (user-defined tokens are split out either way, as llama.cpp does)."""
+        ids = self._encode(text, parse_special, first_prefix=True)
         return [self.bos_id, *ids] if add_bos and self.bos_id is not None else ids
 
     def encode_continuation(self, text: str) -> list[int]:
         """Ids of text that goes on from earlier text of the same prompt (the later messages of
         a raw-completion conversation): as `encode`, but without the space SentencePiece puts in
         front of a whole text, which would add a space the user never typed."""
-        if not self._strip_first_space:
-            return self.encode(text)
-        if self._hf_tail is None:  # (two threads may both build it: either copy is right)
-            from tokenizers import Tokenizer, normalizers
-
-            tail = Tokenizer.from_str(self._hf.to_str())
-            tail.normalizer = normalizers.Replace(" ", "\u2581")
-            self._hf_tail = tail
-        return self._hf_tail.encode(self._encodable(text), add_special_tokens=False).ids
+        return self._encode(text, True, first_prefix=False)
 
     def encode_prompt(self, rendered: str) -> list[int]:
         """Ids of a rendered chat prompt: BOS first when the GGUF asks for it and it is absent."""
@@ -455,6 +462,6 @@ class GGUFTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """Ids to text: the tokens' bytes joined, invalid UTF-8 replaced by U+FFFD."""
         data = b"".join(self.token_bytes(int(i)) for i in ids)
-        if self._strip_first_space and data.startswith(b" "):
+        if self._space_prefix and data.startswith(b" "):
             data = data[1:]  # the space SentencePiece put in front of the text
         return data.decode("utf-8", errors="replace")
