@@ -38,7 +38,8 @@ class ByteBuilder:
 
     max_context = 4096
 
-    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None) -> list[int]:
+    def chat_ids(self, messages: Sequence[ChatMessage], system_prompt: str | None = None, *,
+                 continue_final: bool = False, template_vars: dict | None = None) -> list[int]:
         return list("".join(f"<{m.role}>{m.content}" for m in messages).encode() + b"<assistant>")
 
     def raw_ids(self, text: str) -> list[int]:
