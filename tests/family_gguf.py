@@ -70,19 +70,25 @@ def template_source(family: str) -> str:
 def write_family_gguf(path: Path, family: str) -> Path:
     """A tokenizer GGUF of `family` (control + user-defined specials, the byte tokens)."""
     f = FAMILIES[family]
-    tokens = [*f.control, *f.user, *_byte_chars()]
-    types = [3] * len(f.control) + [4] * len(f.user) + [1] * 256
+    # One merge: llama.cpp loads no byte-level BPE vocabulary without merges.
+    tokens = [*f.control, *f.user, *_byte_chars(), "Ġt"]
+    types = [3] * len(f.control) + [4] * len(f.user) + [1] * 257
     ids = {"eos": tokens.index(f.eos), "eot": tokens.index(f.eos)}
     if f.bos is not None:
         ids["bos"] = tokens.index(f.bos)
-    return write_tokenizer_gguf(path, model="gpt2", pre="smollm", tokens=tokens, types=types, merges=[],
+    return write_tokenizer_gguf(path, model="gpt2", pre="smollm", tokens=tokens, types=types, merges=["Ġ t"],
                                 ids=ids, add_bos=False, name=family, template=template_source(family))
 
 
 def family_tokenizer(tmp_path: Path, family: str):
-    """(GGUFTokenizer, ChatTemplate) of `family`."""
+    """(tokenizer, ChatTemplate) of `family`: the app's tokenizer, llama.cpp's over the file's
+    vocabulary (`llamacpp.vocab`), which keeps the vocabulary loaded."""
+    from turbospark_app.model.gguf.header import read_header
+    from turbospark_app.model.llamacpp.model import LlamaCppModel
+    from turbospark_app.model.llamacpp.vocab import load_tokenizer
     from turbospark_app.model.text.chat_template import ChatTemplate
-    from turbospark_app.model.text.tokenizer import GGUFTokenizer
 
-    tok = GGUFTokenizer.from_gguf(write_family_gguf(tmp_path / f"{family}.gguf", family), use_cache=False)
+    path = write_family_gguf(tmp_path / f"{family}.gguf", family)
+    header = read_header(path)
+    tok = load_tokenizer(header, LlamaCppModel.open(path, header=header, vocab_only=True))
     return tok, ChatTemplate.from_tokenizer(tok)

@@ -100,13 +100,22 @@ def test_logits_after_reuse_match_fresh(backend: LlamaChatBackend) -> None:
 
 
 def test_two_sessions_on_one_slot_report_eviction(default_model_path: Path) -> None:
-    one = load_backend(default_model_path, session_slots=1)
+    one = load_backend(default_model_path, session_slots=1, state_cache_bytes=0)  # no RAM for states
     _, r1 = run_turn(one, "a", [ChatMessage("user", "Hello")])
     assert not r1.session_slot_evicted
     _, r2 = run_turn(one, "b", [ChatMessage("user", "Hello")])
     assert r2.session_slot_evicted
     _, r3 = run_turn(one, "b", [ChatMessage("user", "Hello again")])
     assert not r3.session_slot_evicted
+    one.close()
+    # With RAM for states, the slot changing hands loses nothing: a's state comes back.
+    kept = load_backend(default_model_path, session_slots=1)
+    run_turn(kept, "a", [ChatMessage("user", "Hello")])
+    _, r2 = run_turn(kept, "b", [ChatMessage("user", "Hello")])
+    assert not r2.session_slot_evicted
+    _, r3 = run_turn(kept, "a", [ChatMessage("user", "Hello")])
+    assert r3.restored_tokens > 0 and not r3.session_slot_evicted
+    kept.close()
 
 
 def test_admission_errors_before_the_model(backend: LlamaChatBackend) -> None:

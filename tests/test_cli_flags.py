@@ -194,9 +194,16 @@ def test_an_unknown_flag_is_refused_by_its_subcommand_with_the_nearest_flag(
 def test_every_chat_flag_says_what_it_does() -> None:
     import argparse
 
-    from turbospark_app.cli.chat_command import add_chat_arguments
+    from turbospark_app.cli.chat_args import add_chat_arguments
 
     p = argparse.ArgumentParser()
     add_chat_arguments(p)
     silent = [a.option_strings[0] for a in p._actions if a.option_strings and not a.help]
     assert silent == []
+
+
+def test_the_chat_flags_default_chunk_is_the_engines() -> None:
+    from turbospark_app.cli.chat_args import DEFAULT_PREFILL_CHUNK
+    from turbospark_app.engine.foundation import DEFAULT_PREFILL_CHUNK as ENGINE
+
+    assert DEFAULT_PREFILL_CHUNK == ENGINE

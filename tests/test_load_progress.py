@@ -32,14 +32,17 @@ def test_reports_go_to_the_caller_of_reporting_only() -> None:
     assert seen == [(LOADING, 1.0)]
 
 
-def test_load_backend_reports_the_check_then_llama_cpps_load(tmp_path: Path, isolated_dirs) -> None:
-    """A first open: the child's check (begun, done), then llama.cpp's own fractions up to 1;
-    a second open of the same file skips the check (its verdict is remembered)."""
+def test_load_backend_reports_the_check_then_llama_cpps_load(tmp_path: Path, isolated_dirs, monkeypatch) -> None:
+    """A first open: the child's check (begun, done), then llama.cpp's own fractions up to 1
+    (for a file past PROGRESS_BYTES: a smaller one loads too fast to show, so it says begun and
+    done only); a second open of the same file skips the check (its verdict is remembered)."""
+    from turbospark_app.chat import backend as backend_module
     from turbospark_app.chat.backend import load_backend
 
     path = tmp_path / "tiny.gguf"
     write_tiny_gguf(path, n_layers=4)
     seen: list[tuple[str, float]] = []
+    monkeypatch.setattr(backend_module, "PROGRESS_BYTES", 0)  # this tiny file counts as big
     with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
         backend = load_backend(path)
     assert [f for p, f in seen if p == CHECKING] == [0.0, 1.0]
@@ -49,9 +52,11 @@ def test_load_backend_reports_the_check_then_llama_cpps_load(tmp_path: Path, iso
     assert backend.tokenizer.encode("hello") and backend.config.n_layers == 4
     backend.close()
     seen.clear()
+    monkeypatch.setattr(backend_module, "PROGRESS_BYTES", 256 << 20)
     with load_progress.reporting(lambda phase, fraction: seen.append((phase, fraction))):
         load_backend(path).close()
     assert [p for p, _ in seen if p == CHECKING] == []
+    assert seen == [(LOADING, 0.0), (LOADING, 1.0)]  # small: begun and done
 
     broken = tmp_path / "broken.gguf"  # llama.cpp's own refusal, in one line
     write_tiny_gguf(broken, skip_tensor="blk.1.ffn_down.weight")

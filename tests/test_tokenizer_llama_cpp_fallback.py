@@ -1,6 +1,6 @@
-"""llama.cpp's own tokenizer (`LlamaCppTokenizer`, the fallback) and `load_tokenizer`, the
-choice the backend makes: the `tokenizers` build where it gives llama.cpp's ids, else
-llama.cpp's tokenizer; both with llama.cpp's end-of-generation ids split by stop reason."""
+"""llama.cpp's own tokenizer (`LlamaCppTokenizer`), the app's for every file llama.cpp loads
+(`load_tokenizer`), with llama.cpp's end-of-generation ids split by stop reason; where the
+`tokenizers` build (`GGUFTokenizer`) exists, the two agree."""
 
 from __future__ import annotations
 
@@ -132,20 +132,26 @@ def bpe_file(path: Path, pre: str, specials: list[tuple[str, int]] | None = None
 
 
 @pytest.mark.real_model
-def test_load_tokenizer_keeps_the_tokenizers_build_where_it_is_exact(default_model_path, isolated_dirs):
+def test_load_tokenizer_is_llama_cpps_and_agrees_with_the_tokenizers_build(default_model_path, isolated_dirs):
     header = read_header(default_model_path)
     model = open_vocab(default_model_path, header)
-    tok = load_tokenizer(default_model_path, header, model)
-    assert isinstance(tok, GGUFTokenizer) and tok.kind == "tokenizers"
+    tok = load_tokenizer(header, model)
+    assert isinstance(tok, LlamaCppTokenizer) and tok.kind == "llama.cpp"
+    assert tok.spec.merges == [] and tok.spec.scores == []  # llama.cpp has them: not read
     assert tok.eog_ids == ll_eog(model) and tok.end_of_turn_ids == {2, 4} and tok.eos_ids == {0}
-    assert list((isolated_dirs["cache"] / "tokenizers").glob("*.json"))  # through the cache
+    ours = GGUFTokenizer.from_gguf(default_model_path, use_cache=False)
+    ours.adopt(llama_cpp_rules(model, ours.spec))
+    assert tok.token_types == ours.token_types and tok.rstrip_ids == ours.rstrip_ids
+    for text in corpus_with_specials():
+        assert tok.encode(text) == ours.encode(text)
+    assert not list((isolated_dirs["cache"] / "tokenizers").glob("*.json"))  # nothing on disk
 
 
 @pytest.mark.parametrize("pre", ["deepseek-llm", "qwen35", "falcon"])
 def test_a_pre_name_only_llama_cpp_knows_loads_with_its_tokenizer(tmp_path, isolated_dirs, pre):
     path = bpe_file(tmp_path / f"{pre}.gguf", pre)
     header = read_header(path)
-    tok = load_tokenizer(path, header, open_vocab(path, header))
+    tok = load_tokenizer(header, open_vocab(path, header))
     assert isinstance(tok, LlamaCppTokenizer) and tok.kind == "llama.cpp"
     model = tok._model
     for text in corpus_with_specials():
@@ -155,7 +161,7 @@ def test_a_pre_name_only_llama_cpp_knows_loads_with_its_tokenizer(tmp_path, isol
 
 
 def test_an_unknown_pre_name_is_refused_by_llama_cpp_itself(tmp_path):
-    """"some-new-pre" never reaches load_tokenizer: llama.cpp does not load such a file, and
+    """"some-new-pre" never reaches a tokenizer: llama.cpp does not load such a file, and
     says why."""
     path = bpe_file(tmp_path / "new.gguf", "some-new-pre")
     with pytest.raises(ModelFileError, match="unknown pre-tokenizer type: 'some-new-pre'"):
@@ -167,31 +173,25 @@ def test_metadata_the_tokenizers_build_refuses_loads_with_llama_cpp(tmp_path, is
     with pytest.raises(Exception, match="refers to 'yz'"):
         GGUFTokenizer.from_gguf(path, use_cache=False)
     header = read_header(path)
-    tok = load_tokenizer(path, header, open_vocab(path, header))
+    tok = load_tokenizer(header, open_vocab(path, header))
     assert tok.kind == "llama.cpp" and tok.decode(tok.encode(" the x")) == " the x"
 
 
-def test_llama_cpp_answers_are_adopted(tmp_path, isolated_dirs):
+def test_llama_cpp_answers_are_the_tokenizers(tmp_path, isolated_dirs):
     """Two fill-in-the-middle prefix candidates: llama.cpp makes the first it meets in a hash
-    map a control token, the rules here the first of their list. The backend's tokenizer
-    follows llama.cpp."""
+    map a control token, the rules here (`vocab_rules`) the first of their list. The app's
+    tokenizer is llama.cpp's; the `tokenizers` build follows it once it adopts its answers."""
     specials = [("<|endoftext|>", CONTROL), ("<fim_prefix>", NORMAL), ("<|fim_prefix|>", NORMAL),
                 ("<PRE>", NORMAL)]
     path = bpe_file(tmp_path / "fim.gguf", "gpt-2", specials)
     header = read_header(path)
     model = open_vocab(path, header)
-    tok = load_tokenizer(path, header, model)
-    assert isinstance(tok, GGUFTokenizer)
+    tok = load_tokenizer(header, model)
     assert tok.token_types == llama_cpp_rules(model, tok.spec).token_types
     assert sum(tok.token_types[i] == CONTROL for i in (1, 2, 3)) == 1
     text = "a<fim_prefix>b<|fim_prefix|>c<PRE>d"
     assert tok.encode(text) == ll_encode(model, text, True)
     assert [tok.token_bytes(i) for i in (1, 2, 3)].count(b"") == 1
-
-
-def test_a_build_that_differs_on_the_probe_is_not_used(tmp_path, isolated_dirs, monkeypatch):
-    path = bpe_file(tmp_path / "p.gguf", "gpt-2")
-    header = read_header(path)
-    model = open_vocab(path, header)
-    monkeypatch.setattr(GGUFTokenizer, "encode", lambda self, text, **kw: [])
-    assert load_tokenizer(path, header, model).kind == "llama.cpp"
+    ours = GGUFTokenizer.from_gguf(path, use_cache=False)
+    ours.adopt(llama_cpp_rules(model, ours.spec))
+    assert ours.token_types == tok.token_types and ours.encode(text) == tok.encode(text)

@@ -7,10 +7,12 @@ from any thread without waiting behind a forward step.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import os
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,11 +37,12 @@ from ..engine.state_cache import StateCache
 from ..model.gguf.config import ModelConfig, read_config
 from ..model.gguf.header import ModelFileError, read_header
 from ..model.llamacpp import library
+from ..host.switching import fast_switching
 from ..model.llamacpp.context import DEFAULT_BATCH, LlamaCppContext
 from ..model.llamacpp.model import ALL_LAYERS, LlamaCppModel
 from ..model.llamacpp.probe import forget, verdict
 from ..model.llamacpp.producer import LlamaCppProducer, produce_batch
-from ..model.llamacpp.vocab import load_tokenizer
+from ..model.llamacpp.vocab import load_tokenizer, tokenizer_spec
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
 from ..engine.load_progress import LOADING, report
@@ -50,8 +53,9 @@ from .logprobs import LogprobTap
 from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
-DEFAULT_CONTEXT = 8192  # KV cells when the user sets none (the model's own context if smaller)
+DEFAULT_CONTEXT = 4096  # KV cells when the user sets none (the model's own if smaller): llama-server's
 MIN_CONTEXT = 256
+PROGRESS_BYTES = 256 << 20  # a smaller file loads in well under the half second a bar waits for
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
 
 
@@ -299,7 +303,7 @@ class LlamaChatBackend:
             llama_cpp_python=library.version(),
             gpu_layers=facts.gpu_layers,
             threads=ctx.threads,
-            tokenizer=getattr(self.tokenizer, "kind", "tokenizers"),
+            tokenizer=getattr(self.tokenizer, "kind", "llama.cpp"),
         )
         return info
 
@@ -317,6 +321,31 @@ def runs_on_label(gpu_layers: int, threads: int) -> str:
 def state_cache_bytes(mb: float | None) -> int:
     """The --cache-ram budget in bytes (None: the default's)."""
     return int((DEFAULT_STATE_CACHE_MB if mb is None else mb) * 1024 * 1024)
+
+
+def in_background(fn: Callable[[], Any], name: str) -> Callable[[], Any]:
+    """Run `fn()` on a new thread in the caller's context (its load-progress reporter is a
+    context variable); returns a join that gives fn's result or raises its exception."""
+    future: Future[Any] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # re-raised by the join, on the caller's thread
+            future.set_exception(exc)
+
+    threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
+    return future.result
+
+
+def _close_opened(opened: Callable[[], Any]) -> None:
+    """Join a background open that is no longer wanted and free what it opened."""
+    try:
+        model, context = opened()
+    except BaseException:
+        return  # it opened nothing
+    context.close()
+    model.close()
 
 
 def kv_budget_bytes(mb: float | None) -> int | None:
@@ -365,6 +394,7 @@ def load_backend(
     threads: int | None = None,
     gpu_layers: int = ALL_LAYERS,
     state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
+    preload: Any = None,
 ) -> LlamaChatBackend:
     """Open a GGUF with llama.cpp and build the backend. Raises EngineError (ModelFileError
     for the file, TokenizerError / TemplateError for its tokenizer and template).
@@ -372,7 +402,7 @@ def load_backend(
     The file's header is checked by our bounded reader first; a file seen for the first time is
     then loaded once by a child process (`llamacpp.probe`), so a file that would crash llama.cpp
     is refused without taking the app down; then llama.cpp maps it here. The tokenizer is
-    `tokenizers`' where it matches llama.cpp, else llama.cpp's (`vocab.load_tokenizer`).
+    llama.cpp's own (`llamacpp.vocab`).
     `thermal` / `memory`: monitors to pace on (the desktop app passes its own, so a level forced
     from the QA panel survives a model switch); by default they come from the environment.
     `chat_template="chatml"` uses the built-in ChatML; a file without a template loads with
@@ -381,31 +411,69 @@ def load_backend(
     `threads`: llama.cpp's threads (default the performance cores); `gpu_layers`: layers on
     the GPU where there is one (all by default). `speculation`: "lookup" | "off", for turns
     whose settings leave it None (model.choice.speculation). `state_cache_bytes`: RAM for the
-    states of conversations whose slot was taken (engine.state_cache; 0 = none kept)."""
+    states of conversations whose slot was taken (engine.state_cache; 0 = none kept).
+    `preload`: a `chat.preload.Preload` of this file, whose model is taken when it loaded."""
     from ..model.choice.threads import performance_cores
 
     path = Path(model_path)
     start = time.perf_counter()
     header = read_header(path)
     config = read_config(header)
-    found = verdict(path)
-    if not found.runs:
-        raise ModelFileError(path, found.reason)
+    if preload is not None and Path(preload.path) != path:
+        preload = None
+
+    def check_verdict() -> None:
+        found = verdict(path)  # (remembered: the child runs once per file)
+        if not found.runs:
+            raise ModelFileError(path, found.reason)
+
+    if preload is None:
+        check_verdict()
     report(LOADING, 0.0)
+    # The progress callback takes the GIL on every call, which the main thread holds: only a
+    # file whose load is long enough to show (past PROGRESS_BYTES) reports its fractions.
+    progress = (lambda f: report(LOADING, f)) if header.file_size > PROGRESS_BYTES else None
+    n_threads = threads or performance_cores()
+
+    def open_model() -> tuple[LlamaCppModel, LlamaCppContext]:
+        model = preload.take(path, gpu_layers) if preload is not None else None
+        if model is not None:
+            model.header = header  # (a preload does not read it: the probe child was its check)
+        else:
+            if preload is not None:  # it did not load: say why, as without a preload
+                check_verdict()
+            model = LlamaCppModel.open(path, header=header, gpu_layers=gpu_layers, progress=progress,
+                                       quiet=True)
+        try:
+            cells = context_cells(config, model.facts.n_ctx_train, max_context, max_kv_bytes)
+            return model, LlamaCppContext(model, n_ctx=cells, n_seq_max=max(1, session_slots),
+                                          n_batch=DEFAULT_BATCH, threads=n_threads)
+        except BaseException:
+            model.close()
+            raise
+
+    # llama.cpp's load and the context's allocation run without the GIL, so the tokenizer's
+    # token texts are read beside them.
+    opened = in_background(open_model, "model-load")
+    # Each ctypes call of the open (and a big file's progress callback) waits for the GIL this
+    # thread holds: a short switch interval lets them through (host.switching).
+    with fast_switching():
+        try:
+            spec = tokenizer_spec(header)
+        except BaseException:
+            _close_opened(opened)
+            raise
     try:
-        model = LlamaCppModel.open(path, header=header, gpu_layers=gpu_layers,
-                                   progress=lambda f: report(LOADING, f))
+        model, context = opened()
     except ModelFileError:
-        forget(path)  # the child said it runs: ask again next time
+        if verdict(path).runs:  # the child said it runs: ask again next time
+            forget(path)
         raise
     try:
-        tokenizer = load_tokenizer(path, header, model)
+        tokenizer = load_tokenizer(header, model, spec)
         template = checked_template(path, model.vocab_size, tokenizer, chat_template)
-        n_threads = threads or performance_cores()
-        cells = context_cells(config, model.facts.n_ctx_train, max_context, max_kv_bytes)
-        context = LlamaCppContext(model, n_ctx=cells, n_seq_max=max(1, session_slots),
-                                  n_batch=DEFAULT_BATCH, threads=n_threads)
     except BaseException:
+        context.close()
         model.close()
         raise
     report(LOADING, 1.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..model.choice.speculation import SPECULATION_ENV, SPECULATION_FLAG, SPECULATION_MODES
 from ..model.choice.threads import MAX_THREADS, THREADS_ENV, THREADS_FLAG
@@ -62,7 +62,7 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         default=default,
         metavar="N",
         help="tokens the KV cache holds, shared by every conversation in memory; also the longest "
-        "prompt + reply (default: the model's own context, at most 8192)",
+        "prompt + reply (default: the model's own context, at most 4096)",
     )
     p.add_argument(
         "-t", THREADS_FLAG,
@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
     _add_shared_flags(chat, top=False)
-    from .chat_command import add_chat_arguments
+    from .chat_args import add_chat_arguments
 
     add_chat_arguments(chat)
 
@@ -148,6 +148,22 @@ def _refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace,
     target.error(message)
 
 
+def _preload(args: argparse.Namespace) -> Any:
+    """A `chat.preload.Preload` of the file `turbospark chat` will open, or None (a remote
+    engine, a file not there, or one too big for its load to be all overhead)."""
+    if getattr(args, "endpoint", None):
+        return None
+    from ..chat.preload import start_preload
+    from ..model.fetch import resolve_model_path
+
+    try:
+        path = resolve_model_path(args.model)
+    except Exception:  # said by chat_command, which resolves it again
+        return None
+    layers = getattr(args, "gpu_layers", None)
+    return start_preload(path, -1 if layers is None else layers)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
@@ -167,12 +183,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_model_command(args)
     if args.command == "chat":
-        from .chat_command import chat_command
+        args.preload = _preload(args)  # the model loads while the chat modules import
+        try:
+            from .chat_command import chat_command
 
-        # Called as the process itself (not by a test in-process): a session that Ctrl-C ended
-        # may skip the interpreter's teardown (interrupt.leave_now).
-        args.leave_at_once = argv is None
-        return chat_command(args)
+            # Called as the process itself (not by a test in-process): a session that Ctrl-C
+            # ended may skip the interpreter's teardown (interrupt.leave_now).
+            args.leave_at_once = argv is None
+            return chat_command(args)
+        finally:
+            if args.preload is not None:
+                args.preload.close()  # a model the command did not take (it ended first)
     if args.command == "serve":
         from .serve_command import serve_command
 

@@ -9,7 +9,6 @@ window, a headless server has no way to load another one, and would only answer 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -56,7 +55,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
-    (KV cells; None = the model's context up to 8192); `cache_ram_mb`: RAM for the states of
+    (KV cells; None = the model's context up to 4096); `cache_ram_mb`: RAM for the states of
     conversations whose slot was taken (None = 1024 MB)."""
 
     def load() -> Any:
@@ -129,6 +128,8 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
     print(f"turbospark: OpenAI-compatible API on {server.url}/v1", file=sys.stderr, flush=True)
     if ready is not None:
         ready(server.url)
+    import asyncio  # (here: every command builds serve's parser, and asyncio is ~25 ms of imports)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     if outcome is not None:
@@ -185,6 +186,8 @@ def serve_command(args: argparse.Namespace) -> int:
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:
+        import asyncio
+
         asyncio.run(serve(engine, config, outcome=outcome))
     except OSError as e:
         closing.set()  # no "model ready" after "cannot listen": the process is leaving

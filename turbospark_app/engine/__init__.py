@@ -3,100 +3,74 @@ May import: nothing of the app (it sees a model only through the LogitProducer p
 
 Layers: a step loop (`stream_raw_completion*`, a generator of progress events) under the
 blocking calls that mirror the reference (`run_raw_completion*`).
+
+Importing the package is cheap (the command line's parser and the load-progress reporter import
+parts of it before anything needs numpy): each name below is loaded from its module on first use.
 """
 
-from .config import GenerationConfig, MemoryProbe, RateConfig, Shaping, ThermalProbe
-from .errors import (
-    ContextOverflow,
-    EmptyPrompt,
-    EngineError,
-    InvalidRate,
-    ProducerError,
-    SelectionError,
-    ZeroBudget,
-)
-from .foundation import prefill_chunk_spans
-from .pacing import THERMAL_POLL_TOKENS, Pacer
-from .power import MemoryPressure, ThermalLevel, stepped_cap
-from .producer import ChunkedPrefillRunner, LogitProducer
-from .progress import (
-    DecodeStep,
-    PaceWait,
-    PrefillProgress,
-    RawDecodeProgress,
-    RawDecodeResult,
-    StopReason,
-    TailProgress,
-    TokenProgress,
-)
-from .raw_completion import (
-    NEVER,
-    CancelFlag,
-    RawCompletionStream,
-    check_admission,
-    drive_raw_completion,
-    run_raw_completion,
-    run_raw_completion_cancellable,
-    stream_raw_completion,
-)
-from .raw_completion_chunked import (
-    run_raw_completion_chunked,
-    run_raw_completion_chunked_cancellable,
-    stream_raw_completion_chunked,
-)
-from .selection import Sampler, make_sampler, select
-from .stop_event import StopEvent, stop_event_of
-from .speculation import LookupSpeculation
-from .token_sink import Commit, TokenSink
-from .tokenizer import EngineTokenizer
+from __future__ import annotations
 
-__all__ = [
-    "CancelFlag",
-    "ChunkedPrefillRunner",
-    "Commit",
-    "ContextOverflow",
-    "EmptyPrompt",
-    "EngineError",
-    "EngineTokenizer",
-    "GenerationConfig",
-    "InvalidRate",
-    "LogitProducer",
-    "LookupSpeculation",
-    "MemoryPressure",
-    "MemoryProbe",
-    "NEVER",
-    "DecodeStep",
-    "PaceWait",
-    "Pacer",
-    "PrefillProgress",
-    "ProducerError",
-    "RateConfig",
-    "RawCompletionStream",
-    "RawDecodeProgress",
-    "RawDecodeResult",
-    "Sampler",
-    "SelectionError",
-    "Shaping",
-    "StopEvent",
-    "StopReason",
-    "THERMAL_POLL_TOKENS",
-    "TailProgress",
-    "ThermalLevel",
-    "ThermalProbe",
-    "TokenProgress",
-    "TokenSink",
-    "ZeroBudget",
-    "check_admission",
-    "drive_raw_completion",
-    "make_sampler",
-    "prefill_chunk_spans",
-    "run_raw_completion",
-    "run_raw_completion_cancellable",
-    "run_raw_completion_chunked",
-    "run_raw_completion_chunked_cancellable",
-    "select",
-    "stepped_cap",
-    "stop_event_of",
-    "stream_raw_completion",
-    "stream_raw_completion_chunked",
-]
+import importlib
+from typing import Any
+
+_LAZY = {
+    "CancelFlag": "raw_completion",
+    "ChunkedPrefillRunner": "producer",
+    "Commit": "token_sink",
+    "ContextOverflow": "errors",
+    "DecodeStep": "progress",
+    "EmptyPrompt": "errors",
+    "EngineError": "errors",
+    "EngineTokenizer": "tokenizer",
+    "GenerationConfig": "config",
+    "InvalidRate": "errors",
+    "LogitProducer": "producer",
+    "LookupSpeculation": "speculation",
+    "MemoryPressure": "power",
+    "MemoryProbe": "config",
+    "NEVER": "raw_completion",
+    "PaceWait": "progress",
+    "Pacer": "pacing",
+    "PrefillProgress": "progress",
+    "ProducerError": "errors",
+    "RateConfig": "config",
+    "RawCompletionStream": "raw_completion",
+    "RawDecodeProgress": "progress",
+    "RawDecodeResult": "progress",
+    "Sampler": "selection",
+    "SelectionError": "errors",
+    "Shaping": "config",
+    "StopEvent": "stop_event",
+    "StopReason": "progress",
+    "THERMAL_POLL_TOKENS": "pacing",
+    "TailProgress": "progress",
+    "ThermalLevel": "power",
+    "ThermalProbe": "config",
+    "TokenProgress": "progress",
+    "TokenSink": "token_sink",
+    "ZeroBudget": "errors",
+    "check_admission": "raw_completion",
+    "drive_raw_completion": "raw_completion",
+    "make_sampler": "selection",
+    "prefill_chunk_spans": "foundation",
+    "run_raw_completion": "raw_completion",
+    "run_raw_completion_cancellable": "raw_completion",
+    "run_raw_completion_chunked": "raw_completion_chunked",
+    "run_raw_completion_chunked_cancellable": "raw_completion_chunked",
+    "select": "selection",
+    "stepped_cap": "power",
+    "stop_event_of": "stop_event",
+    "stream_raw_completion": "raw_completion",
+    "stream_raw_completion_chunked": "raw_completion_chunked",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value

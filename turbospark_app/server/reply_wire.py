@@ -19,23 +19,9 @@ from ..chat.formats import (
     ToolCall,
     ToolCallDelta,
     parser_for,
-    special_text,
+    prompt_tail,
 )
 from ..engine.progress import StopReason
-
-PROMPT_TAIL_TOKENS = 16
-
-
-def prompt_tail(builder: Any, ids: tuple[int, ...]) -> str:
-    """The prompt's last tokens as text, control tokens spelled (does it open a reasoning block?)."""
-    tok = getattr(builder, "tokenizer", None)
-    if tok is None:
-        return ""
-    parts = []
-    for t in ids[-PROMPT_TAIL_TOKENS:]:
-        parts.append(special_text(tok, t) or tok.token_bytes(t).decode("utf-8", errors="replace"))
-    return "".join(parts)
-
 
 def reader_for(admitted: Any) -> ReplyReader | None:
     """The reply's reader (chat only: a completion's text is returned as it is)."""
@@ -45,8 +31,8 @@ def reader_for(admitted: Any) -> ReplyReader | None:
     template = getattr(admitted.builder, "template", None)
     source = getattr(template, "source", None)
     plan = admitted.plan
-    parser = parser_for(source, prompt_tail(admitted.builder, admitted.prompt_ids),
-                        tools=plan.tools, forced=plan.forced)
+    tail = prompt_tail(getattr(admitted.builder, "tokenizer", None), admitted.prompt_ids)
+    parser = parser_for(source, tail, tools=plan.tools, forced=plan.forced)
     if p.continue_final:  # the reply goes on from a message: no reasoning block opens here
         parser.reasoning = None
         parser._state = "content"  # noqa: SLF001 (the parser's documented start states)

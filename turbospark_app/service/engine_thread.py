@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence
 import psutil
 
 from ..chat.api import ChatBackend
+from ..chat.formats.reader import prompt_tail, special_text
 from ..engine import load_progress
 from ..engine.errors import EngineError
 from ..engine.progress import (
@@ -398,7 +399,8 @@ class EngineThread:
         except Exception as e:
             self._fail(job, e)
             return
-        self._emit(Started(job.request_id, job.conversation_id, len(job.turn.prompt_ids)))
+        self._emit(Started(job.request_id, job.conversation_id, len(job.turn.prompt_ids),
+                           prompt_tail(getattr(self._backend, "tokenizer", None), job.turn.prompt_ids)))
 
     def _prepare_prompt(self, job: Job, request: PromptRequest) -> Any:
         """A PromptRequest's turn: the model must be the one its ids were built with; its
@@ -441,9 +443,10 @@ class EngineThread:
                 job.first_token_at = self._clock()
             job.generated_ids.append(event.id)
             job.text_parts.append(event.delta)
+            special = "" if event.delta else special_text(getattr(self._backend, "tokenizer", None), event.id)
             self._emit(Token(rid, cid, event.index, event.id, event.delta,
                              getattr(event, "logprob", None), getattr(event, "top", ()),
-                             time.monotonic()))
+                             time.monotonic(), special or ""))
         elif isinstance(event, PrefillProgress):
             job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total, event.reused, event.seconds))

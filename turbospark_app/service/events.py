@@ -179,6 +179,9 @@ class Started:
     request_id: int
     conversation_id: str
     prompt_tokens: int
+    # The prompt's last tokens as text, control tokens by name (chat.formats.prompt_tail): the
+    # window's reply reader sees whether the generation prompt opened a reasoning block
+    prompt_tail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +211,10 @@ class Token:
     # time.monotonic() when the engine emitted it: the window and the API receive tokens in
     # batches (service.handover), so cadence is measured from this, not from their arrival
     at: float | None = None
+    # A control token's vocabulary text ("[TOOL_CALLS]", "<|START_ACTION|>") where its delta is
+    # empty (control tokens print nothing): what the window's reply reader reads it as, since the
+    # window has no tokenizer (chat.formats.special_text)
+    special: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ def real_backend_factory(
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
     `threads`: llama.cpp's thread count, or "auto" / None for the performance cores;
     `speculation`: the backend's own mode (the API server's turns; the panes' come stamped by
-    the bridge); `max_context`: KV cells (None: the model's context, at most 8192).
+    the bridge); `max_context`: KV cells (None: the model's context, at most 4096).
     The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:

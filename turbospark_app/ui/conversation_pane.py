@@ -6,7 +6,8 @@ A pane runs at most one turn at a time; each turn comes from a `conversation.Tur
 an empty "interrupted" reply are saved at once, the reply is checkpointed while it streams
 (off the GUI thread), and the finished reply replaces it. CANCELLED is a normal end: "stopped".
 The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`; raw
-completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`.
+completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`; the Think
+toggle (reasoning on or off, where the template has a switch) is `pane_think`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_raw import PaneRawMode
+from .pane_think import PaneThink
 from .pane_turns import turn_reader, PaneTurns, model_identity
 from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
@@ -60,7 +62,7 @@ STATE_TEXT_RESERVE = 230
 buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
-class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
+class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -186,7 +188,9 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
             status_row.addWidget(widget)
         self.wrapped = False
         self._build_raw_controls(status_row, badge_at=0)  # the badge stays with the state text
-        self._row_widgets = (*self._row_widgets, self.raw_toggle)  # the toggle moves with the buttons
+        self._build_think_toggle(status_row)
+        # the toggles move with the buttons
+        self._row_widgets = (*self._row_widgets, self.raw_toggle, self.think_toggle)
         input_row = QHBoxLayout()
         input_row.setSpacing(8)
         input_row.addWidget(self.input, 1)
@@ -222,6 +226,8 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
 
     def status_row_changed(self) -> None:
         """Something in the status row came or went (the raw badge): wrap again if needed."""
+        if hasattr(self, "think_toggle"):  # raw completion hides it
+            self._update_think_toggle()
         if hasattr(self, "wrapped"):  # (not while the widgets are being built)
             QTimer.singleShot(0, self, self._place_actions)
 
@@ -389,7 +395,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, QWidget):
 
     def _backend_state_changed(self, _state: str) -> None:
         self.refresh_context()
-        self._update_raw_mode()  # a base model forces raw; another model may not
+        self._update_raw_mode()  # a base model forces raw; another model may not (and Think)
 
     def _save_settings(self) -> None:
         self._settings = merged(self.settings_form.values(), self._settings)

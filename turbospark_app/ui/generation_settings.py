@@ -14,6 +14,7 @@ dialog, the QSettings defaults, a conversation's `settings` column):
     max_tokens_per_sec  float, 0 .. 1000     0 = no cap (thermal / memory may still pace)
     chunked_prefill     bool                 False = the prompt is fed token by token
     chunk_size          int, 1 .. 4096       prompt tokens per forward pass when chunked
+    thinking            bool or None         the pane's Think toggle; None = the template's default
 
 Defaults follow llama.cpp's sampler chain (top-k 40, top-p 0.95, min-p 0.05, no repetition
 penalty). Stored values that no longer parse (a hand-edited INI, an older app) fall back to the
@@ -40,6 +41,7 @@ DEFAULTS: dict[str, Any] = {
     "max_tokens_per_sec": 0.0,
     "chunked_prefill": True,
     "chunk_size": 512,
+    "thinking": None,
 }
 MAX_RATE = 1000.0
 MAX_STOP_STRINGS = 16
@@ -163,6 +165,11 @@ def _bool(value: Any) -> bool:
     raise Invalid("must be true or false")
 
 
+def parse_thinking(value: Any) -> bool | None:
+    """None = as the chat template says; else reasoning on or off."""
+    return None if value is None else _bool(value)
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     # Bounds shared with the pane's quick form (its spin boxes would clamp anything wider).
     "max_new_tokens": _ranged(int, "Max new tokens", 1, 32768),
@@ -176,6 +183,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "max_tokens_per_sec": parse_cap,
     "chunked_prefill": _bool,
     "chunk_size": _ranged(int, "Chunk size", 1, 4096),
+    "thinking": parse_thinking,
 }
 parse_session_slots = _ranged(int, "Session slots", *SESSION_SLOTS_RANGE,
                               hint="conversations whose KV cache is kept in memory")
@@ -201,12 +209,15 @@ def validate(values: Mapping[str, Any], max_context: int | None = None) -> dict[
     return errors
 
 
+NONE_MEANS = ("seed", "thinking")  # keys whose None is a value (random seed, template default)
+
+
 def merged(values: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every key: from `values` if it parses, else from `defaults` if it parses, else DEFAULTS."""
     out = dict(DEFAULTS)
     for source in (defaults or {}, values or {}):
         for key, parse in PARSERS.items():
-            if key in source and (source[key] is not None or key == "seed"):
+            if key in source and (source[key] is not None or key in NONE_MEANS):
                 try:
                     out[key] = parse(source[key])
                 except Invalid:
@@ -214,9 +225,13 @@ def merged(values: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None 
     return out
 
 
-def to_turn_settings(values: Mapping[str, Any], system_prompt: str | None) -> TurnSettings:
-    """The TurnSettings for a turn with these settings (the backend adds its pacing probes)."""
+def to_turn_settings(values: Mapping[str, Any], system_prompt: str | None,
+                     thinking_switch: tuple[str, bool] | None = None) -> TurnSettings:
+    """The TurnSettings for a turn with these settings (the backend adds its pacing probes).
+    `thinking_switch`: the loaded template's (`chat.formats.thinking_switch`), which the
+    `thinking` value sets (left to the template when None)."""
     v = merged(values)
+    switch = () if thinking_switch is None or v["thinking"] is None else ((thinking_switch[0], v["thinking"]),)
     cap = v["max_tokens_per_sec"]
     return TurnSettings(
         generation=GenerationConfig(
@@ -235,4 +250,5 @@ def to_turn_settings(values: Mapping[str, Any], system_prompt: str | None) -> Tu
         system_prompt=(system_prompt or None),
         chunked_prefill=v["chunked_prefill"],
         chunk_size=v["chunk_size"],
+        template_vars=switch,
     )

@@ -72,7 +72,7 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
         raise CannotRunError(description)
     vocab = LlamaCppModel.open(path, header=header, vocab_only=True)
     try:
-        tokenizer = load_tokenizer(path, header, vocab)
+        tokenizer = load_tokenizer(header, vocab)
         template = checked_template(Path(path), vocab.vocab_size, tokenizer, chat_template)
     finally:
         vocab.close()
@@ -268,7 +268,7 @@ def _fmt(value: Any, kind: str = "") -> str:
 
 
 def _engine_text(info: Mapping[str, Any]) -> str:
-    """"llama.cpp · CPU AVX2 · 2 threads — llama 135M Q4_1, 92 MB mapped, tokenizer: tokenizers"
+    """"llama.cpp · CPU AVX2 · 2 threads — llama 135M Q4_1, 92 MB mapped, tokenizer: llama.cpp"
     (what runs the model, as llama.cpp names it)."""
     runs = info.get("runs_on")
     if not runs:

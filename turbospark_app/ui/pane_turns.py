@@ -20,7 +20,7 @@ from typing import Any
 
 from PySide6.QtGui import QTextCursor
 
-from ..chat.formats import ReplyParser, ReplyReader, detect_format, detect_reasoning
+from ..chat.formats import ReplyParser, ReplyReader, detect_format, detect_reasoning, thinking_switch
 from ..chat.api import reply_token_ids
 from ..conversations.actions import (
     ConversationTree,
@@ -57,12 +57,15 @@ ERRORS = {
 }
 
 
-def turn_reader(model_info: Any, *, continued: bool = False) -> ReplyReader:
+def turn_reader(model_info: Any, *, continued: bool = False, prompt_tail: str = "") -> ReplyReader:
     """A turn's reply reader (its reasoning / answer figures), by the model's template family;
-    a continued reply goes on after its reasoning, so only answer tokens follow."""
+    a continued reply goes on after its reasoning, so only answer tokens follow. `prompt_tail`
+    (the Started event's): a generation prompt that opened the reasoning block starts in it."""
     source = (model_info or {}).get("chat_template")
     markers = detect_reasoning(source)
-    parser = ReplyParser(detect_format(source or ""), None if continued else (markers.open, markers.close))
+    opened = not continued and prompt_tail.rstrip().endswith(markers.open)
+    parser = ReplyParser(detect_format(source or ""), None if continued else (markers.open, markers.close),
+                         thinking=opened)
     return ReplyReader(parser)
 
 
@@ -122,11 +125,13 @@ class PaneTurns:
             model_id=self._turn_model_id,
         )
         self._prefix_ids = prefix_ids
-        settings = to_turn_settings(self._settings, self.conversation.system_prompt)
+        settings = to_turn_settings(self._settings, self.conversation.system_prompt,
+                                    thinking_switch((self._bridge.model_info or {}).get("chat_template")))
         request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
                               raw=self.raw_mode)
         self._tokens, self._first_token_at = 0, None
         self._reader = turn_reader(self._bridge.model_info, continued=target is not None)
+        self._parts: list[str] = []  # the reply's text as shown: control tokens by name
         self._live_prompt = 0  # the running turn's prompt tokens (Started): the meter fills live
         self.request_id = self._bridge.submit(request, self._on_event)
         self._set_state("queued")
@@ -167,13 +172,18 @@ class PaneTurns:
             self._tokens += 1
             if self._live_prompt and self._tokens % 8 == 1:  # the context meter, as the reply grows
                 self.context_meter.set_usage(self._live_prompt + self._tokens, self._bridge.max_context)
-            self.transcript.append_delta(event.delta)
-            self._reader.feed_token(event.id, event.delta, event.at)
+            # A control token by its name ("[TOOL_CALLS]"): the reply's text keeps its markup, so
+            # the reply reads (tool cards, reasoning) the same live, stored and restarted.
+            text = event.delta or event.special
+            self._parts.append(text)
+            self.transcript.append_delta(text)
+            self._reader.feed_token(event.id, text, event.at)
             if not self._discarded:
-                self._recorder.token(event.delta, event.id)
+                self._recorder.token(text, event.id)
             if self.state != "stopping":
                 self._set_state("generating")
         elif isinstance(event, Tail):
+            self._parts.append(event.text)
             self.transcript.append_delta(event.text)
             self._recorder.tail(event.text)
         elif isinstance(event, Prefilling):
@@ -182,6 +192,13 @@ class PaneTurns:
             if self.state != "stopping":
                 self._set_state("prefilling", f"{event.done}/{event.total} tok")
         elif isinstance(event, Started):
+            if event.prompt_tail and not self._tokens:  # (before any token: nothing read yet)
+                self._reader = turn_reader(self._bridge.model_info, continued=self._plan.target is not None,
+                                           prompt_tail=event.prompt_tail)
+                if self._reader.parser.state == "reasoning":
+                    # The prompt opened the reasoning block (DeepSeek R1): the stored reply
+                    # opens it too, so it reads the same when shown again.
+                    self._parts.append(self._reader.parser.reasoning[0])
             self._live_prompt = event.prompt_tokens  # 0 from a remote server: the meter waits
             if self._live_prompt:
                 self.context_meter.set_usage(self._live_prompt, self._bridge.max_context)
@@ -218,9 +235,11 @@ class PaneTurns:
         # A remote reply has no ids of ours: its text is what the next prompt reads.
         remote = not event.generated_ids and bool(event.text)
         ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)
-        text = event.text
+        # The engine's text leaves control tokens out (they print nothing): the shown one has
+        # them by name, so a stored call still reads as a call.
+        text = event.text if remote else "".join(self._parts)
         if plan.target is not None:
-            text = plan.target.content + event.text
+            text = plan.target.content + text
             ids = None if ids is None or self._prefix_ids is None else tuple(self._prefix_ids) + ids
             stats = combine_stats(plan.target.stats, stats)
         store = self._store

@@ -327,8 +327,11 @@ class SettingsDialog(QDialog):
         return out
 
     def values(self) -> dict[str, Any]:
-        """The parsed generation settings (call when valid)."""
-        return merged(self.raw())
+        """The parsed generation settings (call when valid); not `thinking`, which is the pane's
+        Think toggle (applying the dialog leaves it as it is)."""
+        values = merged(self.raw())
+        values.pop("thinking", None)
+        return values
 
     def system_prompt(self) -> str | None:
         """The conversation's system prompt; None = the model's default."""

@@ -21,7 +21,7 @@ from .base import (
     ToolCallDelta,
     new_call_id,
 )
-from .reader import ReplyFigures, ReplyReader, special_text
+from .reader import ReplyFigures, ReplyReader, prompt_tail, special_text
 from .families import (
     FORMATS,
     Reasoning,
@@ -30,10 +30,12 @@ from .families import (
     detect_reasoning,
     forced_call_format,
     parser_for,
+    thinking_switch,
 )
 
 __all__ = [
     "ContentDelta", "FORMATS", "ParsedReply", "Reasoning", "ReasoningDelta", "ReplyDelta",
     "ReplyParser", "ToolCall", "ToolCallDelta", "ToolFormat", "detect_format", "detect_reasoning",
-    "forced_call_format", "new_call_id", "parser_for", "ReplyFigures", "ReplyReader", "special_text",
+    "forced_call_format", "new_call_id", "parser_for", "prompt_tail", "ReplyFigures", "ReplyReader",
+    "special_text", "thinking_switch",
 ]

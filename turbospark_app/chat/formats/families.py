@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -307,6 +308,33 @@ def detect_reasoning(source: str | None) -> Reasoning:
         if source and marker in source:
             return markers
     return THINK
+
+
+# A template's thinking switch: the variable it reads (Qwen3, SmolLM3, GLM, Command R7B and
+# llama.cpp's DeepSeek R1 templates: `enable_thinking`; Granite 3.3: `thinking`).
+_SWITCHES = (("enable_thinking", re.compile(r"\benable_thinking\b")),
+             ("thinking", re.compile(r"\{%-?\s*(?:el)?if\s+(?:not\s+)?thinking\b")))
+
+
+@lru_cache(maxsize=8)
+def thinking_switch(source: str | None) -> tuple[str, bool] | None:
+    """(the template variable that turns reasoning on or off, its default) for a template that
+    has one; None else (the model always or never reasons). The default is what the template
+    does with the variable unset: Qwen3 reasons unless told not to, llama.cpp's DeepSeek R1
+    template and Granite 3.3 only when told to (found by rendering a one-message prompt)."""
+    from ...model.text.chat_template import ChatTemplate, TemplateError
+
+    for name, pattern in _SWITCHES:
+        if source and pattern.search(source):
+            try:
+                template = ChatTemplate(source)
+                probe = [{"role": "user", "content": "Hi"}]
+                unset = template.render(probe, True)
+                default = unset == template.render(probe, True, **{name: True})
+            except TemplateError:
+                default = True
+            return name, default
+    return None
 
 
 def forced_call_format() -> ToolFormat:

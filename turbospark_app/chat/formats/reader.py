@@ -22,6 +22,20 @@ def special_text(tokenizer: Any, token_id: int) -> str | None:
     return spec.tokens[token_id]
 
 
+PROMPT_TAIL_TOKENS = 16
+
+
+def prompt_tail(tokenizer: Any, ids: Any) -> str:
+    """A prompt's last tokens as text, control tokens by name: does the generation prompt open
+    a reasoning block (DeepSeek R1's ends with `<think>`)? `parser_for` reads it."""
+    if tokenizer is None:
+        return ""
+    parts = []
+    for t in list(ids)[-PROMPT_TAIL_TOKENS:]:
+        parts.append(special_text(tokenizer, t) or tokenizer.token_bytes(t).decode("utf-8", errors="replace"))
+    return "".join(parts)
+
+
 @dataclass
 class ReplyFigures:
     """Reasoning vs answer: tokens, and seconds from the first token to the reasoning's end."""

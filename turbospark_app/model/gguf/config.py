@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .header import GGUFHeader, ModelFileError, TensorInfo
+from .ggml_types import constants
+from .header import GGUFHeader, LazyStrings, ModelFileError, TensorInfo
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def read_config(header: GGUFHeader) -> ModelConfig:
 
 def _vocab_size(header: GGUFHeader, arch: str) -> int:
     tokens = header.fields.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, list):
+    if isinstance(tokens, (list, LazyStrings)):
         return len(tokens)
     declared = _int(header.fields.get(f"{arch}.vocab_size"))
     if declared:
@@ -132,7 +133,7 @@ def _vocab_size(header: GGUFHeader, arch: str) -> int:
 
 def quantization_name(file_type: Any, tensors: list[TensorInfo]) -> str:
     """llama.cpp's name of `general.file_type`, else the type holding most elements."""
-    from gguf import LlamaFileType
+    LlamaFileType = constants().LlamaFileType
 
     if file_type is not None:
         try:

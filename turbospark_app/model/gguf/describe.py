@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .config import ModelConfig, quantization_name, read_config
-from .header import GGUFHeader, ModelFileError, read_header
+from .header import GGUFHeader, LazyStrings, ModelFileError, read_header
 
 # The `<arch>.` keys shown first, in this order, with their labels; any other `<arch>.` key follows.
 SHAPE_KEYS: tuple[tuple[str, str], ...] = (
@@ -101,7 +101,7 @@ def _text(value: Any) -> str | None:
 
 def _vocab_size(header: GGUFHeader, arch: str | None) -> int | None:
     tokens = header.fields.get("tokenizer.ggml.tokens")
-    if isinstance(tokens, list):
+    if isinstance(tokens, (list, LazyStrings)):
         return len(tokens)
     declared = _int(header.fields.get(f"{arch}.vocab_size"))
     if declared is not None:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ...engine.errors import EngineError
+from .ggml_types import constants
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -71,7 +74,7 @@ class TensorInfo:
 
     @property
     def type_name(self) -> str:
-        from gguf import GGMLQuantizationType
+        GGMLQuantizationType = constants().GGMLQuantizationType
 
         return GGMLQuantizationType(self.type_id).name
 
@@ -94,6 +97,8 @@ class GGUFHeader:
         if key not in self.fields:
             return default
         v = self.fields[key]
+        if isinstance(v, LazyStrings):
+            return list(v)
         return v.tolist() if isinstance(v, np.ndarray) else v
 
 
@@ -103,6 +108,41 @@ def _claim(count: int, what: str, per: int, left: int) -> str:
     kind = "corrupt header" if count * per > _ABSURD_BYTES else "truncated or corrupt header"
     unit = "bytes" if per == 1 else f"entries of at least {per} bytes"
     return f"{kind}: {what} claims {count:,} {unit}, but only {left:,} bytes are left in the file"
+
+
+_U64 = struct.Struct("<Q")
+_LAZY_STRINGS = 4096  # string arrays at least this long are decoded on first use
+
+
+class LazyStrings(Sequence[str]):
+    """A checked array of GGUF strings, decoded on first use (the whole list at once)."""
+
+    def __init__(self, blob: bytes, offsets: "array[int]", base: int) -> None:
+        self._blob, self._offsets, self._base = blob, offsets, base
+        self._items: list[str] | None = None
+
+    def _all(self) -> list[str]:
+        if self._items is None:
+            blob, base, offs = self._blob, self._base, self._offsets
+            ends = [o - 8 - base for o in offs[1:]] + [len(blob)]
+            self._items = [str(blob[o - base: e], "utf-8", "replace") for o, e in zip(offs, ends)]
+            self._blob = b""
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, (list, LazyStrings)) else NotImplemented
+
+    def __repr__(self) -> str:
+        return f"LazyStrings({len(self)} strings)"
 
 
 class _Walk:
@@ -144,6 +184,30 @@ class _Walk:
         start = self.take(n)
         return str(self.data[start : start + n], "utf-8", "replace")
 
+    def skim_strings(self, n: int, what: str) -> "LazyStrings":
+        """`n` strings checked as `string` checks each (lengths within the file), decoded only
+        when asked: a vocabulary's 49k-256k tokens and merges were most of a header walk, and a
+        warm open reads neither (its tokenizer comes from the cache)."""
+        data, pos, size = self.data, self.pos, self.size
+        unpack = _U64.unpack_from
+        offsets = array("Q")
+        add = offsets.append
+        for i in range(n):
+            if size - pos < 8:
+                self.pos = pos
+                self.where = f"{what} element {i}"
+                self.take(8)  # raises: the header ends early
+            (length,) = unpack(data, pos)
+            pos += 8
+            if length > size - pos:
+                self.pos = pos
+                raise self.fail(_claim(length, f"{what} element {i}", 1, size - pos))
+            add(pos)
+            pos += length
+        start, self.pos = (offsets[0] - 8 if n else self.pos), pos
+        blob = bytes(data[start:pos])
+        return LazyStrings(blob, offsets, start)
+
     def value(self, vtype: int, what: str, depth: int = 0) -> Any:
         if vtype in _SCALARS:
             return self.scalar(vtype)
@@ -166,6 +230,8 @@ class _Walk:
             if self.strings > MAX_METADATA_STRINGS:
                 raise self.fail(f"corrupt header: {what} holds {n:,} strings; TurboSpark reads at "
                                 f"most {MAX_METADATA_STRINGS:,} metadata strings in a file")
+            if n >= _LAZY_STRINGS:
+                return self.skim_strings(n, what)
             return [self.string(f"{what} element {i}") for i in range(n)]
         return [self.value(item, f"{what} element {i}", depth + 1) for i in range(n)]
 
@@ -178,11 +244,13 @@ def _type_label(vtype: int, v: Any) -> str:
         return TYPE_NAMES[vtype]
     if isinstance(v, np.ndarray):
         return f"array[{_NP_NAMES[v.dtype]}]"
+    if isinstance(v, LazyStrings):
+        return "array[string]"
     return "array[string]" if v and isinstance(v[0], str) else "array"
 
 
 def _tensor_info(w: _Walk, index: int) -> TensorInfo:
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+    GGML_QUANT_SIZES, GGMLQuantizationType = constants().GGML_QUANT_SIZES, constants().GGMLQuantizationType
 
     w.where = f"tensor info #{index}"
     name = w.string(f"the name of tensor #{index}")

@@ -6,5 +6,5 @@
     context     the KV memory of every slot (one sequence each), llama_decode, Stop, state
     batch       a llama_batch over numpy arrays
     producer    the engine's producer over one sequence, and the batched decode step
-    vocab       llama.cpp's tokenizer, for files our `tokenizers` build does not match
+    vocab       llama.cpp's tokenizer: the app's, for every file llama.cpp loads
 """

@@ -58,6 +58,37 @@ def _on_log(level: int, text: bytes | None, _user: Any) -> None:
         _partial[me] = (level_py, piece)
 
 
+_noop: Any = None  # a C function that ignores its arguments: llama.cpp's log with no Python in it
+
+
+def _noop_callback(C: Any) -> Any:
+    global _noop
+    if _noop is None:
+        import ctypes
+
+        # getpid takes no argument and only returns: called as (level, text, user), the
+        # arguments are ignored (C's calling convention), and no thread waits for the GIL.
+        _noop = C.llama_log_callback(ctypes.cast(ctypes.CDLL(None).getpid, ctypes.c_void_p).value)
+    return _noop
+
+
+@contextmanager
+def quiet(C: Any) -> Iterator[None]:
+    """llama.cpp's log dropped while the block runs (a model load's ~1,100 lines, each of which
+    would take the GIL from a thread building the tokenizer meanwhile). Only for a load already
+    known to work: its log was kept when the probe child loaded the file (`probe.py`)."""
+    install(C)
+    with _quiet_lock:
+        C.llama_log_set(_noop_callback(C), None)
+        try:
+            yield
+        finally:
+            C.llama_log_set(_callback, None)
+
+
+_quiet_lock = threading.Lock()
+
+
 def install(C: Any) -> None:
     """Route llama.cpp's log here (called once, before the backends start)."""
     global _callback

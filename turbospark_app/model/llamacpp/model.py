@@ -17,6 +17,7 @@ from typing import Any, Callable
 from ..gguf.header import ModelFileError, read_header
 from . import library
 from .log import capturing, refusal
+from .log import quiet as log_quiet
 
 ProgressFn = Callable[[float], None]
 
@@ -57,12 +58,17 @@ class LlamaCppModel:
     @classmethod
     def open(cls, path: str | Path, *, gpu_layers: int = ALL_LAYERS,
              progress: ProgressFn | None = None, header: Any = None,
-             vocab_only: bool = False) -> "LlamaCppModel":
+             vocab_only: bool = False, quiet: bool = False, probed: bool = False) -> "LlamaCppModel":
         """Load `path` (mmap). Raises ModelFileError: from the header check, or llama.cpp's
         refusal in one line. `gpu_layers`: layers to offload where a GPU backend is present;
-        `vocab_only`: the vocabulary alone (tokenizing, no weights)."""
+        `vocab_only`: the vocabulary alone (tokenizing, no weights); `quiet`: llama.cpp's log
+        dropped during the load (a file the probe child loaded, `log.quiet`); a load that fails
+        so is tried again with the log captured, for its reason. `probed`: the probe child
+        loaded this very file (`probe.known_verdict`), so the header is not read first
+        (`header` stays None until the caller sets it: `chat.preload`)."""
         path = Path(path)
-        header = header if header is not None else read_header(path)
+        if not probed:
+            header = header if header is not None else read_header(path)
         C = library.backend()
         params = C.llama_model_default_params()
         gpu = library.gpu_device()
@@ -80,8 +86,13 @@ class LlamaCppModel:
             callback = C.llama_progress_callback(on_progress)
             keep.append(callback)  # alive for the whole call
             params.progress_callback = callback
-        with capturing() as lines:
-            handle = C.llama_model_load_from_file(str(path).encode("utf-8"), params)
+        handle = None
+        if quiet:
+            with log_quiet(C):
+                handle = C.llama_model_load_from_file(str(path).encode("utf-8"), params)
+        if not handle:
+            with capturing() as lines:
+                handle = C.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not handle:
             reason = refusal(lines) or "llama.cpp could not load it (no reason given in its log)"
             raise ModelFileError(path, reason)

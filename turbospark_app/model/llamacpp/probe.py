@@ -3,7 +3,7 @@
 llama.cpp refuses most broken files with a logged error, but some it meets with a failed
 assertion (`GGML_ASSERT`), which aborts the whole process: in the app that would close the
 window with the conversations in it. So the first open of a file (by path, size, mtime and
-llama.cpp's version) is tried in a child that loads it on the CPU and reports in one JSON line;
+the llama.cpp library's identity) is tried in a child that loads it on the CPU and reports in one JSON line;
 the verdict is kept in `<cache dir>/llama_probe.json` (a few hundred bytes a file), and later
 opens load in-process at once. A child that dies is itself the verdict: "llama.cpp crashed
 loading it", with its last error line.
@@ -15,6 +15,7 @@ Run as `python -m turbospark_app.model.llamacpp.probe FILE` (or the frozen app w
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -23,6 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+_log = logging.getLogger("turbospark.llama_cpp")
 CACHE_NAME = "llama_probe.json"
 PROBE_FLAG = "--probe-gguf"
 TIMEOUT_SECONDS = 120.0
@@ -43,7 +45,7 @@ def _key(path: Path) -> str:
     from . import library
 
     st = path.stat()
-    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{library.version()}"
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{library.build_id()}"
 
 
 def _cache_file() -> Path:
@@ -98,6 +100,8 @@ def probe_in_child(path: Path, timeout: float = TIMEOUT_SECONDS) -> Verdict:
     if proc.returncode == 0 and lines:
         try:
             doc = json.loads(lines[-1])
+            for text in doc.get("warnings") or []:
+                _log.warning("%s: %s", path.name, text)
             return Verdict(bool(doc["runs"]), str(doc.get("reason", "")), str(doc.get("description", "")))
         except (ValueError, KeyError, TypeError):
             pass
@@ -115,13 +119,28 @@ def probe_in_child(path: Path, timeout: float = TIMEOUT_SECONDS) -> Verdict:
     return Verdict(False, f"llama.cpp's loader failed (exit {proc.returncode})" + (f": {last}" if last else ""))
 
 
+def _remembered(key: str) -> Verdict | None:
+    known = _read_cache().get(key)
+    if isinstance(known, dict) and "runs" in known:
+        return Verdict(bool(known["runs"]), str(known.get("reason", "")), str(known.get("description", "")))
+    return None
+
+
+def known_verdict(path: str | os.PathLike[str]) -> Verdict | None:
+    """The remembered verdict of `path`, or None (never seen, or changed since)."""
+    try:
+        return _remembered(_key(Path(path)))
+    except OSError:
+        return None
+
+
 def verdict(path: str | os.PathLike[str]) -> Verdict:
     """Whether llama.cpp runs `path`: remembered, else asked of a child (and remembered)."""
     path = Path(path)
     key = _key(path)
-    known = _read_cache().get(key)
-    if isinstance(known, dict) and "runs" in known:
-        return Verdict(bool(known["runs"]), str(known.get("reason", "")), str(known.get("description", "")))
+    known = _remembered(key)
+    if known is not None:
+        return known
     from ...engine.load_progress import CHECKING, report
 
     report(CHECKING, 0.0)
@@ -164,7 +183,9 @@ def child_main(path: str) -> int:
 
     buf = ctypes.create_string_buffer(256)
     C.llama_model_desc(handle, buf, len(buf))
-    print(json.dumps({"runs": True, "description": buf.value.decode("utf-8", "replace")}), flush=True)
+    warnings = [text for _, text in lines][:50]  # the app logs them: its own loads are quiet
+    print(json.dumps({"runs": True, "description": buf.value.decode("utf-8", "replace"),
+                      "warnings": warnings}), flush=True)
     os._exit(0)  # (freeing the weights is the kernel's job here)
 
 

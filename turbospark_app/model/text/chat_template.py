@@ -260,7 +260,7 @@ class ChatTemplate:
 
     @classmethod
     def from_tokenizer(cls, tokenizer: Any) -> ChatTemplate:
-        """The template kept in a `GGUFTokenizer`'s spec, with its BOS/EOS token texts."""
+        """The template kept in a tokenizer's spec (`TokenizerSpec`), with its BOS/EOS token texts."""
         spec = tokenizer.spec
 
         def text(token_id: int | None) -> str:

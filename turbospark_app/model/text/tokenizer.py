@@ -1,6 +1,8 @@
 """The tokenizer of a GGUF file, built with Hugging Face `tokenizers` from its metadata, giving
-the ids llama.cpp's `llama_tokenize` gives (the model runs on llama.cpp's ids;
-tests/test_tokenizer_llama_cpp.py compares the two per family).
+the ids llama.cpp's `llama_tokenize` gives (tests/test_tokenizer_llama_cpp.py compares the two
+per family). The app itself tokenizes with llama.cpp's own tokenizer once it has loaded a file
+(`llamacpp.vocab`: exact by construction, faster to open and to encode); this one reads a GGUF's
+tokenizer without llama.cpp. `TokenizerSpec` (the tokenizer metadata) serves both.
 
 Vocabulary types:
 - `gpt2`: byte-level BPE (vocab + merges), pre-tokenization per `tokenizer.ggml.pre` with
@@ -12,7 +14,7 @@ Vocabulary types:
   a stand-in id, given back as its bytes). With `tokenizer.ggml.add_space_prefix` (absent: true;
   Gemma's converter writes false) a ' ' goes in front of the first text fragment and of every
   fragment that follows a special token, as llama.cpp does.
-Anything else raises `TokenizerError` (the backend then uses llama.cpp's own tokenizer).
+Anything else raises `TokenizerError`.
 
 Special tokens are taken out of the text before the model sees it, as llama.cpp does
 (`special_split`): control and unknown ones when parsing special tokens
@@ -48,7 +50,7 @@ from typing import Any
 from ...engine.errors import EngineError
 
 from .special_split import SpecialSplitter
-from .token_pieces import byte_chars, token_pieces
+from .token_pieces import LazyPieces, byte_chars
 from .vocab_rules import (
     NORMAL,
     SUPPORTED_PRE,
@@ -97,9 +99,10 @@ class TokenizerSpec:
     fim_ids: dict[str, int] = dataclasses.field(default_factory=dict)  # fill-in-the-middle, by kind
 
     @classmethod
-    def from_reader(cls, reader: Any, *, check: bool = True) -> TokenizerSpec:
+    def from_reader(cls, reader: Any, *, check: bool = True, with_merges: bool = True) -> TokenizerSpec:
         """Read the spec from a checked `GGUFHeader`; raises TokenizerError when incomplete
-        (or, with `check`, inconsistent: `check_spec`)."""
+        (or, with `check`, inconsistent: `check_spec`). `with_merges=False` leaves the merges
+        and scores out (empty): what a build needs, and llama.cpp's tokenizer does not."""
         g = lambda key, default=None: read_field(reader, f"tokenizer.ggml.{key}", default)  # noqa: E731
         model = g("model")
         tokens = g("tokens")
@@ -120,7 +123,8 @@ class TokenizerSpec:
         spec = cls(
             model=model, pre=pre, tokens=[_as_llama_cpp_reads(t, i) for i, t in enumerate(tokens)],
             token_types=[int(t) for t in types],
-            merges=g("merges", []), scores=[float(s) for s in g("scores", [])],
+            merges=g("merges", []) if with_merges else [],
+            scores=[float(s) for s in g("scores", [])] if with_merges else [],
             bos_id=g("bos_token_id", default("bos")), eos_id=g("eos_token_id", default("eos")),
             eot_id=g("eot_token_id"), eom_id=g("eom_token_id"),
             unk_id=g("unknown_token_id", default("unk")),
@@ -337,12 +341,22 @@ class GGUFTokenizer:
         for i in range(self.vocab_size, hf_tokenizer.get_vocab_size(with_added_tokens=False)):
             utf8 = (hf_tokenizer.id_to_token(i) or "").encode("utf-8")
             self._stand_ins[i] = [t for t in (self._byte_ids[b] for b in utf8) if t is not None]
-        self._set_rules(_ids_of(spec))
+        # The file's own rules are worked out on first use (~20 ms for 49k tokens): the backend
+        # gives it llama.cpp's first (`adopt`), and then they are never needed.
+
+    _RULES = frozenset({"_types", "_rstrip", "_bytes", "_splitter", "eot_id", "eog_ids", "end_of_turn_ids",
+                        "eos_ids", "tool_call_ids"})
+
+    def __getattr__(self, name: str) -> Any:
+        if name in GGUFTokenizer._RULES and "spec" in self.__dict__ and "_types" not in self.__dict__:
+            self._set_rules(_ids_of(self.spec))
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _set_rules(self, found: SpecialIds) -> None:
         self._types = found.token_types
         self._rstrip = found.rstrip_ids
-        self._bytes = token_pieces(self.spec.model, self.spec.tokens, found.token_types)
+        self._bytes = LazyPieces(self.spec.model, self.spec.tokens, found.token_types)
         self._splitter = SpecialSplitter(self.spec.tokens, found.token_types, found.rstrip_ids)
         self.eot_id: int | None = found.eot_id
         # Every id that ends a reply; split (disjoint) into the two stop reasons.
@@ -364,7 +378,7 @@ class GGUFTokenizer:
     def adopt(self, found: SpecialIds) -> None:
         """Take llama.cpp's own token types and end-of-generation ids for this file (the
         backend has them once it loaded it): the special tokens and pieces follow them."""
-        if found.token_types != self._types or found.rstrip_ids != self._rstrip:
+        if "_types" not in self.__dict__ or found.token_types != self._types or found.rstrip_ids != self._rstrip:
             self._set_rules(found)
             return
         self.eot_id = found.eot_id

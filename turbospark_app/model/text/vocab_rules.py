@@ -17,8 +17,8 @@ point classes (`llama_unicode`, `llama_regex`):
     GPT-4o               gpt-4o llama4 kanana2 (Phi-4-mini)
     Tekken               tekken (Mistral Nemo): whole-word hits skip the merges, BOS by default
 
-Any other name gets no `tokenizers` build (TokenizerError); the backend then tokenizes with
-llama.cpp itself (`llamacpp.vocab.load_tokenizer`), which knows more names. ("gpt2" is not one:
+Any other name gets no `tokenizers` build (TokenizerError); the app tokenizes with llama.cpp
+itself anyway (`llamacpp.vocab`), which knows more names. ("gpt2" is not one:
 llama.cpp refuses such a file.)
 
 Token attributes and end of generation (llama.cpp's `load`, "auto-detect special tokens by
@@ -30,7 +30,7 @@ the FIM pad / repo / file-separator tokens (SmolLM2's <reponame>). gpt-oss's <|c
 <|return|> or <|flush|> and <|call|> / <|calls|>, <|end|> is printed text and no end; with
 <|tool_response> or <|plamo:eos|>, </s> is a normal token. llama.cpp picks the first candidate
 it meets in a hash map; here the first in the list: a file with two candidates of one kind
-(rare) may differ, and the backend then takes llama.cpp's own answer (`GGUFTokenizer.adopt`).
+(rare) may differ: `GGUFTokenizer.adopt` takes llama.cpp's own answers.
 """
 
 from __future__ import annotations
