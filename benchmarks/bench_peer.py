@@ -150,7 +150,7 @@ def run_single(b: Bench) -> dict[str, Any]:
                   f"{res['prefill_ttft_s']:.2f} s), RSS {res['rss_mib']:.0f} MiB, ready {res['ready_s']:.1f} s",
                   file=sys.stderr, flush=True)
     for side in (OURS, THEIRS):
-        one_token_process(b, side)  # warm-up: the weight cache, the OS file cache
+        one_token_process(b, side)  # warm-up: the probe's verdict, the OS file cache
     walls: dict[str, list[float]] = {OURS: [], THEIRS: []}
     for r in range(a.rounds):
         for side in (OURS, THEIRS):

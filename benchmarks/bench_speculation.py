@@ -12,7 +12,7 @@ runs in its own process (the peer venv) on the SAME prompt ids and GGUF: plain `
 with `draft_model=LlamaPromptLookupDecoding(num_pred_tokens=--num-pred)`, decode tok/s timed
 from its first token. Medians over repeats per prompt; per kind, the median of the per-prompt
 ratios. "same" says whether our lookup reply's ids equal the plain reply's (greedy identity is
-up to numerics on the compact engine: a verify pass sums in another order).
+up to numerics: llama.cpp's verify pass of several rows sums in another order than one row).
 
 With `--peer-child`, this file is the llama-cpp-python side (it imports no TurboSpark module).
 """

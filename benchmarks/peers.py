@@ -105,7 +105,7 @@ def _first(flags: frozenset[str], *names: str) -> str | None:
 def ours_engine_args(cmd: list[str], sub: str, threads: int, ctx: int) -> tuple[list[str], dict[str, str], list[str]]:
     """(flags, env, notes) that give `turbospark SUB` these threads and this context.
 
-    TURBOSPARK_THREADS is always set (the ONNX engine reads only it; harmless otherwise); a
+    TURBOSPARK_THREADS is always set (a `turbospark` without a thread flag reads it); a
     thread or context flag is passed only when the subcommand lists one."""
     flags = help_flags((*cmd, sub))
     args: list[str] = []

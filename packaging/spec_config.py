@@ -89,6 +89,10 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     # OpenSSL). The frozen Linux app keeps API keys in the user-only file instead and says so;
     # macOS (Keychain) and Windows (Credential Locker) backends need none of them.
     "secretstorage", "jeepney", "cryptography",
+    # Hugging Face `tokenizers`: the app tokenizes with llama.cpp's own tokenizer
+    # (model/llamacpp/vocab.py); GGUFTokenizer, which builds one with it, reads a GGUF without
+    # llama.cpp and is on none of the app's paths.
+    "tokenizers",
 )
 
 HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (

@@ -1,5 +1,5 @@
 """Ctrl-C in `turbospark chat`: the handler runs while a turn is busy (cli/interrupt.py) and its
-flag tells a running call at once (engine.StopEvent); a session ended by Ctrl-C leaves without
+flag is the turn's cancel predicate, which llama.cpp's abort callback reads; a session ended by Ctrl-C leaves without
 waiting for its memory to be freed (host.quick_exit); and a real child process stops inside a
 long prefill chunk, prints the summary and exits promptly."""
 
@@ -19,7 +19,7 @@ from typing import Callable
 import pytest
 
 from turbospark_app.cli.interrupt import CtrlC
-from turbospark_app.engine import EngineError, StopEvent, stop_event_of
+from turbospark_app.engine import EngineError
 
 # Generous: the stop itself takes milliseconds (benchmarks/bench_cli_interrupt.py measures it);
 # this only has to survive a noisy 2-core machine. Before the worker thread, Ctrl-C waited for the
@@ -97,30 +97,6 @@ def test_leave_now_flushes_the_output_and_skips_the_teardown() -> None:
             "leave_now(3)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout, done.stderr) == (3, "reply", "[summary]")
-
-
-def test_a_stop_event_tells_its_listeners_when_set_and_only_while_they_listen() -> None:
-    stop = StopEvent()
-    heard: list[str] = []
-    with stop.listening(lambda: heard.append("a")), stop.listening(lambda: heard.append("b")):
-        assert heard == []
-        stop.set()
-        assert stop.is_set() and sorted(heard) == ["a", "b"]
-    stop.clear()
-    stop.set()  # nobody listens any more
-    assert sorted(heard) == ["a", "b"]
-    with stop.listening(lambda: heard.append("late")):  # already set: told at once
-        pass
-    assert heard[-1] == "late"
-
-
-def test_only_a_stop_events_own_is_set_is_recognised() -> None:
-    stop = StopEvent()
-    assert stop_event_of(stop.is_set) is stop
-    assert stop_event_of(stop.wait) is None
-    assert stop_event_of(threading.Event().is_set) is None
-    assert stop_event_of(lambda: False) is None and stop_event_of(None) is None
-    assert stop_event_of(CtrlC().cancelled.is_set) is not None  # Ctrl-C reaches a running call
 
 
 LEAVE_WITH_MEMORY = """

@@ -102,7 +102,7 @@ def test_a_qt_module_imported_by_the_sources_is_kept(cfg: ModuleType, tmp_path: 
 
 
 def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
-    needed = ["numpy", "numpy.linalg", "tokenizers", "gguf", "gguf.gguf_reader", "gguf.quants",
+    needed = ["numpy", "numpy.linalg", "gguf", "gguf.gguf_reader", "gguf.quants",
               "jinja2", "jinja2.sandbox", "qasync", "psutil", "platformdirs", "yaml", "sqlite3",
               "ctypes", "asyncio", "turbospark_app", "PySide6", "PySide6.QtCore",
               "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile",
@@ -513,7 +513,7 @@ def test_frozen_self_test_fails_on_a_broken_bundle(frozen_app: dict[str, Any], t
     native = NATIVE_QT_PLATFORM[sys.platform]
     plugin = next((internal / "PySide6" / "Qt" / "plugins" / "platforms").glob(f"*q{native}.*"))
     without(plugin, rf"FAILED: .*native Qt platform plugin '{native}'")
-    without(internal / "tokenizers", r"FAILED: ModuleNotFoundError: .*tokenizers")
+    without(internal / "numpy", r"FAILED: (ModuleNotFoundError|ImportError): .*numpy")
     without(next((internal / "llama_cpp" / "lib").glob("libllama.*")), r"FAILED: .*llama")
     # Intact again: passes.
     proc, _ = _run_self_test(exe, tmp_path)

@@ -26,6 +26,9 @@ from turbospark_app.ui.settings_dialog import (
     save_session_slots,
 )
 
+# What the dialog edits: every setting but the pane's Think toggle (`thinking`).
+EDITED = {k: v for k, v in DEFAULTS.items() if k != "thinking"}
+
 
 # -- the mapping ---------------------------------------------------------------------------------
 
@@ -118,7 +121,7 @@ def test_dialog_shows_the_values_as_typed(dialog) -> None:
     assert f["max_tokens_per_sec"].text() == "5" and f["seed"].text() == ""
     assert dialog.stop_strings.toPlainText() == "User:\n\\n\\n"
     assert dialog.system_prompt_edit.toPlainText() == "Be brief."
-    assert dialog.ok_button.isEnabled() and dialog.values() == dict(DEFAULTS, max_tokens_per_sec=5.0,
+    assert dialog.ok_button.isEnabled() and dialog.values() == dict(EDITED, max_tokens_per_sec=5.0,
                                                                       stop_strings=["User:", "\n\n"])
 
 
@@ -151,7 +154,7 @@ def test_engine_fields(dialog) -> None:
 def test_restore_defaults_keeps_the_system_prompt(dialog) -> None:
     dialog._fields["temperature"].setText("bad")
     dialog.restore_defaults()
-    assert dialog.ok_button.isEnabled() and dialog.values() == DEFAULTS
+    assert dialog.ok_button.isEnabled() and dialog.values() == EDITED
     assert dialog.system_prompt() == "Be brief."
     dialog.system_prompt_edit.setPlainText("   ")
     assert dialog.system_prompt() is None  # blank = the model's default

@@ -1,13 +1,13 @@
 """Ctrl-C for the headless chat: a turn runs on a worker thread so SIGINT is handled at once.
 
 Python runs signal handlers on the main thread only, between bytecodes. If the main thread is
-the one inside an ONNX Runtime run (a prefill chunk: hundreds of ms), the handler — and so the
-cancel flag the engine polls — waits for that run to return. Here the turn runs on a worker
+the one inside a llama.cpp call (a prefill chunk: hundreds of ms), the handler — and so the
+cancel flag the engine polls — waits for that call to return. Here the turn runs on a worker
 thread and the main thread only waits on an Event, a wait that a signal interrupts: the handler
-sets the cancel flag immediately, and the flag (an `engine.StopEvent`) sets the running ONNX
-Runtime call's terminate flag in the same breath, with no watcher thread to wake. The worker
-says the turn's summary as soon as the turn ends (chat_command), without waiting for the main
-thread to be scheduled. The interactive prompt's line is read on a worker thread too.
+sets the cancel flag immediately, and llama.cpp's abort callback, which reads that flag between
+graph nodes, ends the running chunk. The worker says the turn's summary as soon as the turn ends
+(chat_command), without waiting for the main thread to be scheduled. The interactive prompt's
+line is read on a worker thread too.
 
 Semantics (as with the single-thread version, only faster): during a turn the first Ctrl-C
 cancels the reply (the engine ends it with reason cancelled, the partial reply is kept); a
@@ -16,7 +16,7 @@ first press, where the old flag needed two after a reply that ended by itself), 
 KeyboardInterrupt in the main thread.
 
 A session that Ctrl-C ended leaves through `leave_now`: the interpreter's own teardown (freeing
-the ONNX Runtime session, collecting the model's objects) takes longer than the stop itself, a
+the llama.cpp model and context, collecting the app's objects) takes longer than the stop itself, a
 second or more on a loaded machine (benchmarks/bench_cli_interrupt.py), after the user has
 already asked to be gone; and so did the kernel's freeing of the process's memory, which
 `host.quick_exit` leaves to a helper.
@@ -31,14 +31,13 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any, Callable, NoReturn, TypeVar
 
-from ..engine.stop_event import StopEvent
 from ..host.quick_exit import end_process
 
 T = TypeVar("T")
 
 # The main thread's wait wakes this often even without a signal: Linux hands a process-directed
 # SIGINT to the main thread (the thread-group leader) unless that one already has a signal
-# pending; then another thread (ONNX Runtime's pool) may take it, and only a wake-up of the main
+# pending; then another thread (llama.cpp's thread pool) may take it, and only a wake-up of the main
 # thread runs the Python handler. This bounds that rare case.
 WAIT_SLICE_SECONDS = 0.05
 # After a second Ctrl-C, how long to let the (already cancelled) turn wind down before the
@@ -50,7 +49,7 @@ class CtrlC:
     """SIGINT handling around turns run by `run_turn` (use as a context manager)."""
 
     def __init__(self) -> None:
-        self.cancelled = StopEvent()  # the turn's cancel predicate is cancelled.is_set
+        self.cancelled = threading.Event()  # the turn's cancel predicate is cancelled.is_set
         self._in_turn = False
         self._previous: Any = None
 

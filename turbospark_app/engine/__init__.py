@@ -40,7 +40,6 @@ _LAZY = {
     "Sampler": "selection",
     "SelectionError": "errors",
     "Shaping": "config",
-    "StopEvent": "stop_event",
     "StopReason": "progress",
     "THERMAL_POLL_TOKENS": "pacing",
     "TailProgress": "progress",
@@ -59,7 +58,6 @@ _LAZY = {
     "run_raw_completion_chunked_cancellable": "raw_completion_chunked",
     "select": "selection",
     "stepped_cap": "power",
-    "stop_event_of": "stop_event",
     "stream_raw_completion": "raw_completion",
     "stream_raw_completion_chunked": "raw_completion_chunked",
 }

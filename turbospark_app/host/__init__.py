@@ -8,4 +8,5 @@ bottom layer).
     keystore    API keys in the system keychain (`keyring`), else in a user-only file
     quick_exit  end the process without its parent waiting for the memory to be freed (Linux)
     lazy_import a module imported on its first use (aiohttp: only remote engines and the API)
+    switching   a short GIL switch interval while threads wait on native calls (a model's open)
 """

@@ -1,4 +1,4 @@
-"""Per-user folders: data (models), cache (prepared weights, tokenizers) and config.
+"""Per-user folders: data (models, conversations), cache (llama.cpp's verdicts on files, downloads) and config.
 
 Each one comes from platformdirs and can be overridden by an environment variable, so tests and CI
 can isolate them (`TURBOSPARK_DATA_DIR`, `TURBOSPARK_CACHE_DIR`, `TURBOSPARK_CONFIG_DIR`). The

@@ -1,8 +1,8 @@
 """End the process without making its parent wait for the kernel to free its memory (Linux).
 
 A process's exit is seen (waitpid returns, the shell's prompt comes back) only after the kernel
-has torn down its address space. A loaded model leaves ~300 MB of anonymous 4 KiB pages (ONNX
-Runtime's prepacked weights, the KV cache, the tokenizer), and freeing them took 25-40 ms on an
+has torn down its address space. A loaded model leaves hundreds of MB of pages (the KV cache,
+llama.cpp's buffers, the interpreter's heap), and freeing ~300 MB of them took 25-40 ms on an
 idle 2-core machine and 100-430 ms while other jobs kept the cores busy: most of Ctrl-C's
 SIGINT-to-exit time (benchmarks/bench_cli_interrupt.py).
 

@@ -4,10 +4,10 @@ May import: engine, host.
     gguf/        reading a GGUF before llama.cpp does: the bounded header reader, the model's
                  figures, the description `model info` shows
     text/        tokenizer, chat template, and their consistency with the model
-    llamacpp/    the llama.cpp binding (the only ctypes in the app): model, context, batch,
-                 producer, log capture, the child-process probe, llama.cpp's own tokenizer
-    choice/      load options chosen by flag > environment > setting > default (speculation)
-    threads.py   how many threads run the model (performance cores by default)
+    llamacpp/    the llama.cpp binding (the only code that calls llama.cpp): model, context,
+                 batch, producer, log capture, the child-process probe, llama.cpp's tokenizer
+    choice/      options chosen by flag > environment > setting > default: threads (the
+                 performance cores by default), speculation
     legacy.py    the weight cache an earlier version left on disk, reported once
     fetch.py     the embedded default model
 

@@ -117,7 +117,7 @@ class BackendLoading:
 
 @dataclass(frozen=True, slots=True)
 class BackendProgress:
-    """How far a long load is: `phase` ("Preparing model", "Preparing kernels"), `fraction` 0-1."""
+    """How far a long load is: `phase` ("Loading model", "Checking the model file"), `fraction` 0-1."""
 
     phase: str
     fraction: float
@@ -129,7 +129,7 @@ class BackendProgress:
 
     @property
     def label(self) -> str:
-        """What to show: "Preparing model… 40%", or "Preparing kernels…" (no measure)."""
+        """What to show: "Loading model… 40%", or "Checking the model file…" (no measure)."""
         if not self.measured:
             return f"{self.phase}…"
         return f"{self.phase}… {round(self.fraction * 100)}%"

@@ -113,7 +113,7 @@ class EngineStatusBar(QStatusBar):
             self.labels[key] = label
             if key == "model":
                 self.addWidget(label)
-                # A first open builds the weight cache: "Preparing model… 40%" and a bar.
+                # A long load says how far it is: "Loading model… 40%" and a bar.
                 self.load_bar = QProgressBar(self)
                 self.load_bar.setObjectName("status_load_bar")
                 self.load_bar.setRange(0, 100)

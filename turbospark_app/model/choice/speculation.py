@@ -2,11 +2,11 @@
 chose it: the `--speculation` flag, else $TURBOSPARK_SPECULATION, else the app's setting, else
 the default.
 
-Not a load option (it changes no weights; each turn reads it) but chosen with the same
-precedence as the weight and kernel modes, so it shares their `ChoiceSpec`. The default is
-"off": benchmarks/bench_speculation.py did not show lookup winning everywhere on this machine
-(an echo prompt at 0.85x of plain decode) and greedy replies on the compact engine fork from
-plain decoding at near-ties (verify passes sum in another order): see docs/speculation.md.
+Not a load option (each turn reads it) but chosen with the same precedence as the threads, so
+it shares their `ChoiceSpec`. The default is "off": a greedy reply with speculation can fork
+from plain decoding at near ties (a verify pass of several rows sums in another order than one
+row: tests/test_speculation_model.py), and lookup only pays where the reply repeats its prompt
+(benchmarks/bench_speculation.py).
 """
 
 from __future__ import annotations
