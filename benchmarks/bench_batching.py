@@ -130,7 +130,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_model(path: Path, label: str, args: argparse.Namespace) -> None:
-    backend = load_backend(path, session_slots=8, cache_dir=Path(args.cache))
+    backend = load_backend(path, session_slots=8)
     if args.batch == "off":
         backend.decode_batch = None  # type: ignore[assignment]  (the engine then steps alone)
     rec = Recorder()
@@ -168,14 +168,13 @@ def main() -> int:
     ap.add_argument("--streams", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8])
     ap.add_argument("--batch", choices=["on", "off"], default="on")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-batching-") as tmp:  # ~0.1-1.5 GB: never left behind
+    with tempfile.TemporaryDirectory(prefix="bench-batching-") as tmp:  # the synthetic GGUF: never left behind
         return _run(args, tmp)
 
 
 def _run(args: argparse.Namespace, tmp: str) -> int:
     from turbospark_app.model.fetch import default_model_path
 
-    args.cache = os.path.join(tmp, "cache")
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, {platform.processor() or ''} "
           f"load avg {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     bench_model(Path(args.model) if args.model else default_model_path(), "default model" if not args.model

@@ -5,8 +5,9 @@ decode on one GGUF, side by side in one run.
 
 Each repeat runs the same chat prompt twice on a fresh session, in alternating order (other work
 on the machine hits both alike): free text, and JSON under a schema that leaves room for the
-whole budget (a list of strings). Both at temperature 0.7, seeded, with the `min_tokens`-style
-end ban (the end-of-generation ids biased out) so both decode exactly --max-new tokens. Decode
+whole budget (a list of at least 40 strings: a grammar that may close does close, whatever bans
+the end ids). Both at temperature 0.7, seeded, with the `min_tokens`-style end ban (the
+end-of-generation ids biased out) so both decode exactly --max-new tokens. Decode
 tok/s is the engine's own figure (new tokens / decode seconds); the mask's cost per token is the
 difference of the per-token times. Prints the medians and their ratio (target >= 0.9x).
 """
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 SCHEMA = {"type": "object", "properties": {"notes": {"type": "array", "items": {"type": "string", "maxLength": 60},
-                                                     "maxItems": 200}},
+                                                     "minItems": 40, "maxItems": 200}},
           "required": ["notes"], "additionalProperties": False}
 
 

@@ -250,23 +250,30 @@ def prompt_beside_streams(b: Bench, s: Server, n_running: int, r: int) -> dict[s
 
 def conversations(b: Bench, s: Server, n_convs: int, turns: int, r: int) -> dict[str, Any]:
     """`n_convs` chats (each a seed-unique ~300-token system prompt) taking turns round robin; per
-    returning turn, how many of its prompt tokens the server evaluated again."""
+    returning turn, how many of its prompt tokens the server evaluated, and how many of those were
+    its history (past the previous turn's prompt and reply: what a kept or restored state saves)."""
     a = b.args
     reply = min(a.tokens, 32)
     chats = [[{"role": "system", "content": peers.filler(b.count, 300, seed=70_000 + 100 * r + c)}]
              for c in range(n_convs)]
     returning: list[tuple[int, int]] = []
+    history: list[int] = []
+    seen = [0] * n_convs  # each chat's previous prompt + reply tokens
     for turn in range(turns):
         for c, chat in enumerate(chats):
             chat.append({"role": "user", "content": f"Question {turn + 1} of chat {c + 1}: what comes next?"})
             body = peers.complete(s, messages=chat, max_tokens=reply, extra=s.extra(cache_prompt=True))
             chat.append({"role": "assistant", "content": body["choices"][0]["message"]["content"] or ""})
+            prompt, evaluated = peers.reread_tokens(body)
             if turn:
-                returning.append(peers.reread_tokens(body))
+                returning.append((prompt, evaluated))
+                history.append(max(0, evaluated - (prompt - seen[c])))  # beyond the new message
+            seen[c] = prompt + int((body.get("usage") or {}).get("completion_tokens") or 0)
     total = sum(p for p, _ in returning)
     again = sum(e for _, e in returning)
     return {"returning_turns": len(returning), "mean_prompt_tokens": total / len(returning),
             "mean_reread_tokens": again / len(returning), "reread_share": again / total if total else float("nan"),
+            "mean_history_reread": statistics.mean(history), "max_history_reread": max(history),
             "per_turn": returning}
 
 
@@ -298,6 +305,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
                    "mean_reread_tokens": med(side, "conversations", "mean_reread_tokens"),
                    "mean_prompt_tokens": med(side, "conversations", "mean_prompt_tokens"),
                    "reread_share": med(side, "conversations", "reread_share"),
+                   "max_history_reread": med(side, "conversations", "max_history_reread"),
                    "rss_mib": med(side, "", "rss_mib"), "n_ctx": runs[side][-1]["n_ctx"]} for side in runs}
     for side in runs:
         if not all(x["interference"]["streams_outlived_prompt"] for x in runs[side]):
@@ -314,6 +322,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
         (f"{n + 2} chats through {n} slots: prompt tokens a returning turn re-reads", "mean_reread_tokens", "{:.0f}"),
         ("of its prompt tokens (mean)", "mean_prompt_tokens", "{:.0f}"),
         ("share re-read", "reread_share", "{:.2f}"),
+        ("of its history (past its last prompt and reply), the most in a turn", "max_history_reread", "{:.0f}"),
         ("RSS MiB after it all", "rss_mib", "{:.0f}"),
     ]
     return {"rounds": runs, "medians": meds, "rows": rows,

@@ -85,6 +85,11 @@ def parse(body: dict[str, Any]) -> Reply:
             reply.top.append([(t, float(v)) for t, v in (tops or {}).items()])
     for alts in reply.top:
         alts.sort(key=lambda tv: -tv[1])
+    # llama-server lists the end-of-turn token that stopped the reply (its text is empty); ours
+    # never emits a stop token: the replies are compared without it.
+    while reply.finish == "stop" and reply.tokens and reply.tokens[-1] == "":
+        reply.tokens.pop()
+        reply.top.pop()
     return reply
 
 

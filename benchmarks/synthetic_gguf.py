@@ -12,7 +12,8 @@ llama.cpp's quantizer falls back to (Q4_K -> Q5_0, Q6_K -> Q8_0).
 embeddings. Every matrix is random blocks of `--type` (Q4_K_M: Q4_K with Q6_K tensors where
 llama.cpp's Q4_K_M puts them, `mix_type`) with small float16 scales (its logits mean
 nothing; its speed and memory are real); norms are ones. A byte-level SentencePiece-style
-vocabulary (`<unk>`, `<s>`, `</s>`, 256 byte tokens, fillers) lets llama.cpp load the file.
+vocabulary (`<unk>`, `<s>`, `</s>`, 256 byte tokens, fillers) lets llama.cpp load the file, and a
+plain-text chat template lets chat requests run on it.
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def _add_vocab(w: gguf.GGUFWriter, vocab: int, specials: tuple[str, ...] = ()) -
     w.add_token_types(types)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
+    w.add_chat_template(CHAT_TEMPLATE)  # chat requests render (as plain text: no special tokens)
+
+
+# A plain template, so chat benchmarks (several streams, conversations) run on these files too.
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}assistant:{% endif %}")
 
 
 def write_synthetic(path: Path, qtype: str = "Q4_0", n_layers: int | None = None, seed: int = 0) -> Path:

@@ -233,7 +233,9 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
 
     def _source_changed(self, *_: Any) -> None:
         # A remote source shows the model picker too (once the picker has refreshed): the
-        # status row may have to wrap now.
+        # status row may have to wrap now. Its template is the server's: no Think toggle here.
+        if hasattr(self, "think_toggle"):
+            self._update_think_toggle()
         QTimer.singleShot(0, self, self._place_actions)
 
     def _place_actions(self) -> None:
