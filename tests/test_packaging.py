@@ -513,7 +513,7 @@ def test_frozen_self_test_fails_on_a_broken_bundle(frozen_app: dict[str, Any], t
     native = NATIVE_QT_PLATFORM[sys.platform]
     plugin = next((internal / "PySide6" / "Qt" / "plugins" / "platforms").glob(f"*q{native}.*"))
     without(plugin, rf"FAILED: .*native Qt platform plugin '{native}'")
-    without(internal / "numpy", r"FAILED: (ModuleNotFoundError|ImportError): .*numpy")
+    without(internal / "numpy", r"FAILED: numpy does not import")
     without(next((internal / "llama_cpp" / "lib").glob("libllama.*")), r"FAILED: .*llama")
     # Intact again: passes.
     proc, _ = _run_self_test(exe, tmp_path)

@@ -95,6 +95,19 @@ def test_platform_plugin_name(file_name: str, plugin: str | None) -> None:
     assert self_test.platform_plugin_name(file_name) == plugin
 
 
+def test_a_native_library_that_does_not_import_is_named(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert self_test.check_native_libraries() == list(self_test.NATIVE_LIBRARIES)
+    # A package whose import breaks inside (as numpy does when its native folder is gone).
+    (tmp_path / "brokenlib").mkdir()
+    (tmp_path / "brokenlib" / "__init__.py").write_text("open('/nonexistent/_core.so')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(self_test, "NATIVE_LIBRARIES", ("numpy", "brokenlib"))
+    with pytest.raises(self_test.SelfTestError,
+                       match=r"^brokenlib does not import: FileNotFoundError.* at __init__.py:1$"):
+        self_test.check_native_libraries()
+
+
 def test_model_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 isolated_dirs: dict[str, Path]) -> None:
     monkeypatch.delenv(MODEL_ENV, raising=False)

@@ -162,6 +162,26 @@ def ui_module_names() -> list[str]:
     )
 
 
+# Libraries with native parts that a bundle can lose; imported first so their loss is named.
+NATIVE_LIBRARIES = ("numpy", "psutil")  # llama.cpp: the model half loads it
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost frame of an import failure ("multiarray.py:12"), to name what broke."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+
+
+def check_native_libraries() -> list[str]:
+    """Import the libraries with native parts; raises naming the one that does not import."""
+    for name in NATIVE_LIBRARIES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise SelfTestError(f"{name} does not import: {exc!r}{_where(exc)}") from exc
+    return list(NATIVE_LIBRARIES)
+
+
 def check_qt(*, frozen: bool) -> QtReport:
     """Start a QApplication, import the UI modules and render a small widget. Raises on failure."""
     _default_to_offscreen_without_display()
@@ -313,6 +333,7 @@ def run_self_test(model: str | None = None) -> SelfTestReport:
 
     start = time.perf_counter()
     frozen = is_frozen()
+    check_native_libraries()
     qt = check_qt(frozen=frozen)
     model_report = check_model(model)
     return SelfTestReport(
