@@ -123,6 +123,13 @@ def test_a_new_prompt_prefills_between_batched_steps(backend) -> None:
         assert len(chunks) > 4
         between = [e for e in events[chunks[0]:chunks[-1]] if isinstance(e, Token) and e.request_id == first]
         assert len(between) >= len(chunks) - 2
+        # ...and never more than one chunk went in between two of its tokens: a decoding stream
+        # reaches its next step before the next chunk (the gap is one chunk plus one step).
+        marks = [("t" if e.request_id == first else "c") for e in events[chunks[0]:chunks[-1]]
+                 if (isinstance(e, Token) and e.request_id == first)
+                 or (isinstance(e, Prefilling) and e.request_id == late)]
+        runs = [len(r) for r in "".join(marks).split("t") if r]
+        assert max(runs) == 1, marks
         assert done[late].result.new_tokens == 4
         engine.cancel(first)
         rec.wait_done([first])
@@ -157,11 +164,13 @@ def test_log_probabilities_while_batched_match_alone(backend) -> None:
     engine.shutdown(timeout=10)
     together = [tokens_of(rec.events, rid) for rid in rids]
     # The same tokens; their log-probabilities as llama.cpp computes them in a batch of 2 rows
-    # rather than 1 (it promises no batch invariance: the last bits differ).
+    # rather than 1 (it promises no batch invariance): its CPU flash attention accumulates in
+    # F16, so where the other stream's cells sit in the shared KV moves a logit by up to ~0.26
+    # (README, "Same answers"); measured here up to 0.24.
     assert [[t for t, _, _ in row] for row in together] == [[t for t, _, _ in row] for row in alone]
     for row_t, row_a in zip(together, alone):
         for (_, lp_t, top_t), (_, lp_a, top_a) in zip(row_t, row_a):
-            assert lp_t is not None and lp_a is not None and abs(lp_t - lp_a) < 0.2
+            assert lp_t is not None and lp_a is not None and abs(lp_t - lp_a) < 0.3
             assert [i for i, _ in top_t][:1] == [i for i, _ in top_a][:1]
 
 

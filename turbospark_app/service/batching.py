@@ -50,7 +50,8 @@ class BatchFigures:
 def next_in_round(active: Sequence[Job], round_no: int, now: float) -> tuple[Job | None, list[Job], int]:
     """(the job to step next, in `active`'s round-robin order, or None; the jobs whose step
     waits for the round's batched pass; the round number, moved on when only jobs that already
-    ran a prefill chunk this round are left to step). A job parked until later is skipped."""
+    ran a prefill chunk this round are left to step). A job parked until later is skipped;
+    a decoding job goes before a prefilling one."""
     waiting = [j for j in active if j.pending is not None]
     ready = [j for j in active if j.pending is None and (j.ready_at <= now or j.cancelled)]
     # A turn that ran a prefill chunk this round waits for the round to end (with the batched
@@ -59,7 +60,10 @@ def next_in_round(active: Sequence[Job], round_no: int, now: float) -> tuple[Job
     if not fresh and not waiting and ready:
         round_no += 1
         fresh = ready
-    return (fresh[0] if fresh else None), waiting, round_no
+    # A decoding turn first: it emits the token its batched step gave and parks its next step
+    # before a prompt chunk goes in, so its gap is one chunk and one step, never two chunks.
+    decoding = [j for j in fresh if j.first_token_at is not None]
+    return (decoding or fresh or [None])[0], waiting, round_no
 
 
 def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
