@@ -62,8 +62,8 @@ def next_in_round(active: Sequence[Job], round_no: int, now: float) -> tuple[Job
         fresh = ready
     # A decoding turn first: it emits the token its batched step gave and parks its next step
     # before a prompt chunk goes in, so its gap is one chunk and one step, never two chunks.
-    decoding = [j for j in fresh if j.first_token_at is not None]
-    return (decoding or fresh or [None])[0], waiting, round_no
+    first = next((j for j in fresh if j.first_token_at is not None), fresh[0] if fresh else None)
+    return first, waiting, round_no
 
 
 def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
