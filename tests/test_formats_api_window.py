@@ -61,7 +61,9 @@ def _stream(client, **kw):
         content += delta.content or ""
         reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
         for tc in delta.tool_calls or []:  # accumulated as OpenAI's own clients do
-            entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": ""})
+            entry = calls.setdefault(tc.index, {"id": None, "name": "", "arguments": "", "pieces": 0})
+            assert entry["pieces"] == 0 or tc.id is None  # the id comes once, with the name
+            entry["pieces"] += 1
             entry["id"] = tc.id or entry["id"]
             if tc.function is not None:
                 entry["name"] += tc.function.name or ""
@@ -112,6 +114,7 @@ def test_each_format_through_the_api_streamed_and_not(served) -> None:
     assert content.strip() == answer and streamed_reasoning == reasoning
     assert [(c["name"], json.loads(c["arguments"])) for c in streamed_calls] == [("get_weather", c) for c in calls]
     assert all(c["id"] for c in streamed_calls)
+    assert all(c["pieces"] > 2 for c in streamed_calls)  # the arguments streamed as written
 
 
 @pytest.mark.parametrize("family", sorted(CASES))

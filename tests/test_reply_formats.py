@@ -99,10 +99,16 @@ def test_each_family_format_through_the_engine(tmp_path, family) -> None:
     assert [json.loads(c.arguments) for c in got.tool_calls] == calls
     assert got.content.strip() == answer
     assert got.reasoning == reasoning
-    # The deltas say the same, in order, each call once with its index.
+    # The deltas say the same, in order: each call streamed, its id and name first, then its
+    # arguments in pieces that add up to the call's.
     assert "".join(d.text for d in deltas if isinstance(d, ContentDelta)) == got.content
     assert "".join(d.text for d in deltas if isinstance(d, ReasoningDelta)) == got.reasoning
-    assert [(d.index, d.call) for d in deltas if isinstance(d, ToolCallDelta)] == list(enumerate(got.tool_calls))
+    pieces = [d for d in deltas if isinstance(d, ToolCallDelta)]
+    assert accumulate_calls(pieces) == [(c.id, c.name, c.arguments) for c in got.tool_calls]
+    for index in range(len(calls)):
+        own = [d for d in pieces if d.index == index]
+        assert own[0].id and own[0].name == "get_weather" and all(d.id is None for d in own[1:])
+        assert len(own) > 2, f"call {index} came in {len(own)} pieces, not streamed"
     assert len({c.id for c in got.tool_calls}) == len(calls)
     figures = reader.figures
     assert figures.answer_tokens + figures.reasoning_tokens == result.new_tokens - 1  # (the end token)
@@ -147,10 +153,34 @@ def test_a_marker_split_over_any_pieces_is_found(tmp_path) -> None:
             [(c.name, c.arguments) for c in whole.reply.tool_calls]
 
 
-def test_a_streamed_call_is_released_as_soon_as_it_is_complete() -> None:
+def accumulate_calls(pieces: list[ToolCallDelta]) -> list[tuple[str, str, str]]:
+    """(id, name, arguments) per call, joined as OpenAI's clients join streamed deltas."""
+    calls: dict[int, list[str]] = {}
+    for d in pieces:
+        entry = calls.setdefault(d.index, ["", "", ""])
+        entry[0] += d.id or ""
+        entry[1] += d.name or ""
+        entry[2] += d.arguments
+    assert sorted(calls) == list(range(len(calls)))
+    return [tuple(calls[i]) for i in sorted(calls)]
+
+
+def test_a_call_streams_its_name_then_its_arguments_as_they_are_written() -> None:
     parser = ReplyParser(detect_format(template_source("qwen3")), ("<think>", "</think>"))
-    first = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-    assert parser.feed(first[:-3]) == []
-    out = parser.feed(first[-3:])
-    assert [type(d) for d in out] == [ToolCallDelta]
+    assert parser.feed('<tool_call>\n{"name": "get_weather", "argu') == []  # not a call yet
+    start = parser.feed('ments": ')
+    assert [(d.index, d.name, d.arguments) for d in start] == [(0, "get_weather", "")] and start[0].id
+    assert [d.arguments for d in parser.feed('{"city": "Pa')] == ['{"city": "Pa']
+    assert [(d.arguments, d.id, d.name) for d in parser.feed('ris"}')] == [('ris"}', None, None)]
+    assert parser.feed("}\n</tool_call>") == []  # the arguments were all out already
+    assert [(c.id, c.name, c.arguments) for c in parser.reply.tool_calls] == \
+        [(start[0].id, "get_weather", '{"city": "Paris"}')]
     assert parser.feed("\n<tool_call>\n{") == []
+
+
+def test_a_call_cut_short_keeps_what_was_streamed() -> None:
+    parser = ReplyParser(detect_format(template_source("qwen3")), ("<think>", "</think>"))
+    parser.feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par')
+    assert parser.finish() == []
+    assert [(c.name, c.arguments) for c in parser.reply.tool_calls] == [("get_weather", '{"city": "Par')]
+    assert parser.reply.content == ""

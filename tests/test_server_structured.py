@@ -74,12 +74,14 @@ def test_a_named_tool_choice_returns_a_call_whose_arguments_validate(api, stream
         finish = None
         for chunk in client.chat.completions.create(stream=True, **kw):
             for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
-                entry = calls.setdefault(tc.index, {"id": tc.id, "name": "", "arguments": ""})
+                entry = calls.setdefault(tc.index, {"id": tc.id, "name": "", "arguments": "", "pieces": 0})
+                entry["pieces"] += 1
                 entry["name"] += tc.function.name or ""
                 entry["arguments"] += tc.function.arguments or ""
             if chunk.choices and chunk.choices[0].finish_reason:
                 finish = chunk.choices[0].finish_reason
         got = list(calls.values())
+        assert got and got[0]["pieces"] > 2  # the real model's arguments streamed as it wrote them
     else:
         r = client.chat.completions.create(**kw)
         finish = r.choices[0].finish_reason

@@ -4,8 +4,8 @@ finish_reason "tool_calls" for a reply that made calls.
 
 Streamed, each token's deltas become one chunk delta: {"content": ...}, {"reasoning_content":
 ...}, {"tool_calls": [{"index", "id", "type": "function", "function": {"name", "arguments"}}]}
-(a call goes out whole once it is complete: name and arguments in one delta, which OpenAI's
-clients accumulate like any other)."""
+(a call's first delta has its id and name, the next ones its arguments' next piece, as OpenAI
+streams them and its clients accumulate them)."""
 
 from __future__ import annotations
 
@@ -39,11 +39,26 @@ def reader_for(admitted: Any) -> ReplyReader | None:
     return ReplyReader(parser, getattr(admitted.builder, "tokenizer", None))
 
 
-def call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
-    """A tool call as the API writes it (with `index` in a stream delta)."""
-    out: dict[str, Any] = {"id": call.id, "type": "function",
-                           "function": {"name": call.name, "arguments": call.arguments}}
-    return out if index is None else {"index": index, **out}
+def call_json(call: ToolCall) -> dict[str, Any]:
+    """A tool call as the API writes it in a message."""
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+
+
+def call_deltas_json(deltas: list[ToolCallDelta]) -> list[dict[str, Any]]:
+    """One chunk's `tool_calls`: the pieces of each call joined (its id, type and name on its
+    first piece only)."""
+    out: dict[int, dict[str, Any]] = {}
+    for d in deltas:
+        entry = out.get(d.index)
+        if entry is None:
+            entry = out[d.index] = {"index": d.index}
+            if d.id is not None:
+                entry.update(id=d.id, type="function")
+            entry["function"] = {"arguments": d.arguments} if d.name is None else \
+                {"name": d.name, "arguments": d.arguments}
+        else:
+            entry["function"]["arguments"] += d.arguments
+    return [out[i] for i in sorted(out)]
 
 
 def delta_json(deltas: list[ReplyDelta]) -> dict[str, Any]:
@@ -51,7 +66,7 @@ def delta_json(deltas: list[ReplyDelta]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     content = "".join(d.text for d in deltas if isinstance(d, ContentDelta))
     reasoning = "".join(d.text for d in deltas if isinstance(d, ReasoningDelta))
-    calls = [call_json(d.call, d.index) for d in deltas if isinstance(d, ToolCallDelta)]
+    calls = call_deltas_json([d for d in deltas if isinstance(d, ToolCallDelta)])
     if reasoning:
         out["reasoning_content"] = reasoning
     if content:

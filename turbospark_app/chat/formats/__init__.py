@@ -2,12 +2,16 @@
 
     base       the incremental ReplyParser (fed the streamed deltas), its deltas and result
     reader     a reply read token by token (control tokens spelled out) and its figures
-    families   one ToolFormat per family format (read from llama.cpp's common/chat parsers),
-               the reasoning markers, and `detect(template_source)`
+    families   one ToolFormat per family format, the reasoning markers, and
+               `detect_format(template_source)`
+    call_parsers  how each format's section reads (from llama.cpp's common/chat parsers): the
+               complete calls and the one being written
+    json_scan  JSON read as far as it is written (where the arguments being written start)
 
 Fed the text as it streams (control tokens spelled out: `special_text`), the parser releases
 answer and reasoning deltas at once, withholds only what could still become a marker, and
-releases each tool call when it is complete. A tool-call section that does not parse at the end
+streams each tool call as OpenAI does: its id and name once they are written and its arguments
+have begun, then each new piece of the arguments. A tool-call section that does not parse at the end
 is given back as answer text: nothing the model wrote is lost.
 """
 

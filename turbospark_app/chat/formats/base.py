@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -28,10 +31,13 @@ class ReasoningDelta:
 
 @dataclass(frozen=True)
 class ToolCallDelta:
-    """A complete call, the `index`-th of the reply."""
+    """A piece of the reply's `index`-th call, as OpenAI streams one: the first piece carries the
+    call's id and name, every piece the next text of its arguments."""
 
     index: int
-    call: ToolCall
+    arguments: str
+    id: str | None = None
+    name: str | None = None
 
 
 ReplyDelta = ContentDelta | ReasoningDelta | ToolCallDelta
@@ -47,6 +53,16 @@ class ParsedReply:
 
 
 RawCall = tuple[str, str, "str | None"]  # (name, arguments JSON, id the model gave or None)
+OpenCall = tuple[str, str, "str | None"]  # (name, arguments written so far, id the model gave)
+
+
+@dataclass(frozen=True)
+class CallsRead:
+    """A tool-call section as read so far: its complete calls (None: it cannot be calls), and
+    the call after them that is being written (its name known, its arguments begun), if any."""
+
+    calls: list[RawCall] | None = field(default_factory=list)
+    open: OpenCall | None = None
 
 
 class CallFormat(Protocol):
@@ -57,9 +73,10 @@ class CallFormat(Protocol):
     bare_json: bool
     id_style: str
 
-    def parse(self, section: str, final: bool) -> list[RawCall] | None:
-        """The complete calls in `section` (which begins at a start marker); None when it
-        cannot be calls (only decided for sure when `final`)."""
+    def parse(self, section: str, final: bool) -> CallsRead:
+        """The calls in `section` (which begins at a start marker): the complete ones (None
+        when it cannot be calls, only decided for sure when `final`) and the one being written.
+        A finished call's arguments begin with every `open` arguments given for it before."""
         ...
 
 
@@ -98,6 +115,7 @@ class ReplyParser:
         self._section = ""
         self._gap = ""
         self._emitted_calls = 0
+        self._open: tuple[str, str, str] | None = None  # the call being streamed: id, name, arguments sent
         self._answer_started = False  # answer text went out (a bare-JSON call must come first)
 
     # -- feeding ---------------------------------------------------------------------------
@@ -215,16 +233,48 @@ class ReplyParser:
 
     def _calls(self, final: bool) -> list[ReplyDelta]:
         assert self.fmt is not None
-        found = self.fmt.parse(self._section, final)
+        read = self.fmt.parse(self._section, final)
+        found = read.calls
         out: list[ReplyDelta] = []
-        if (found is None or (final and not found)) and self._emitted_calls == 0:
+        if (found is None or (final and not found)) and self._emitted_calls == 0 and self._open is None:
             if final:  # not calls after all: the text is the answer's
                 section, self._section = self._gap + self._section, ""
                 self._answer(out, section)
             return out
         for name, arguments, given_id in (found or [])[self._emitted_calls:]:
-            call = ToolCall(given_id or new_call_id(self.fmt.id_style), name, arguments)
-            self.reply.tool_calls.append(call)
-            out.append(ToolCallDelta(self._emitted_calls, call))
+            index = self._emitted_calls
+            if self._open is None:
+                call_id = given_id or new_call_id(self.fmt.id_style)
+                out.append(ToolCallDelta(index, arguments, call_id, name))
+            else:  # its start and arguments so far went out: the rest of them
+                call_id, _, sent = self._open
+                self._open = None
+                if arguments.startswith(sent):
+                    if len(arguments) > len(sent):
+                        out.append(ToolCallDelta(index, arguments[len(sent):]))
+                else:  # the formats promise this cannot happen
+                    log.warning("call %d: arguments %r do not continue the streamed %r", index, arguments, sent)
+            self.reply.tool_calls.append(ToolCall(call_id, name, arguments))
             self._emitted_calls += 1
+        if final:
+            if self._open is not None:  # begun, never finished (the reply was cut): as written
+                call_id, name, sent = self._open
+                self._open = None
+                self.reply.tool_calls.append(ToolCall(call_id, name, sent))
+                self._emitted_calls += 1
+        elif found is not None and read.open is not None:
+            out += self._stream_open(*read.open)
         return out
+
+    def _stream_open(self, name: str, arguments: str, given_id: str | None) -> list[ReplyDelta]:
+        """The call being written: its start once, then each new piece of its arguments."""
+        assert self.fmt is not None
+        index = self._emitted_calls
+        if self._open is None:
+            self._open = (given_id or new_call_id(self.fmt.id_style), name, arguments)
+            return [ToolCallDelta(index, arguments, self._open[0], name)]
+        call_id, name, sent = self._open
+        if len(arguments) <= len(sent) or not arguments.startswith(sent):
+            return []
+        self._open = (call_id, name, arguments)
+        return [ToolCallDelta(index, arguments[len(sent):])]

@@ -20,60 +20,23 @@ llama.cpp's `common_chat_templates_apply` checks them: the most specific markers
 
 from __future__ import annotations
 
-import json
 import re
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-from .base import RawCall, ReplyParser
-
-_DECODER = json.JSONDecoder()
-
-
-def _json_at(text: str, at: int) -> tuple[Any, int] | None:
-    """The JSON value starting at `at` (after whitespace) and where it ends; None if incomplete."""
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    try:
-        return _DECODER.raw_decode(text, at)
-    except json.JSONDecodeError:
-        return None
-
-
-def _args(value: Any) -> str:
-    """Arguments as JSON text (a string given by the model is kept when it is JSON)."""
-    if isinstance(value, str):
-        try:
-            json.loads(value)
-            return value
-        except json.JSONDecodeError:
-            return json.dumps(value, ensure_ascii=False)
-    return json.dumps({} if value is None else value, ensure_ascii=False)
-
-
-def _call(obj: Any, name_key: str = "name", args_keys: tuple[str, ...] = ("arguments", "parameters")
-          ) -> RawCall | None:
-    """A call from a JSON object ({"name", "arguments"} or OpenAI's {"function": {...}})."""
-    if not isinstance(obj, dict):
-        return None
-    if isinstance(obj.get("function"), dict):
-        obj = {**obj["function"], "id": obj.get("id")}
-    name = obj.get(name_key)
-    if not isinstance(name, str) or not name:
-        return None
-    args = next((obj[k] for k in args_keys if k in obj), {})
-    given = obj.get("id") or obj.get("tool_call_id")
-    return name, _args(args), str(given) if given not in (None, "") else None
-
-
-def _value(text: str) -> Any:
-    """An XML-style parameter value: JSON when it is, else the text."""
-    text = text.strip("\n")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
+from .base import CallsRead, ReplyParser
+from .call_parsers import (
+    json_list_after,
+    parse_deepseek,
+    parse_forced,
+    parse_glm,
+    parse_hermes,
+    parse_kimi,
+    parse_llama3,
+    parse_mistral,
+    parse_qwen3_coder,
+)
 
 
 @dataclass(frozen=True)
@@ -82,189 +45,28 @@ class ToolFormat:
 
     name: str
     starts: tuple[str, ...]
-    parse_fn: Callable[[str, bool], "list[RawCall] | None"]
+    parse_fn: Callable[[str, bool], CallsRead]
     bare_json: bool = False  # a reply that opens with `{` may be a call (Llama 3.x)
     id_style: str = "openai"  # the ids of calls the model gives none (`base.new_call_id`)
 
-    def parse(self, section: str, final: bool) -> list[RawCall] | None:
+    def parse(self, section: str, final: bool) -> CallsRead:
         return self.parse_fn(section, final)
 
 
-def _blocks(section: str, open_: str, close: str, final: bool) -> list[str]:
-    """The bodies between `open_` ... `close`; an unclosed last body only when `final`."""
-    out, at = [], 0
-    while True:
-        start = section.find(open_, at)
-        if start < 0:
-            return out
-        end = section.find(close, start + len(open_))
-        if end < 0:
-            if final:
-                out.append(section[start + len(open_):])
-            return out
-        out.append(section[start + len(open_):end])
-        at = end + len(close)
-
-
-def _parse_hermes(section: str, final: bool) -> list[RawCall] | None:
-    calls = []
-    for body in _blocks(section, "<tool_call>", "</tool_call>", final):
-        found = _json_at(body, 0)
-        call = _call(found[0]) if found else None
-        if call is None:
-            return None if final else calls
-        calls.append(call)
-    return calls
-
-
-_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.S)
-_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)</parameter>", re.S)
-
-
-def _parse_qwen3_coder(section: str, final: bool) -> list[RawCall] | None:
-    calls: list[RawCall] = []
-    for body in _blocks(section, "<tool_call>", "</tool_call>", final):
-        m = _FUNCTION.search(body)
-        if m is None:
-            return None if final else calls
-        params = {k.strip(): _value(v) for k, v in _PARAMETER.findall(m.group(2))}
-        calls.append((m.group(1).strip(), json.dumps(params, ensure_ascii=False), None))
-    return calls
-
-
-_GLM_ARG = re.compile(r"<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S)
-
-
-def _parse_glm(section: str, final: bool) -> list[RawCall] | None:
-    calls: list[RawCall] = []
-    for body in _blocks(section, "<tool_call>", "</tool_call>", final):
-        name = body.split("<arg_key>", 1)[0].strip()
-        if not name:
-            return None if final else calls
-        params = {k.strip(): _value(v) for k, v in _GLM_ARG.findall(body)}
-        calls.append((name, json.dumps(params, ensure_ascii=False), None))
-    return calls
-
-
-def _json_sequence(text: str, final: bool, separators: str = " \t\r\n;") -> list[Any] | None:
-    """Successive JSON values (Llama 3.x may write several calls one after another)."""
-    values, at = [], 0
-    while True:
-        while at < len(text) and text[at] in separators:
-            at += 1
-        if at >= len(text):
-            return values
-        found = _json_at(text, at)
-        if found is None:
-            return None if final else values
-        values.append(found[0])
-        at = found[1]
-
-
-def _parse_llama3(section: str, final: bool) -> list[RawCall] | None:
-    text = section.replace("<|python_tag|>", "", 1)
-    values = _json_sequence(text, final)
-    if values is None:
-        return None
-    calls = [_call(v) for v in values]
-    if any(c is None for c in calls):
-        return None
-    return [c for c in calls if c is not None]
-
-
-def _json_list_after(marker: str, end: str | None = None, name_key: str = "name",
-                     args_keys: tuple[str, ...] = ("arguments", "parameters")
-                     ) -> Callable[[str, bool], "list[RawCall] | None"]:
-    """A format whose section is `marker` then a JSON list of calls (or one call object)."""
-
-    def parse(section: str, final: bool) -> list[RawCall] | None:
-        calls: list[RawCall] = []
-        at = 0
-        while (start := section.find(marker, at)) >= 0:
-            found = _json_at(section, start + len(marker))
-            if found is None:
-                return None if final else calls
-            items = found[0] if isinstance(found[0], list) else [found[0]]
-            for item in items:
-                call = _call(item, name_key, args_keys)
-                if call is None:
-                    return None
-                calls.append(call)
-            at = found[1]
-            if end is not None and section.startswith(end, at):
-                at += len(end)
-        return calls
-
-    return parse
-
-
-def _parse_mistral(section: str, final: bool) -> list[RawCall] | None:
-    calls: list[RawCall] = []
-    for body in section.split("[TOOL_CALLS]")[1:]:
-        name, sep, rest = body.partition("[ARGS]")
-        if not sep:
-            return None if final else calls
-        name = name.split("[CALL_ID]")[0].strip()
-        found = _json_at(rest, 0)
-        if found is None or not name:
-            return None if final else calls
-        calls.append((name, _args(found[0]), None))
-    return calls
-
-
-_DS_CALL = re.compile(r"<｜tool▁call▁begin｜>(?:(\w+)<｜tool▁sep｜>([^\n<]+)\n```(?:json)?\n(.*?)\n```"
-                      r"|([^<\n]+?)<｜tool▁sep｜>(.*?))<｜tool▁call▁end｜>", re.S)
-
-
-def _parse_deepseek(section: str, final: bool) -> list[RawCall] | None:
-    calls: list[RawCall] = []
-    for m in _DS_CALL.finditer(section):
-        name = (m.group(2) or m.group(4) or "").strip()
-        found = _json_at(m.group(3) if m.group(2) else m.group(5), 0)
-        if not name or found is None:
-            return None
-        calls.append((name, _args(found[0]), None))
-    return calls if calls or not final else None
-
-
-_KIMI = re.compile(r"<\|tool_call_begin\|>\s*(?:functions\.)?([^:<\s]+)(?::(\d+))?\s*"
-                   r"<\|tool_call_argument_begin\|>(.*?)<\|tool_call_end\|>", re.S)
-
-
-def _parse_kimi(section: str, final: bool) -> list[RawCall] | None:
-    calls: list[RawCall] = []
-    for m in _KIMI.finditer(section):
-        found = _json_at(m.group(3), 0)
-        if found is None:
-            return None
-        calls.append((m.group(1), _args(found[0]), None))
-    return calls if calls or not final else None
-
-
-def _parse_forced(section: str, final: bool) -> list[RawCall] | None:
-    found = _json_at(section, 0)
-    if found is None:
-        return None if final else []
-    items = found[0] if isinstance(found[0], list) else [found[0]]
-    calls = [_call(i) for i in items]
-    return None if any(c is None for c in calls) else [c for c in calls if c is not None]
-
-
 FORMATS: dict[str, ToolFormat] = {f.name: f for f in (
-    ToolFormat("hermes", ("<tool_call>",), _parse_hermes),
-    ToolFormat("qwen3_coder", ("<tool_call>",), _parse_qwen3_coder),
-    ToolFormat("glm", ("<tool_call>",), _parse_glm),
-    ToolFormat("llama3", ("<|python_tag|>",), _parse_llama3, bare_json=True),
-    ToolFormat("mistral_nemo", ("[TOOL_CALLS]",), _json_list_after("[TOOL_CALLS]"), id_style="mistral"),
-    ToolFormat("mistral", ("[TOOL_CALLS]",), _parse_mistral, id_style="mistral"),
-    ToolFormat("deepseek", ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"), _parse_deepseek),
-    ToolFormat("kimi", ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"), _parse_kimi),
+    ToolFormat("hermes", ("<tool_call>",), parse_hermes),
+    ToolFormat("qwen3_coder", ("<tool_call>",), parse_qwen3_coder),
+    ToolFormat("glm", ("<tool_call>",), parse_glm),
+    ToolFormat("llama3", ("<|python_tag|>",), parse_llama3, bare_json=True),
+    ToolFormat("mistral_nemo", ("[TOOL_CALLS]",), json_list_after("[TOOL_CALLS]"), id_style="mistral"),
+    ToolFormat("mistral", ("[TOOL_CALLS]",), parse_mistral, id_style="mistral"),
+    ToolFormat("deepseek", ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"), parse_deepseek),
+    ToolFormat("kimi", ("<|tool_calls_section_begin|>", "<|tool_call_begin|>"), parse_kimi),
     ToolFormat("command_r7b", ("<|START_ACTION|>",),
-               _json_list_after("<|START_ACTION|>", "<|END_ACTION|>", "tool_name", ("parameters",))),
-    ToolFormat("json_list", ("<|tool_call|>",), _json_list_after("<|tool_call|>", "<|/tool_call|>")),
-    ToolFormat("firefunction", ("functools[",),
-               lambda s, final: _json_list_after("functools")(s, final)),
-    ToolFormat("forced", (), _parse_forced, bare_json=True),
+               json_list_after("<|START_ACTION|>", "<|END_ACTION|>", "tool_name", ("parameters",))),
+    ToolFormat("json_list", ("<|tool_call|>",), json_list_after("<|tool_call|>", "<|/tool_call|>")),
+    ToolFormat("firefunction", ("functools[",), json_list_after("functools")),
+    ToolFormat("forced", (), parse_forced, bare_json=True),
 )}
 
 
