@@ -285,3 +285,38 @@ def test_an_unbounded_number_cannot_fill_the_budget() -> None:
     assert result.reason is StopReason.END_OF_TURN
     i, x = re.fullmatch(r'\{"i": (\d+), "x": ([\d.]+)\}', text).groups()
     assert len(i) == 15 and len(x.split(".")[1]) <= 6
+
+
+def test_an_object_that_lists_its_properties_takes_no_others_unless_it_says_so() -> None:
+    # A producer that prefers ', "' to '}': with the properties listed and nothing said of others
+    # (as tools' parameter schemas usually are), the object closes after them (llama.cpp's reading);
+    # JSON Schema's own default would let the model invent keys until its budget ran out.
+    open_ended = {"type": "object", "properties": {"a": {"enum": ["yes"]}}, "required": ["a"]}
+
+    def script(position: int) -> np.ndarray:
+        v = np.zeros(V, np.float32)
+        v[ord(",")], v[ord('"')], v[ord("z")], v[ord("}")] = 9.0, 8.0, 7.0, 1.0
+        return v
+
+    spec = compile_json_schema(open_ended, TOK)
+    items, result = _run(ScriptedProducer(V, script), list(b"go"), GenerationConfig(max_new_tokens=80, constraint=spec))
+    assert reply_of(items) == '{"a": "yes"}' and result.reason is StopReason.END_OF_TURN
+    # Said open, it stays open: the model's extra key is allowed.
+    spec = compile_json_schema({**open_ended, "additionalProperties": True}, TOK)
+    items, _ = _run(ScriptedProducer(V, script), list(b"go"), GenerationConfig(max_new_tokens=80, constraint=spec))
+    assert reply_of(items).startswith('{"a": "yes", "')
+
+
+def test_closing_objects_leaves_any_object_all_of_parts_and_property_names_alone() -> None:
+    from turbospark_app.chat.grammar import bounded_schema
+
+    assert bounded_schema({"type": "object"}) == {"type": "object"}
+    # Each part of an allOf lists only its own keys: closed, they would refuse each other's.
+    both = bounded_schema({"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
+    assert all("additionalProperties" not in part for part in both["allOf"])
+    # A property named "properties" is a name, not a keyword; the schema under it is closed.
+    named = bounded_schema({"type": "object", "properties": {"properties": {"type": "object",
+                                                                          "properties": {"x": {}}}}})
+    assert set(named["properties"]) == {"properties"} and named["additionalProperties"] is False
+    assert named["properties"]["properties"]["additionalProperties"] is False
+    jsonschema.validate({"properties": {"x": 1}}, named)

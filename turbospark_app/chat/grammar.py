@@ -114,20 +114,40 @@ NUMBER_STEP = 1e-6
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
-def bounded_schema(schema: Any) -> Any:
-    """`schema` with every unbounded integer / number given the bounds above (a copy)."""
+# An object schema that lists its `properties` and says nothing of others is closed, as llama.cpp's
+# JSON grammar reads it (common/json-schema.cpp): JSON Schema would allow any extra key, and a
+# small model then keeps inventing keys ("type", "properties", ...) until its budget runs out, so
+# a tool call comes back cut short. `{"type": "object"}` alone still takes any object; parts of an
+# `allOf` (or beside a `$ref`) stay open, as closing each would refuse the others' keys.
+_OPENING = ("additionalProperties", "patternProperties", "unevaluatedProperties", "allOf", "$ref")
+_VALUES = ("enum", "const", "default", "examples")  # JSON values, not schemas
+_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")  # name -> schema
+
+
+def bounded_schema(schema: Any, *, close: bool = True) -> Any:
+    """`schema` with every unbounded integer / number given the bounds above, and every object
+    that lists its properties closed to others unless it says otherwise (a copy). Only narrows:
+    whatever it accepts, the original schema accepts."""
     if isinstance(schema, list):
-        return [bounded_schema(s) for s in schema]
+        return [bounded_schema(s, close=close) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: (v if k in ("enum", "const", "default", "examples") else bounded_schema(v))
-           for k, v in schema.items()}
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _VALUES:
+            out[k] = v
+        elif k in _MAPS and isinstance(v, dict):
+            out[k] = {name: bounded_schema(sub) for name, sub in v.items()}
+        else:
+            out[k] = bounded_schema(v, close=k != "allOf")
     kinds = out.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
     if ("integer" in kinds or "number" in kinds) and not any(b in out for b in _BOUNDS):
         out["minimum"], out["maximum"] = -NUMBER_BOUND, NUMBER_BOUND
     if "number" in kinds and "integer" not in kinds and "multipleOf" not in out:
         out["multipleOf"] = NUMBER_STEP
+    if close and isinstance(out.get("properties"), dict) and not any(k in out for k in _OPENING):
+        out["additionalProperties"] = False
     return out
 
 
