@@ -58,3 +58,21 @@ def test_the_step_loop_feeds_the_sized_chunks_and_reports_each() -> None:
     for _ in stream:
         pass
     assert limit.seen == [4, 4, 4, 8]  # three sized chunks, then the rest in one (None: 16)
+
+
+def test_a_slow_batched_step_leaves_the_chunk_what_the_target_gap_allows() -> None:
+    budget = ChunkBudget(lambda: True, budget_seconds=0.15, target_gap_seconds=0.22)
+    budget.observe(1000, 1.0)  # 1000 prompt tokens/s
+    assert budget.limit() == 150  # no step timed yet: the whole budget
+    budget.observe_step(0.01)  # a fast step (the default model): the budget stays whole
+    assert budget.limit() == 150
+    budget.observe_step(0.11)  # a 1B's batched step: chunk + step stays near the target gap
+    budget.observe_step(0.11)
+    budget.observe_step(0.11)
+    step = budget.step_seconds
+    assert 0.07 < step < 0.11 and budget.limit() == int(1000 * (0.22 - step))
+    for _ in range(20):
+        budget.observe_step(0.5)  # slower than the gap itself: never below the smallest budget
+    assert budget.limit() == 40
+    budget.observe_step(0.0)  # not a measurement
+    assert budget.limit() == 40

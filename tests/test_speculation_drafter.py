@@ -85,7 +85,13 @@ def test_policy_stops_drafting_when_acceptance_stops_paying_and_probes_again() -
         policy.settle(3, 0)  # every draft rejected
     assert policy.accept_rate < 0.05
     lengths = [policy.length(7) for _ in range(8)]
-    assert lengths == [0, 0, 0, 7, 0, 0, 0, 7]  # off, but a probe every 4th match
+    # off, but a probe every 4th match, as long as a pass of about two steps: 1 + 0.2 k <= 2
+    assert policy.row_cost == 0.2 and lengths == [0, 0, 0, 5, 0, 0, 0, 5]
+    policy.row_cost = 0.8  # a CPU, where a row costs most of a step: a probe is one draft
+    assert [policy.length(7) for _ in range(4)] == [0, 0, 0, 1]
+    policy.row_cost = 0.05  # a GPU: the probe is the starting length
+    assert [policy.length(7) for _ in range(4)] == [0, 0, 0, 7]
+    policy.row_cost = 0.2
     for _ in range(20):
         policy.settle(7, 7)
     assert policy.length(7) == 7  # acceptance came back: full drafts again

@@ -170,8 +170,10 @@ class LlamaChatBackend:
     def decode_batch(self, steps: Sequence[DecodeStep]) -> None:
         """Run the decode steps of several turns as ONE llama_decode (the engine thread's
         batched round); each step's logits land in its own buffer, as `produce` would."""
+        start = time.perf_counter()
         produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
                        for s in steps])
+        self.chunk_budget.observe_step(time.perf_counter() - start)
 
     def _new_pool(self, slots: int, state_bytes: int) -> SessionPool[LlamaCppProducer]:
         seqs = iter(range(slots))

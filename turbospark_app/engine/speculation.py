@@ -11,7 +11,8 @@ Three pieces, each per stream (one `LookupDrafter` per run):
   back after a miss; and a draft is verified only when its EXPECTED gain pays for the wider pass
   (i.i.d. acceptance `a` estimated from this stream, pass cost `1 + row_cost * (T - 1)` measured
   from this stream's own step times). When acceptance stops paying the stream decodes plainly,
-  probing again after `probe_every` skipped matches so a later echo-heavy stretch is found.
+  probing again after `probe_every` skipped matches (with a draft no longer than a pass of about
+  two steps allows) so a later echo-heavy stretch is found.
 - `LookupDrafter`: the two together plus the stream's counters (drafted / accepted / passes).
 
 The decode loop (`raw_completion.decode`) asks `propose()` before each forward pass and reports
@@ -178,9 +179,16 @@ class AcceptancePolicy:
             self.skipped += 1
             if self.skipped < self.probe_every:
                 return 0
-            best = min(limit, self.draft_start)  # probe: acceptance may have come back
+            best = min(limit, self.probe_length())  # probe: acceptance may have come back
         self.skipped = 0
         return best
+
+    def probe_length(self) -> int:
+        """A probe's draft: as long as a pass of at most about two steps allows (1 + c k <= 2),
+        up to `draft_start`. Where a row costs most of a step (a CPU) a probe is one draft, so
+        probing an open prompt costs ~1/probe_every of its speed, not a 7-row pass each time."""
+        c = max(self.row_cost, 1e-6)
+        return max(1, min(self.draft_start, int(1.0 / c)))
 
     def settle(self, drafted: int, accepted: int) -> None:
         """Learn from a verify pass: `accepted` of `drafted` matched (a miss after them unless
