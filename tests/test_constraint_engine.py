@@ -314,6 +314,14 @@ def test_closing_objects_leaves_any_object_all_of_parts_and_property_names_alone
     # Each part of an allOf lists only its own keys: closed, they would refuse each other's.
     both = bounded_schema({"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
     assert all("additionalProperties" not in part for part in both["allOf"])
+    jsonschema.validate({"a": 1, "b": 2}, both)
+    cond = bounded_schema({"type": "object", "properties": {"a": {}}, "additionalProperties": True,
+                           "if": {"properties": {"a": {"const": 1}}}, "then": {"properties": {"b": {}}},
+                           "dependentSchemas": {"a": {"properties": {"c": {}}}}})
+    jsonschema.validate({"a": 1, "b": 2, "c": 3}, cond)
+    # Under `not`, a closed object would widen the schema: it is kept as written.
+    never = {"not": {"type": "object", "properties": {"a": {}}}}
+    assert bounded_schema(never) == never
     # A property named "properties" is a name, not a keyword; the schema under it is closed.
     named = bounded_schema({"type": "object", "properties": {"properties": {"type": "object",
                                                                           "properties": {"x": {}}}}})

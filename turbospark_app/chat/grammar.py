@@ -118,10 +118,12 @@ _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 # JSON grammar reads it (common/json-schema.cpp): JSON Schema would allow any extra key, and a
 # small model then keeps inventing keys ("type", "properties", ...) until its budget runs out, so
 # a tool call comes back cut short. `{"type": "object"}` alone still takes any object; parts of an
-# `allOf` (or beside a `$ref`) stay open, as closing each would refuse the others' keys.
+# `allOf` (or `then` / `else` / `dependentSchemas`, or beside a `$ref`) stay open, as closing each
+# would refuse the others' keys. Under `not` and `if` nothing changes: narrowing there widens.
 _OPENING = ("additionalProperties", "patternProperties", "unevaluatedProperties", "allOf", "$ref")
-_VALUES = ("enum", "const", "default", "examples")  # JSON values, not schemas
+_VALUES = ("enum", "const", "default", "examples", "not", "if")  # kept as written
 _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")  # name -> schema
+_BESIDE = ("allOf", "then", "else", "dependentSchemas")  # apply to the same object as their parent
 
 
 def bounded_schema(schema: Any, *, close: bool = True) -> Any:
@@ -137,9 +139,9 @@ def bounded_schema(schema: Any, *, close: bool = True) -> Any:
         if k in _VALUES:
             out[k] = v
         elif k in _MAPS and isinstance(v, dict):
-            out[k] = {name: bounded_schema(sub) for name, sub in v.items()}
+            out[k] = {name: bounded_schema(sub, close=k not in _BESIDE) for name, sub in v.items()}
         else:
-            out[k] = bounded_schema(v, close=k != "allOf")
+            out[k] = bounded_schema(v, close=k not in _BESIDE)
     kinds = out.get("type")
     kinds = kinds if isinstance(kinds, list) else [kinds]
     if ("integer" in kinds or "number" in kinds) and not any(b in out for b in _BOUNDS):
