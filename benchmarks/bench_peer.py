@@ -1,16 +1,19 @@
 """TurboSpark vs llama.cpp's llama-server, side by side through the same official `openai` client.
 
     python benchmarks/bench_peer.py --llama-server build/peer/bin/llama-server [--model GGUF]
-        [--threads 2] [--ctx 4096] [--rounds 3] [--tokens 256] [--prompt-tokens 1500]
+        [--threads 2] [--ctx 4096] [--rounds 3] [--bursts 3] [--tokens 256] [--prompt-tokens 1500]
         [--turbospark CMD] [--json OUT]
     python benchmarks/bench_peer.py --llama-server PATH --concurrency [N]
 
 Same GGUF, same threads (`-t`; ours: TURBOSPARK_THREADS and a thread flag where `serve` lists
-one), same context (`-c`; ours only where `serve` lists a context flag, else the header says so),
-one server at a time, rounds alternating ours, theirs, ours, ...; medians. Per round each server
-is started fresh, warmed up with two short requests, then measured:
+one), same context (`-c`; ours only where `serve` lists a context flag, else the header says so);
+medians. Per round both servers are started fresh (the round's first side first, alternating by
+round) and warmed up with two short requests; they then take turns, one measurement at a time
+(the other idles), the order alternating: this VM's speed drifts by 10-20% within minutes, so
+each measurement of one has the other's beside it, and the paired ratios' median is printed too.
+Measured:
 
-- decode: `--tokens` greedy tokens of a counting prompt (llama-server also gets `ignore_eos`;
+- decode (`--bursts` times per round and side): `--tokens` greedy tokens of a counting prompt (llama-server also gets `ignore_eos`;
   ours has no such field, the prompt does not end); tok/s from the streamed chunks' arrival,
   first to last, and the tokens actually generated;
 - prefill: a fresh `--prompt-tokens` prompt per round (a seed-unique first line; llama-server:
@@ -21,7 +24,7 @@ against a llama-cpp-python script doing the same with `Llama` (same n_ctx and th
 warm-up run each, then medians of `--rounds`.
 
 `--concurrency N` instead: `turbospark serve --session-slots N` against `llama-server
---parallel N --cont-batching --kv-unified`: N streams at once (aggregate and per-stream tok/s,
+--parallel N --cont-batching --kv-unified`: N streams at once, `--bursts` times (aggregate and per-stream tok/s,
 the slowest over the others' mean); while N-1 streams decode a `--prompt-tokens` prompt arrives
 (the longest gap between two tokens of a running stream); N+2 conversations taking turns through
 the N slots (prompt tokens a returning conversation's turn evaluates again, from `timings.prompt_n`,
@@ -33,6 +36,7 @@ Prints a Markdown table (ratio = ours / theirs) and, with --json, every round's 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -41,7 +45,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -58,6 +62,17 @@ llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=th
 out = llm.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0)
 print(out["choices"][0]["message"]["content"])
 """
+
+
+def sides(k: int) -> tuple[str, str]:
+    """Who goes first in turn `k`: ours, theirs, theirs, ours, ..."""
+    return (OURS, THEIRS) if k % 2 == 0 else (THEIRS, OURS)
+
+
+def paired(runs: dict[str, list[dict]], key: str) -> list[float]:
+    """Ours over theirs, burst by burst (each pair measured one after the other)."""
+    return [a / b for x, y in zip(runs[OURS], runs[THEIRS])
+            for a, b in zip(x[key], y[key]) if b and a == a and b == b]
 
 
 def median(values: list[float]) -> float:
@@ -89,6 +104,15 @@ class Bench:
                 self.notes.append(note)
         return Server(spec, self.logs / f"{self._n:02d}-{side}.log")
 
+    @contextlib.contextmanager
+    def pair(self, r: int, slots: int | None = None) -> Iterator[dict[str, Server]]:
+        """Both servers up for round `r`, fresh and warmed up, in the round's order."""
+        with contextlib.ExitStack() as stack:
+            servers = {side: stack.enter_context(self.server(side, slots)) for side in sides(r)}
+            for s in servers.values():
+                self.warm_up(s)
+            yield servers
+
     def warm_up(self, s: Server) -> None:
         """Two short requests (a decode, a prompt of 1/8 the measured length), unmeasured: the
         first request's one-off costs (allocations, the kernels' first runs) stay out."""
@@ -100,23 +124,32 @@ class Bench:
 # --- single stream ------------------------------------------------------------------------
 
 
-def single_round(b: Bench, side: str, r: int) -> dict[str, Any]:
-    """One fresh server: decode, prefill, steady RSS."""
+def single_round(b: Bench, r: int) -> dict[str, dict[str, Any]]:
+    """Both servers fresh: decodes taking turns, then prefill each, then each one's steady RSS."""
     a = b.args
-    with b.server(side) as s:
-        b.warm_up(s)
-        dec = peers.stream(s, prompt=peers.counting_prompt(1 + 1000 * r), max_tokens=a.tokens,
-                           extra=s.extra(ignore_eos=True))
+    with b.pair(r) as servers:
+        out: dict[str, dict[str, Any]] = {side: {"decode_tok_s": [], "decode_tokens": [], "decode_finish": []}
+                                          for side in servers}
+        for k in range(a.bursts):
+            for side in sides(r + k):
+                s = servers[side]
+                dec = peers.stream(s, prompt=peers.counting_prompt(1 + 1000 * r + 100 * k), max_tokens=a.tokens,
+                                   extra=s.extra(ignore_eos=True))
+                out[side]["decode_tok_s"].append(dec.decode_tok_s)
+                out[side]["decode_tokens"].append(dec.tokens)
+                out[side]["decode_finish"].append(dec.finish)
         text = peers.filler(b.count, a.prompt_tokens, seed=r)
-        pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
-        time.sleep(1.0)  # idle: what the server holds between requests
-        return {"ready_s": s.ready_s, "n_ctx": s.n_ctx(),
-                "decode_tok_s": dec.decode_tok_s, "decode_tokens": dec.tokens,
-                "decode_finish": dec.finish,
-                "prefill_tok_s": pre.prompt_tokens / pre.ttft if pre.times else float("nan"),
-                "prefill_ttft_s": pre.ttft, "prefill_prompt_tokens": pre.prompt_tokens,
-                "prefill_cached_tokens": pre.cached_tokens, "rss_mib": s.rss_mib(),
-                "command": s.spec.describe()}
+        for side in sides(r):
+            s = servers[side]
+            pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
+            out[side] |= {"prefill_tok_s": [pre.prompt_tokens / pre.ttft if pre.times else float("nan")],
+                          "prefill_ttft_s": pre.ttft, "prefill_prompt_tokens": pre.prompt_tokens,
+                          "prefill_cached_tokens": pre.cached_tokens}
+        time.sleep(1.0)  # idle: what each server holds between requests
+        for side, s in servers.items():
+            out[side] |= {"ready_s": s.ready_s, "n_ctx": s.n_ctx(), "rss_mib": s.rss_mib(),
+                          "command": s.spec.describe()}
+        return out
 
 
 def one_token_process(b: Bench, side: str) -> float:
@@ -142,13 +175,14 @@ def run_single(b: Bench) -> dict[str, Any]:
     a = b.args
     runs: dict[str, list[dict]] = {OURS: [], THEIRS: []}
     for r in range(a.rounds):
+        res = single_round(b, r)
         for side in (OURS, THEIRS):
-            res = single_round(b, side, r)
-            runs[side].append(res)
-            print(f"  round {r + 1} {side}: decode {res['decode_tok_s']:.1f} tok/s ({res['decode_tokens']} tok), "
-                  f"prefill {res['prefill_tok_s']:.0f} tok/s ({res['prefill_prompt_tokens']} tok, "
-                  f"{res['prefill_ttft_s']:.2f} s), RSS {res['rss_mib']:.0f} MiB, ready {res['ready_s']:.1f} s",
-                  file=sys.stderr, flush=True)
+            x = res[side]
+            runs[side].append(x)
+            print(f"  round {r + 1} {side}: decode " + ", ".join(f"{v:.1f}" for v in x["decode_tok_s"])
+                  + f" tok/s ({x['decode_tokens'][-1]} tok), prefill {x['prefill_tok_s'][0]:.0f} tok/s "
+                  f"({x['prefill_prompt_tokens']} tok, {x['prefill_ttft_s']:.2f} s), RSS {x['rss_mib']:.0f} MiB, "
+                  f"ready {x['ready_s']:.1f} s", file=sys.stderr, flush=True)
     for side in (OURS, THEIRS):
         one_token_process(b, side)  # warm-up: the probe's verdict, the OS file cache
     walls: dict[str, list[float]] = {OURS: [], THEIRS: []}
@@ -157,7 +191,9 @@ def run_single(b: Bench) -> dict[str, Any]:
             walls[side].append(one_token_process(b, side))
         print(f"  one-token process round {r + 1}: ours {walls[OURS][-1]:.2f} s, theirs {walls[THEIRS][-1]:.2f} s",
               file=sys.stderr, flush=True)
-    med = {side: {k: median([x[k] for x in rs]) for k in
+    def flat(x: Any) -> list[Any]:
+        return x if isinstance(x, list) else [x]
+    med = {side: {k: median([v for x in rs for v in flat(x[k])]) for k in
                   ("decode_tok_s", "decode_tokens", "prefill_tok_s", "prefill_ttft_s",
                    "prefill_prompt_tokens", "rss_mib", "ready_s")} | {"one_token_s": median(walls[side])}
            for side, rs in runs.items()}
@@ -173,6 +209,7 @@ def run_single(b: Bench) -> dict[str, Any]:
         ("server start to /health ok s", "ready_s", "{:.2f}"),
     ]
     return {"rounds": runs, "one_token_walls": walls, "medians": med, "rows": rows,
+            "paired": {"decode tok/s": paired(runs, "decode_tok_s"), "prefill tok/s": paired(runs, "prefill_tok_s")},
             "commands": {s: runs[s][-1]["command"] for s in runs}}
 
 
@@ -187,7 +224,7 @@ def parallel_streams(b: Bench, s: Server, n: int, r: int) -> dict[str, Any]:
         def run() -> peers.Stream:
             client = s.client()
             go.wait()
-            return peers.stream(s, prompt=peers.counting_prompt(1 + 10_000 * i + 1000 * r),
+            return peers.stream(s, prompt=peers.counting_prompt(1 + 100_000 * i + 1000 * r),
                                 max_tokens=b.args.tokens, extra=s.extra(ignore_eos=True), client=client)
         return run
 
@@ -282,23 +319,32 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
     n = a.concurrency
     runs: dict[str, list[dict]] = {OURS: [], THEIRS: []}
     for r in range(a.rounds):
+        with b.pair(r, slots=n) as servers:
+            res: dict[str, dict[str, Any]] = {side: {"streams": []} for side in servers}
+            for k in range(a.bursts):
+                for side in sides(r + k):
+                    res[side]["streams"].append(parallel_streams(b, servers[side], n, r * a.bursts + k))
+            for side in sides(r):
+                res[side]["interference"] = prompt_beside_streams(b, servers[side], n - 1, r)
+            for side in sides(r + 1):
+                res[side]["conversations"] = conversations(b, servers[side], n + 2, 3, r)
+            for side, s in servers.items():
+                res[side] |= {"aggregate_tok_s": [x["aggregate_tok_s"] for x in res[side]["streams"]],
+                              "rss_mib": s.rss_mib(), "n_ctx": s.n_ctx(), "command": s.spec.describe()}
         for side in (OURS, THEIRS):
-            with b.server(side, slots=n) as s:
-                b.warm_up(s)
-                res = {"streams": parallel_streams(b, s, n, r),
-                       "interference": prompt_beside_streams(b, s, n - 1, r),
-                       "conversations": conversations(b, s, n + 2, 3, r),
-                       "rss_mib": s.rss_mib(), "n_ctx": s.n_ctx(), "command": s.spec.describe()}
-            runs[side].append(res)
-            print(f"  round {r + 1} {side}: " + json.dumps({k: v for k, v in res.items() if k != "command"},
+            runs[side].append(res[side])
+            print(f"  round {r + 1} {side}: " + json.dumps({k: v for k, v in res[side].items() if k != "command"},
                                                            default=float), file=sys.stderr, flush=True)
 
     def med(side: str, part: str, key: str) -> float:
         return median([x[part][key] if part else x[key] for x in runs[side]])
 
-    meds = {side: {"aggregate_tok_s": med(side, "streams", "aggregate_tok_s"),
-                   "mean_stream_tok_s": median([statistics.mean(x["streams"]["stream_tok_s"]) for x in runs[side]]),
-                   "slowest_over_others": med(side, "streams", "slowest_over_others"),
+    def bursts(side: str, key: str) -> list[Any]:
+        return [y[key] for x in runs[side] for y in x["streams"]]
+
+    meds = {side: {"aggregate_tok_s": median(bursts(side, "aggregate_tok_s")),
+                   "mean_stream_tok_s": median([statistics.mean(v) for v in bursts(side, "stream_tok_s")]),
+                   "slowest_over_others": median(bursts(side, "slowest_over_others")),
                    "longest_gap_ms": med(side, "interference", "longest_gap_ms"),
                    "typical_gap_ms": med(side, "interference", "typical_gap_ms"),
                    "prompt_ttft_s": med(side, "interference", "prompt_ttft_s"),
@@ -312,7 +358,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
             b.notes.append(f"{side}: a running stream ended before the long prompt's first token "
                            "(the gap figure covers less than the whole prefill; raise --tokens)")
     rows = [
-        (f"aggregate tok/s, {n} streams at once", "aggregate_tok_s", "{:.1f}"),
+        (f"aggregate tok/s, {n} streams at once ({a.bursts} per round)", "aggregate_tok_s", "{:.1f}"),
         ("per-stream tok/s (mean)", "mean_stream_tok_s", "{:.1f}"),
         ("slowest stream / the others' mean", "slowest_over_others", "{:.2f}"),
         (f"longest gap ms of {n - 1} running streams as a ~{a.prompt_tokens}-token prompt arrives",
@@ -326,6 +372,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
         ("RSS MiB after it all", "rss_mib", "{:.0f}"),
     ]
     return {"rounds": runs, "medians": meds, "rows": rows,
+            "paired": {"aggregate tok/s": paired(runs, "aggregate_tok_s")},
             "commands": {s: runs[s][-1]["command"] for s in runs}}
 
 
@@ -351,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="threads of both servers (default 2)")
     ap.add_argument("--ctx", type=int, default=4096, help="context of both servers (default 4096)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per side, medians (default 3)")
+    ap.add_argument("--bursts", type=int, default=3,
+                    help="decodes (or N-stream bursts) per round and side, taking turns (default 3)")
     ap.add_argument("--tokens", type=int, default=256, help="greedy tokens per decode (default 256)")
     ap.add_argument("--prompt-tokens", type=int, default=1500, help="prefill prompt length (default 1500)")
     ap.add_argument("--turbospark", default=None, metavar="CMD",
@@ -369,8 +418,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model.is_file():
         print(f"no model at {args.model} (`turbospark model fetch`)", file=sys.stderr)
         return 2
+    if args.bursts < 1:
+        ap.error("--bursts needs at least 1")
     if args.concurrency is not None and args.concurrency < 2:
         ap.error("--concurrency needs at least 2 streams")
+    busy = peers.busy_note()
     header = peers.machine_line(args.llama_server)
     print(f"machine: {header}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp:
@@ -385,12 +437,16 @@ def main(argv: list[str] | None = None) -> int:
     mode = f"{args.concurrency} concurrent streams" if args.concurrency else "single stream"
     print(f"\n**TurboSpark vs llama-server, {mode}** — {args.model.name}, {args.threads} threads, "
           f"context {args.ctx} (served: ours {result['medians'][OURS].get('n_ctx') or '?'}, theirs "
-          f"{result['medians'][THEIRS].get('n_ctx') or '?'}), medians of {args.rounds} round(s); {header}\n")
+          f"{result['medians'][THEIRS].get('n_ctx') or '?'}), medians of {args.rounds} round(s) × {args.bursts} burst(s) where said; {header}\n")
     print(table(result))
     print()
+    for name, ratios in result["paired"].items():
+        if ratios:
+            print(f"- paired ratios, {name} (each of ours against theirs measured beside it): median "
+                  f"{median(ratios):.2f}x, range {min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)}")
     for side, cmd in result["commands"].items():
         print(f"- {side}: `{cmd}`")
-    if busy := peers.busy_note():
+    if busy:
         b.notes.append(busy)
     for note in b.notes:
         print(f"- note: {note}")

@@ -65,11 +65,12 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def busy_note() -> str | None:
     """A warning when other work shares the CPUs (the 1-minute load average over a quarter of
-    the cores): llama.cpp's spinning thread barriers lose several times their speed then."""
+    the cores): llama.cpp's spinning thread barriers lose several times their speed then. Read it
+    BEFORE measuring: afterwards the average holds the benchmark's own load."""
     load, cores = os.getloadavg()[0], os.cpu_count() or 1
     if load > 0.25 * cores:
-        return (f"load average {load:.2f} on {cores} CPUs at the end: other work shared the cores, "
-                "the figures are not a measurement (run again on a quiet machine)")
+        return (f"load average {load:.2f} on {cores} CPUs at the start: other work shared the cores, "
+                "the figures may not be a measurement (run again on a quiet machine)")
     return None
 
 

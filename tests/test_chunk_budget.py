@@ -76,3 +76,27 @@ def test_a_slow_batched_step_leaves_the_chunk_what_the_target_gap_allows() -> No
     assert budget.limit() == 40
     budget.observe_step(0.0)  # not a measurement
     assert budget.limit() == 40
+
+
+def test_only_a_stream_decoding_before_the_prompt_began_cuts_its_chunks() -> None:
+    from turbospark_app.service.batching import stalls_running_streams
+    from turbospark_app.service.jobs import Job
+
+    def job(started: float | None, first_token: float | None) -> Job:
+        j = Job(0, None, 0.0)  # type: ignore[arg-type]
+        j.started_at, j.first_token_at = started, first_token
+        return j
+
+    me = job(10.0, None)
+    together = job(9.9, 10.2)  # began with it, had its first token after: a co-arrival
+    running = job(1.0, 2.0)  # decoding before it began: its gaps are what the budget keeps short
+    prefilling = job(5.0, None)
+    assert not stalls_running_streams(me, [me])
+    assert not stalls_running_streams(me, [me, together, prefilling])
+    assert stalls_running_streams(me, [together, me, running])
+    # a queued job that starts later is cut for streams that started meanwhile
+    assert stalls_running_streams(job(10.5, None), [together])
+    # outside a step (nothing stepped, or not started): any other active job counts
+    assert stalls_running_streams(None, [together, prefilling])
+    assert not stalls_running_streams(None, [together])
+    assert stalls_running_streams(job(None, None), [together, prefilling])

@@ -203,3 +203,39 @@ def test_api_requests_sharing_a_cached_prefix_decode_side_by_side(backend) -> No
     assert engine.batch.steps >= 10
     assert done[0].conversation_id != done[1].conversation_id
     assert len(done[0].generated_ids) == len(done[1].generated_ids) == 16
+
+
+def test_prompts_that_come_together_go_whole_and_a_late_one_in_budget_chunks(backend, monkeypatch) -> None:
+    """Two requests at once: the second's prompt is not cut for the first (which had no token
+    when it began, as llama-server batches simultaneous arrivals); one arriving while a stream
+    decodes is."""
+    monkeypatch.setattr(backend.chunk_budget, "observe", lambda tokens, seconds: None)
+    monkeypatch.setattr(backend.chunk_budget, "rate", 1.0)  # cut chunks: the 8-token floor
+    words = " ".join(f"item {i} costs {i * 7 % 100} coins," for i in range(40))
+    chunked = TurnSettings(generation=GenerationConfig(max_new_tokens=2), chunked_prefill=True, chunk_size=32)
+    rec = Recorder()
+    engine = EngineThread(lambda: Shared(backend), rec, max_active=4)
+    first = engine.submit(turn("together-a", "Tell me a long story about a castle.", 200))
+    together = engine.submit(TurnRequest("together-b", (ChatMessage("user", f"Sum up: {words}"),), chunked))
+    engine.start()  # both queued before the engine runs: they begin together
+    try:
+        rec.wait_done([together])
+        with rec.cond:
+            rec.cond.wait_for(lambda: sum(isinstance(e, Token) and e.request_id == first
+                                          for e in rec.events) >= 4, timeout=60)
+        late = engine.submit(TurnRequest("late", (ChatMessage("user", f"List: {words}"),), chunked))
+        rec.wait_done([late])
+        decoding = [e.request_id for e in rec.events if isinstance(e, Token) and e.request_id == first]
+        assert len(decoding) < 200, "the first stream must still be decoding as the late prompt goes in"
+
+        def sizes(rid: int) -> list[int]:  # each chunk's new tokens (`done` counts a reused prefix)
+            marks = [e for e in rec.events if isinstance(e, Prefilling) and e.request_id == rid]
+            done = [e.done for e in marks]
+            return [b - a for a, b in zip([marks[0].reused] + done, done)]
+        whole, cut = sizes(together), sizes(late)
+        assert len(whole) > 3 and set(whole[:-1]) == {32}, whole
+        assert len(cut) > 12 and set(cut[:-1]) == {8}, cut
+        engine.cancel(first)
+        rec.wait_done([first])
+    finally:
+        assert engine.shutdown(timeout=10)

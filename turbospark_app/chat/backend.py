@@ -109,9 +109,12 @@ class LlamaChatBackend:
         self._model_info = self._describe_model()
         self.prompts = PromptBuilder(template, tokenizer, self.max_context)
         # Speculation's off-switch while other streams decode (the engine thread wires it):
-        # True = crowded, decode plainly so the steps batch; prompts then go in small chunks.
+        # True = crowded, decode plainly so the steps batch.
         self.crowded: Callable[[], bool] = lambda: False
-        self.chunk_budget = ChunkBudget(lambda: self.crowded())
+        # True = a stream that was decoding before this turn began runs beside it: its prompt
+        # goes in chunks sized to the budget (set by the engine thread, as `crowded`).
+        self.streams_running: Callable[[], bool] = lambda: False
+        self.chunk_budget = ChunkBudget(lambda: self.streams_running())
         # What a draft's verify pass costs here, learnt by every turn; the prior is llama.cpp's on
         # a CPU (one more row ~0.5 of a step: bench_model.py), which a GPU soon corrects down.
         self.verify_cost = VerifyCost(row_cost=0.5)

@@ -66,6 +66,20 @@ def next_in_round(active: Sequence[Job], round_no: int, now: float) -> tuple[Job
     return first, waiting, round_no
 
 
+def stalls_running_streams(me: Job | None, active: Sequence[Job]) -> bool:
+    """Would the prompt of `me` (the job whose step runs) stall a stream decoding beside it that
+    was decoding already when `me` began? Only then are its chunks cut to the budget
+    (`engine.chunk_budget`). Prompts that came together (before any of them had a token) go in
+    whole chunks, as llama-server prefills requests arriving at once in one batch: cutting them
+    held back all but the first for nothing (4 requests at once on the 1B synthetic: the others'
+    36-token prompts went in 8-token chunks between the first one's steps, seconds of start-up
+    lost). Outside a step (`me` None or not started): any other active job counts."""
+    began = None if me is None else me.started_at
+    if began is None:
+        return len(active) > 1
+    return any(j is not me and j.first_token_at is not None and j.first_token_at < began for j in active)
+
+
 def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
     """Serve the pending steps of `jobs`: one `decode_batch` when there are two or more and the
     backend can batch; each job's `reply` is what its step loop gets back."""

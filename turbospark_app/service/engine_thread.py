@@ -62,7 +62,7 @@ from .events import (
     Token,
     error_kind,
 )
-from .batching import BatchFigures, next_in_round, run_round
+from .batching import BatchFigures, next_in_round, run_round, stalls_running_streams
 from .jobs import Job, add_live_readings, api_session, turn_stats
 from .snapshot import InfoSnapshot
 
@@ -118,6 +118,7 @@ class EngineThread:
         self._facts: tuple[dict[str, Any], int, Any] | None = None  # set when ready
         self._listeners: dict[int, Listener] = {}
         self._round = 0  # batched decode rounds (batching.py)
+        self._stepping: Job | None = None  # the job whose step runs now (this thread)
         self._batching = False  # the backend runs DecodeSteps batched (set at load)
         self.batch = BatchFigures()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -327,6 +328,8 @@ class EngineThread:
         self._batching = callable(getattr(backend, "decode_batch", None))  # else no DecodeStep
         if hasattr(backend, "crowded"):  # speculation pauses while other turns could batch
             backend.crowded = lambda: len(self._active) > 1  # read on this thread, which owns it
+        if hasattr(backend, "streams_running"):  # a prompt's chunks are cut for the streams it would stall
+            backend.streams_running = lambda: stalls_running_streams(self._stepping, self._active)
         self._facts = (model_info, max_context, getattr(backend, "prompts", None))
         self._refresh_snapshot(force=True)
         self._state = "ready"
@@ -420,6 +423,7 @@ class EngineThread:
     def _step(self, job: Job) -> None:
         assert job.stream is not None
         reply, job.reply = job.reply, None
+        self._stepping = job
         try:
             event = job.stream.send(reply)
         except StopIteration as stop:
@@ -428,6 +432,8 @@ class EngineThread:
         except Exception as e:  # isolate the failure to this turn; the thread goes on
             self._fail(job, e)
             return
+        finally:
+            self._stepping = None
         rid, cid = job.request_id, job.conversation_id
         if isinstance(event, DecodeStep):
             with self._cond:
