@@ -13,9 +13,9 @@ round) and warmed up with two short requests; they then take turns, one measurem
 each measurement of one has the other's beside it, and the paired ratios' median is printed too.
 Measured:
 
-- decode (`--bursts` times per round and side): `--tokens` greedy tokens of a counting prompt (llama-server also gets `ignore_eos`;
-  ours has no such field, the prompt does not end); tok/s from the streamed chunks' arrival,
-  first to last, and the tokens actually generated;
+- decode (`--bursts` times per round and side): `--tokens` greedy tokens of a counting prompt
+  (llama-server also gets `ignore_eos`; ours has no such field, the prompt does not end); tok/s
+  from the streamed chunks' arrival, first to last, and the tokens actually generated;
 - prefill: a fresh `--prompt-tokens` prompt per round (a seed-unique first line; llama-server:
   `cache_prompt: false`), prompt tokens over the time to the first streamed token;
 - steady RSS of the server and its children, idle after those requests.
@@ -24,8 +24,8 @@ against a llama-cpp-python script doing the same with `Llama` (same n_ctx and th
 warm-up run each, then medians of `--rounds`.
 
 `--concurrency N` instead: `turbospark serve --session-slots N` against `llama-server
---parallel N --cont-batching --kv-unified`: N streams at once, `--bursts` times (aggregate and per-stream tok/s,
-the slowest over the others' mean); while N-1 streams decode a `--prompt-tokens` prompt arrives
+--parallel N --cont-batching --kv-unified`: N streams at once, `--bursts` times (aggregate and
+per-stream tok/s, the slowest over the others' mean); while N-1 streams decode a `--prompt-tokens` prompt arrives
 (the longest gap between two tokens of a running stream); N+2 conversations taking turns through
 the N slots (prompt tokens a returning conversation's turn evaluates again, from `timings.prompt_n`,
 else usage's cached_tokens; llama-server with `cache_prompt: true` and its default RAM prompt cache).
@@ -69,10 +69,14 @@ def sides(k: int) -> tuple[str, str]:
     return (OURS, THEIRS) if k % 2 == 0 else (THEIRS, OURS)
 
 
-def paired(runs: dict[str, list[dict]], key: str) -> list[float]:
-    """Ours over theirs, burst by burst (each pair measured one after the other)."""
-    return [a / b for x, y in zip(runs[OURS], runs[THEIRS])
-            for a, b in zip(x[key], y[key]) if b and a == a and b == b]
+def paired(ours: list[float], theirs: list[float]) -> list[float]:
+    """Ours over theirs, measurement by measurement (each pair taken one after the other)."""
+    return [a / b for a, b in zip(ours, theirs) if b and a == a and b == b]
+
+
+def every(runs: dict[str, list[dict]], side: str, key: str) -> list[Any]:
+    """`key` of every round of `side`, a round's list of bursts flattened."""
+    return [v for x in runs[side] for v in (x[key] if isinstance(x[key], list) else [x[key]])]
 
 
 def median(values: list[float]) -> float:
@@ -142,7 +146,7 @@ def single_round(b: Bench, r: int) -> dict[str, dict[str, Any]]:
         for side in sides(r):
             s = servers[side]
             pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
-            out[side] |= {"prefill_tok_s": [pre.prompt_tokens / pre.ttft if pre.times else float("nan")],
+            out[side] |= {"prefill_tok_s": pre.prompt_tokens / pre.ttft if pre.times else float("nan"),
                           "prefill_ttft_s": pre.ttft, "prefill_prompt_tokens": pre.prompt_tokens,
                           "prefill_cached_tokens": pre.cached_tokens}
         time.sleep(1.0)  # idle: what each server holds between requests
@@ -180,7 +184,7 @@ def run_single(b: Bench) -> dict[str, Any]:
             x = res[side]
             runs[side].append(x)
             print(f"  round {r + 1} {side}: decode " + ", ".join(f"{v:.1f}" for v in x["decode_tok_s"])
-                  + f" tok/s ({x['decode_tokens'][-1]} tok), prefill {x['prefill_tok_s'][0]:.0f} tok/s "
+                  + f" tok/s ({x['decode_tokens'][-1]} tok), prefill {x['prefill_tok_s']:.0f} tok/s "
                   f"({x['prefill_prompt_tokens']} tok, {x['prefill_ttft_s']:.2f} s), RSS {x['rss_mib']:.0f} MiB, "
                   f"ready {x['ready_s']:.1f} s", file=sys.stderr, flush=True)
     for side in (OURS, THEIRS):
@@ -191,9 +195,7 @@ def run_single(b: Bench) -> dict[str, Any]:
             walls[side].append(one_token_process(b, side))
         print(f"  one-token process round {r + 1}: ours {walls[OURS][-1]:.2f} s, theirs {walls[THEIRS][-1]:.2f} s",
               file=sys.stderr, flush=True)
-    def flat(x: Any) -> list[Any]:
-        return x if isinstance(x, list) else [x]
-    med = {side: {k: median([v for x in rs for v in flat(x[k])]) for k in
+    med = {side: {k: median(every(runs, side, k)) for k in
                   ("decode_tok_s", "decode_tokens", "prefill_tok_s", "prefill_ttft_s",
                    "prefill_prompt_tokens", "rss_mib", "ready_s")} | {"one_token_s": median(walls[side])}
            for side, rs in runs.items()}
@@ -209,7 +211,8 @@ def run_single(b: Bench) -> dict[str, Any]:
         ("server start to /health ok s", "ready_s", "{:.2f}"),
     ]
     return {"rounds": runs, "one_token_walls": walls, "medians": med, "rows": rows,
-            "paired": {"decode tok/s": paired(runs, "decode_tok_s"), "prefill tok/s": paired(runs, "prefill_tok_s")},
+            "paired": {name: paired(every(runs, OURS, key), every(runs, THEIRS, key))
+                       for name, key in (("decode tok/s", "decode_tok_s"), ("prefill tok/s", "prefill_tok_s"))},
             "commands": {s: runs[s][-1]["command"] for s in runs}}
 
 
@@ -329,8 +332,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
             for side in sides(r + 1):
                 res[side]["conversations"] = conversations(b, servers[side], n + 2, 3, r)
             for side, s in servers.items():
-                res[side] |= {"aggregate_tok_s": [x["aggregate_tok_s"] for x in res[side]["streams"]],
-                              "rss_mib": s.rss_mib(), "n_ctx": s.n_ctx(), "command": s.spec.describe()}
+                res[side] |= {"rss_mib": s.rss_mib(), "n_ctx": s.n_ctx(), "command": s.spec.describe()}
         for side in (OURS, THEIRS):
             runs[side].append(res[side])
             print(f"  round {r + 1} {side}: " + json.dumps({k: v for k, v in res[side].items() if k != "command"},
@@ -372,7 +374,7 @@ def run_concurrency(b: Bench) -> dict[str, Any]:
         ("RSS MiB after it all", "rss_mib", "{:.0f}"),
     ]
     return {"rounds": runs, "medians": meds, "rows": rows,
-            "paired": {"aggregate tok/s": paired(runs, "aggregate_tok_s")},
+            "paired": {"aggregate tok/s": paired(bursts(OURS, "aggregate_tok_s"), bursts(THEIRS, "aggregate_tok_s"))},
             "commands": {s: runs[s][-1]["command"] for s in runs}}
 
 

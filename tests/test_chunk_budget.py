@@ -9,6 +9,8 @@ from fakes import PieceTokenizer
 from turbospark_app.engine import GenerationConfig
 from turbospark_app.engine.chunk_budget import ChunkBudget
 from turbospark_app.engine.raw_completion_chunked import Chunked, stream_raw_completion_chunked
+from turbospark_app.service.batching import stalls_running_streams
+from turbospark_app.service.jobs import Job
 
 
 def test_no_limit_alone_and_the_rate_times_the_budget_when_crowded() -> None:
@@ -79,9 +81,6 @@ def test_a_slow_batched_step_leaves_the_chunk_what_the_target_gap_allows() -> No
 
 
 def test_only_a_stream_decoding_before_the_prompt_began_cuts_its_chunks() -> None:
-    from turbospark_app.service.batching import stalls_running_streams
-    from turbospark_app.service.jobs import Job
-
     def job(started: float | None, first_token: float | None) -> Job:
         j = Job(0, None, 0.0)  # type: ignore[arg-type]
         j.started_at, j.first_token_at = started, first_token
