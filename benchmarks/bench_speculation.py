@@ -104,12 +104,13 @@ def run_ours(backend, prompts: list[list[int]], max_new: int, repeats: int,
     from turbospark_app.model.llamacpp.producer import LlamaCppProducer
 
     tok, vocab = backend.tokenizer, backend.vocab_size
-    modes = {"plain": None, "lookup": LookupSpeculation()}
+    # As in the app: one verify cost per backend, learnt across the runs (the warm-up's first).
+    modes = {"plain": None, "lookup": LookupSpeculation(cost=backend.verify_cost)}
     out: dict[str, list[dict]] = {"plain": [], "lookup": []}
     producer = LlamaCppProducer(backend.context, 0)
     # Warm-up: the first passes of a shape cost more.
     run_raw_completion_chunked(producer, tok, prompts[0], GenerationConfig(max_new_tokens=8),
-                               backend.max_context, vocab, speculation=LookupSpeculation())
+                               backend.max_context, vocab, speculation=modes["lookup"])
     for rep in range(repeats):
         for i, ids in enumerate(prompts):
             order = ("plain", "lookup") if (rep + i) % 2 == 0 else ("lookup", "plain")
@@ -237,6 +238,11 @@ def main() -> int:
                 msg += f"; ours lookup / llama-cpp-python lookup median {statistics.median(vs_peer[kind]):.2f}x"
             print(msg)
     print(f"# greedy replies differing from plain (first repeat): {diverged}/{len(chosen)}")
+    if not args.ours_from:
+        cost = backend.verify_cost
+        sizes = ", ".join(f"{k}+ rows {v:.2f}" for k, v in sorted(cost.by_size.items()))
+        print(f"# measured verify cost, one more row in a pass (in one-token steps of "
+              f"{1000 * (cost.step_seconds or 0):.1f} ms): {sizes or 'no pass'}; {cost.passes} passes")
     if args.json:
         args.json.write_text(json.dumps({"ours": ours, "peer": peer, "prompts": [c[:2] for c in chosen]}))
     return 0

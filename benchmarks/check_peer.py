@@ -1,11 +1,16 @@
 """Greedy golden comparison: TurboSpark's server against llama.cpp's llama-server, same GGUF.
 
     python benchmarks/check_peer.py --llama-server build/peer/bin/llama-server [--model GGUF]
-        [--tokens 64] [--threads 2] [--ctx 4096] [--turbospark CMD] [--json OUT]
+        [--tokens 64] [--threads 2] [--ctx 4096] [--turbospark CMD] [--resident] [--json OUT]
 
 Golden prompts, chat and raw completion, are sent greedily (temperature 0, `--tokens` tokens,
 top-2 logprobs) to each server in turn through the official `openai` client (one server at a
 time; llama-server with `cache_prompt: false`, so every prompt is evaluated whole as ours is).
+Each prompt gets a freshly started server on each side, so both evaluate it in an empty KV
+buffer: llama.cpp's flash attention on the CPU sums in half precision in the order of the
+cells, so the same prompt placed after other conversations' cells (ours keeps them in their
+slots) can move its logits by a few tenths. `--resident` keeps one server per side for all
+prompts instead, to show that effect.
 For each prompt: where the two replies part (token index and character), the two tokens there,
 and the top-2 logprob gap at that token as llama-server reports it (a log-prob gap is the logit
 gap: softmax keeps differences). The project's rule: two correct engines may part only at a near
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turbospark", default=None, metavar="CMD",
                     help="our command (default: the `turbospark` next to this Python)")
     ap.add_argument("--llama-server", default=str(ROOT / "build/peer/bin/llama-server"), metavar="PATH")
+    ap.add_argument("--resident", action="store_true",
+                    help="one server per side for all prompts (earlier conversations stay in its KV)")
     ap.add_argument("--json", type=Path, default=None, metavar="OUT")
     args = ap.parse_args(argv)
     model = (args.model or default_model_path()).resolve()
@@ -169,11 +176,18 @@ def main(argv: list[str] | None = None) -> int:
              THEIRS: peers.llama_server_spec(args.llama_server, model, args.threads, args.ctx)}
     with tempfile.TemporaryDirectory(prefix="check-peer-") as tmp:
         for side, spec in specs.items():
-            with peers.Server(spec, Path(tmp) / f"{side}.log") as s:
-                replies[side] = [ask(s, kind, text, args.tokens) for kind, text in GOLDEN]
+            if args.resident:
+                with peers.Server(spec, Path(tmp) / f"{side}.log") as s:
+                    replies[side] = [ask(s, kind, text, args.tokens) for kind, text in GOLDEN]
+                continue
+            replies[side] = []
+            for k, (kind, text) in enumerate(GOLDEN):
+                with peers.Server(spec, Path(tmp) / f"{side}-{k}.log") as s:
+                    replies[side].append(ask(s, kind, text, args.tokens))
     rows = [compare(kind, text, o, t) for (kind, text), o, t in zip(GOLDEN, replies[OURS], replies[THEIRS])]
+    where = "one server per side for all prompts" if args.resident else "a fresh server per prompt and side"
     print(f"\n**Greedy golden replies, TurboSpark vs llama-server** — {model.name}, {args.tokens} tokens, "
-          f"rule: part only where llama-server's top-2 logprob gap < {NEAR_TIE}\n")
+          f"{where}, rule: part only where llama-server's top-2 logprob gap < {NEAR_TIE}\n")
     print("| # | kind | prompt | verdict | ok |")
     print("| ---: | --- | --- | --- | --- |")
     for k, row in enumerate(rows, 1):

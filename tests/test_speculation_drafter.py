@@ -97,6 +97,30 @@ def test_policy_stops_drafting_when_acceptance_stops_paying_and_probes_again() -
     assert policy.length(7) == 7  # acceptance came back: full drafts again
 
 
+def test_failed_probes_wait_longer_and_a_kept_token_brings_them_back() -> None:
+    policy = AcceptancePolicy(draft_start=7, draft_max=31, probe_every=4)
+    policy.row_cost = 0.8
+    for _ in range(30):
+        policy.settle(3, 0)  # off: acceptance near 0
+
+    def matches_until_probe() -> int:
+        for n in range(1, 100):
+            if policy.length(7):
+                return n
+        raise AssertionError("no probe in 100 matches")
+
+    waits = []
+    for _ in range(6):
+        waits.append(matches_until_probe())
+        policy.settle(1, 0)  # the probe kept nothing
+    assert waits == [4, 8, 16, 32, 32, 32]  # doubled per failed probe, at most 8 x probe_every
+    assert matches_until_probe() == 32
+    policy.settle(1, 1)  # this probe's draft was kept
+    assert matches_until_probe() == 4
+    policy.settle(1, 0)
+    assert matches_until_probe() == 8
+
+
 def test_policy_length_maximises_expected_gain() -> None:
     policy = AcceptancePolicy(draft_start=7, draft_max=31, probe_every=16)
     policy.accept_rate, policy.row_cost = 0.5, 0.2
@@ -112,6 +136,47 @@ def test_policy_learns_the_row_cost_from_timings() -> None:
         policy.timed_step(0.010)
         policy.timed_pass(8, 0.010 * (1 + 0.5 * 7))
     assert policy.row_cost == pytest.approx(0.5, abs=0.02)
+
+
+def test_the_row_cost_is_learnt_per_pass_size() -> None:
+    from turbospark_app.engine.speculation import VerifyCost
+
+    cost = VerifyCost(row_cost=0.5)
+    assert cost.extra_row(2) == cost.extra_row(30) == 0.5  # nothing measured: the prior
+    cost.timed_step(0.010)
+    cost.timed_pass(2, 0.010 * 1.9)  # c = 0.9: a first pass of a size counts half
+    assert cost.extra_row(2) == pytest.approx(0.7)
+    for _ in range(60):
+        cost.timed_step(0.010)
+        cost.timed_pass(2, 0.010 * 1.76)  # this CPU's curve (default model): 0.76 at 2 rows,
+        cost.timed_pass(8, 0.010 * (1 + 0.45 * 7))  # 0.45 at 8
+    assert cost.extra_row(2) == pytest.approx(0.76, abs=0.01)
+    assert cost.extra_row(7) == cost.extra_row(8) == pytest.approx(0.45, abs=0.01)  # class [6, 8]
+    # not measured: the least of the prior, every size's figure and the nearest smaller class
+    assert cost.extra_row(3) == 0.5
+    assert cost.extra_row(12) == pytest.approx(0.45, abs=0.01)
+
+
+def test_a_wider_pass_that_costs_less_per_row_is_chosen() -> None:
+    from turbospark_app.engine.speculation import VerifyCost
+
+    cost = VerifyCost(row_cost=0.5)
+    curve = {2: 0.76, 3: 0.74, 4: 0.53, 6: 0.49, 9: 0.45, 17: 0.44}  # measured here, default model
+    for _ in range(80):
+        cost.timed_step(0.010)
+        for rows, c in curve.items():
+            cost.timed_pass(rows, 0.010 * (1 + c * (rows - 1)))
+    policy = AcceptancePolicy(draft_start=7, draft_max=31, probe_every=16, measured=cost)
+    policy.accept_rate = 0.9
+    gains = {k: expected_tokens(0.9, k + 1) / policy.cost(k + 1) for k in range(1, 8)}
+    k = policy.length(7)
+    assert k == max(gains, key=gains.get) == 5 and gains[5] > 1.3
+    # one figure for every size (a short pass's) drafts 2, for a smaller gain
+    flat = AcceptancePolicy(draft_start=7, draft_max=31, probe_every=16, measured=VerifyCost(row_cost=0.74))
+    flat.accept_rate = 0.9
+    assert flat.length(7) == 2 and expected_tokens(0.9, 3) / flat.cost(3) < 1.1
+    policy.accept_rate = 0.6  # where little is accepted nothing pays, short or long
+    assert policy.length(7) == 0
 
 
 def test_crowded_means_no_draft() -> None:

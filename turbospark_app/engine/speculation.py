@@ -9,10 +9,12 @@ Three pieces, each per stream (one `LookupDrafter` per run):
 - `AcceptancePolicy`: how long a draft to verify, or none. Drafts only on a match; the length
   starts at `draft_start` (7), doubles after a fully accepted run up to `draft_max` (31) and drops
   back after a miss; and a draft is verified only when its EXPECTED gain pays for the wider pass
-  (i.i.d. acceptance `a` estimated from this stream, pass cost `1 + row_cost * (T - 1)` measured
-  from this stream's own step times). When acceptance stops paying the stream decodes plainly,
-  probing again after `probe_every` skipped matches (with a draft no longer than a pass of about
-  two steps allows) so a later echo-heavy stretch is found.
+  (i.i.d. acceptance `a` estimated from this stream, pass cost `1 + c(T) * (T - 1)` with the
+  row cost `c` measured per pass size from the backend's timed steps and passes). When
+  acceptance stops paying the stream decodes plainly, probing again after `probe_every` skipped
+  matches (with a draft no longer than a pass of about two steps allows) so a later echo-heavy
+  stretch is found; a probe that keeps nothing doubles the wait before the next (up to
+  `PROBE_BACKOFF` times), so an open reply pays for few probes.
 - `LookupDrafter`: the two together plus the stream's counters (drafted / accepted / passes).
 
 The decode loop (`raw_completion.decode`) asks `propose()` before each forward pass and reports
@@ -31,17 +33,43 @@ def _never() -> bool:
     return False
 
 
+# Pass sizes whose row cost is learnt apart: [2], [3], [4, 5], [6, 8], [9, 16], [17, ...). On this
+# CPU a row costs 0.76 of a step in a pass of 2-3 rows and 0.44 in one of 8-32 (the default model:
+# matmuls of a few rows are compute bound, wider ones reuse what is in cache), so one figure for
+# every size either forbids the long drafts that pay or allows the short ones that lose.
+_SIZE_CLASSES = (2, 3, 4, 6, 9, 17)
+
+
+def size_class(rows: int) -> int:
+    """The smallest row count of the class a pass of `rows` (>= 2) rows is learnt in."""
+    return max(c for c in _SIZE_CLASSES if c <= max(2, rows))
+
+
 class VerifyCost:
     """What a verify pass costs on this machine and model, learnt from every stream's timed steps
     and passes (one per backend): a new stream starts from what earlier ones measured instead of a
     prior. On a CPU one more row costs a good part of a step (llama.cpp's matmuls are compute
-    bound there); on a GPU almost nothing."""
+    bound there), less in a wider pass; on a GPU almost nothing."""
 
     def __init__(self, row_cost: float = 0.2, alpha: float = 0.15) -> None:
-        self.row_cost = row_cost  # one more row in a pass, in one-token steps
+        self.prior = row_cost
+        self.row_cost = row_cost  # one more row in a pass, in one-token steps (every size)
+        self.by_size: dict[int, float] = {}  # the same per size class, once measured
         self.step_seconds: float | None = None
         self.alpha = alpha
         self.passes = 0
+
+    def extra_row(self, rows: int) -> float:
+        """One more row's cost in a pass of `rows` rows: its size class's measure; a class not
+        measured yet takes the least of the prior, the all-sizes figure and the nearest smaller
+        measured class (taken as a row costing no more in a wider pass), so a wider pass that
+        might pay is tried and then known."""
+        k = size_class(rows)
+        if k in self.by_size:
+            return self.by_size[k]
+        smaller = [c for c in self.by_size if c < k]
+        nearest = self.by_size[max(smaller)] if smaller else self.prior
+        return min(self.prior, self.row_cost, nearest)
 
     def timed_step(self, seconds: float) -> None:
         s = self.step_seconds
@@ -51,6 +79,12 @@ class VerifyCost:
         if self.step_seconds is None or rows < 2 or self.step_seconds <= 0:
             return
         observed = min(1.0, max(0.02, (seconds / self.step_seconds - 1.0) / (rows - 1)))
+        k = size_class(rows)
+        known = self.by_size.get(k)
+        if known is None:  # a first pass of this size counts half: one slow pass would rule it out
+            self.by_size[k] = 0.5 * (self.extra_row(rows) + observed)
+        else:
+            self.by_size[k] = known + self.alpha * (observed - known)
         self.row_cost += self.alpha * (observed - self.row_cost)
         self.passes += 1
 
@@ -130,6 +164,9 @@ def expected_tokens(a: float, t: int) -> float:
     return (1.0 - a ** t) / (1.0 - a)
 
 
+PROBE_BACKOFF = 8  # the longest wait between probes, in units of probe_every
+
+
 @dataclass
 class AcceptancePolicy:
     """Per-stream draft length and the pays-or-not decision (see the module docstring)."""
@@ -140,11 +177,14 @@ class AcceptancePolicy:
     cap: int = 0  # current draft-length cap
     accept_rate: float = 0.7  # estimated per-draft-token acceptance (prior: echo-ish)
     skipped: int = 0  # matches not verified since the last draft
+    probe_wait: int = 0  # skipped matches before the next probe (probe_every, doubled per failed probe)
+    probing: bool = False  # the last draft handed out was a probe
     alpha: float = 0.15  # EMA weight of one observation
     measured: VerifyCost = field(default_factory=VerifyCost)  # the pass cost (shared or own)
 
     def __post_init__(self) -> None:
         self.cap = self.draft_start
+        self.probe_wait = self.probe_every
 
     @property
     def row_cost(self) -> float:
@@ -160,7 +200,7 @@ class AcceptancePolicy:
 
     def cost(self, t: int) -> float:
         """A pass of `t` rows, in one-token steps."""
-        return 1.0 + self.row_cost * (t - 1)
+        return 1.0 if t <= 1 else 1.0 + self.measured.extra_row(t) * (t - 1)
 
     def length(self, available: int) -> int:
         """How many of `available` drafted tokens to verify: the length with the best expected
@@ -175,9 +215,10 @@ class AcceptancePolicy:
             gain = expected_tokens(a, k + 1) / self.cost(k + 1)
             if gain > best_gain:
                 best, best_gain = k, gain
+        self.probing = best == 0
         if best == 0:
             self.skipped += 1
-            if self.skipped < self.probe_every:
+            if self.skipped < self.probe_wait:
                 return 0
             best = min(limit, self.probe_length())  # probe: acceptance may have come back
         self.skipped = 0
@@ -192,7 +233,12 @@ class AcceptancePolicy:
 
     def settle(self, drafted: int, accepted: int) -> None:
         """Learn from a verify pass: `accepted` of `drafted` matched (a miss after them unless
-        all did); grow the cap after a full run, drop it back after a miss."""
+        all did); grow the cap after a full run, drop it back after a miss. A probe that kept
+        nothing doubles the wait for the next one; one that kept a token brings it back."""
+        if self.probing:
+            self.probing = False
+            self.probe_wait = (self.probe_every if accepted else
+                               min(self.probe_every * PROBE_BACKOFF, self.probe_wait * 2))
         for _ in range(accepted):
             self.accept_rate += self.alpha * (1.0 - self.accept_rate)
         if accepted < drafted:
