@@ -174,16 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     replies: dict[str, list[Reply]] = {}
     specs = {OURS: peers.turbospark_spec(cmd, model, args.threads, args.ctx),
              THEIRS: peers.llama_server_spec(args.llama_server, model, args.threads, args.ctx)}
+    groups = [GOLDEN] if args.resident else [[golden] for golden in GOLDEN]  # prompts per server
     with tempfile.TemporaryDirectory(prefix="check-peer-") as tmp:
         for side, spec in specs.items():
-            if args.resident:
-                with peers.Server(spec, Path(tmp) / f"{side}.log") as s:
-                    replies[side] = [ask(s, kind, text, args.tokens) for kind, text in GOLDEN]
-                continue
             replies[side] = []
-            for k, (kind, text) in enumerate(GOLDEN):
+            for k, group in enumerate(groups):
                 with peers.Server(spec, Path(tmp) / f"{side}-{k}.log") as s:
-                    replies[side].append(ask(s, kind, text, args.tokens))
+                    replies[side] += [ask(s, kind, text, args.tokens) for kind, text in group]
     rows = [compare(kind, text, o, t) for (kind, text), o, t in zip(GOLDEN, replies[OURS], replies[THEIRS])]
     where = "one server per side for all prompts" if args.resident else "a fresh server per prompt and side"
     print(f"\n**Greedy golden replies, TurboSpark vs llama-server** — {model.name}, {args.tokens} tokens, "

@@ -7,8 +7,9 @@ does one that came together with the others (before any of them had a token:
 `service.batching.stalls_running_streams`, what `crowded` says here). With streams decoding
 that were decoding already when it began, every chunk is a pause in their token streams: the
 chunk is cut to what the measured prefill rate does in `budget_seconds`, so the longest gap
-between two of their tokens stays near the budget plus one batched step. The rate is measured on the chunks
-themselves (any turn's: one budget per model), so it follows the model and the machine.
+between two of their tokens stays near the budget plus one batched step. The rate is measured
+on the chunks themselves (any turn's: one budget per model), so it follows the model and the
+machine.
 
 Where a batched step itself is slow (a 1B model on two CPU cores: ~110 ms for 3 rows), a chunk of
 the full budget plus that step would pass the gap a user notices; the budget then shrinks to what

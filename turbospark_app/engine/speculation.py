@@ -38,11 +38,13 @@ def _never() -> bool:
 # matmuls of a few rows are compute bound, wider ones reuse what is in cache), so one figure for
 # every size either forbids the long drafts that pay or allows the short ones that lose.
 _SIZE_CLASSES = (2, 3, 4, 6, 9, 17)
+_CLASS_OF = tuple(max(c for c in _SIZE_CLASSES if c <= max(2, r)) for r in range(_SIZE_CLASSES[-1]))
 
 
 def size_class(rows: int) -> int:
-    """The smallest row count of the class a pass of `rows` (>= 2) rows is learnt in."""
-    return max(c for c in _SIZE_CLASSES if c <= max(2, rows))
+    """The smallest row count of the class a pass of `rows` (>= 2) rows is learnt in (a table:
+    the draft-length choice asks it for every length it weighs, once per decode step)."""
+    return _CLASS_OF[rows] if rows < len(_CLASS_OF) else _SIZE_CLASSES[-1]
 
 
 class VerifyCost:
@@ -215,12 +217,13 @@ class AcceptancePolicy:
             gain = expected_tokens(a, k + 1) / self.cost(k + 1)
             if gain > best_gain:
                 best, best_gain = k, gain
-        self.probing = best == 0
-        if best == 0:
+        probe = best == 0
+        if probe:
             self.skipped += 1
             if self.skipped < self.probe_wait:
                 return 0
             best = min(limit, self.probe_length())  # probe: acceptance may have come back
+        self.probing = probe
         self.skipped = 0
         return best
 
