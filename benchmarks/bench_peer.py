@@ -16,8 +16,9 @@ Measured:
 - decode (`--bursts` times per round and side): `--tokens` greedy tokens of a counting prompt
   (llama-server also gets `ignore_eos`; ours has no such field, the prompt does not end); tok/s
   from the streamed chunks' arrival, first to last, and the tokens actually generated;
-- prefill: a fresh `--prompt-tokens` prompt per round (a seed-unique first line; llama-server:
-  `cache_prompt: false`), prompt tokens over the time to the first streamed token;
+- prefill (`--bursts` times per round and side, after the decodes): a fresh `--prompt-tokens`
+  prompt each time (a seed-unique first line; llama-server: `cache_prompt: false`), prompt
+  tokens over the time to the first streamed token;
 - steady RSS of the server and its children, idle after those requests.
 Then the warm one-token reply as a whole process: `turbospark chat --prompt Hi --max-new 1`
 against a llama-cpp-python script doing the same with `Llama` (same n_ctx and threads), a
@@ -142,13 +143,18 @@ def single_round(b: Bench, r: int) -> dict[str, dict[str, Any]]:
                 out[side]["decode_tok_s"].append(dec.decode_tok_s)
                 out[side]["decode_tokens"].append(dec.tokens)
                 out[side]["decode_finish"].append(dec.finish)
-        text = peers.filler(b.count, a.prompt_tokens, seed=r)
-        for side in sides(r):
-            s = servers[side]
-            pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
-            out[side] |= {"prefill_tok_s": pre.prompt_tokens / pre.ttft if pre.times else float("nan"),
-                          "prefill_ttft_s": pre.ttft, "prefill_prompt_tokens": pre.prompt_tokens,
-                          "prefill_cached_tokens": pre.cached_tokens}
+        for side in servers:
+            out[side] |= {"prefill_tok_s": [], "prefill_ttft_s": [], "prefill_prompt_tokens": [],
+                          "prefill_cached_tokens": []}
+        for k in range(a.bursts):
+            text = peers.filler(b.count, a.prompt_tokens, seed=r if k == 0 else 1000 * (r + 1) + k)
+            for side in sides(r + k):
+                s = servers[side]
+                pre = peers.stream(s, prompt=text, max_tokens=2, extra=s.extra(cache_prompt=False))
+                for key, v in (("prefill_tok_s", pre.prompt_tokens / pre.ttft if pre.times else float("nan")),
+                               ("prefill_ttft_s", pre.ttft), ("prefill_prompt_tokens", pre.prompt_tokens),
+                               ("prefill_cached_tokens", pre.cached_tokens)):
+                    out[side][key].append(v)
         time.sleep(1.0)  # idle: what each server holds between requests
         for side, s in servers.items():
             out[side] |= {"ready_s": s.ready_s, "n_ctx": s.n_ctx(), "rss_mib": s.rss_mib(),
@@ -184,8 +190,9 @@ def run_single(b: Bench) -> dict[str, Any]:
             x = res[side]
             runs[side].append(x)
             print(f"  round {r + 1} {side}: decode " + ", ".join(f"{v:.1f}" for v in x["decode_tok_s"])
-                  + f" tok/s ({x['decode_tokens'][-1]} tok), prefill {x['prefill_tok_s']:.0f} tok/s "
-                  f"({x['prefill_prompt_tokens']} tok, {x['prefill_ttft_s']:.2f} s), RSS {x['rss_mib']:.0f} MiB, "
+                  + f" tok/s ({x['decode_tokens'][-1]} tok), prefill "
+                  + ", ".join(f"{v:.0f}" for v in x["prefill_tok_s"])
+                  + f" tok/s ({x['prefill_prompt_tokens'][-1]} tok, {x['prefill_ttft_s'][-1]:.2f} s), RSS {x['rss_mib']:.0f} MiB, "
                   f"ready {x['ready_s']:.1f} s", file=sys.stderr, flush=True)
     for side in (OURS, THEIRS):
         one_token_process(b, side)  # warm-up: the probe's verdict, the OS file cache

@@ -65,7 +65,8 @@ def test_a_saved_state_restores_into_another_sequence_exactly(ctx: LlamaCppConte
 
 def test_the_pool_moves_an_evicted_conversation_to_ram_and_back(ctx: LlamaCppContext) -> None:
     seqs = iter(range(2))
-    pool = SessionPool(lambda: LlamaCppProducer(ctx, next(seqs)), slots=2, saved=StateCache(64 << 20))
+    pool = SessionPool(lambda: LlamaCppProducer(ctx, next(seqs)), slots=2, saved=StateCache(64 << 20),
+                       park_idle=False)
     ids = {name: [int(t) for t in np.random.default_rng(n).integers(1, ctx.n_vocab, 50)]
            for n, name in enumerate("abc")}
     for name in "ab":  # two conversations fill both slots
@@ -87,4 +88,49 @@ def test_the_pool_moves_an_evicted_conversation_to_ram_and_back(ctx: LlamaCppCon
     assert pool.saved.peek_mirror("b") == tuple(ids["b"])  # "b" went to RAM in turn
     pool.drop("b")
     assert pool.saved.peek_mirror("b") == ()
+    pool.release_all()
+
+
+def test_a_turn_parks_the_idle_conversations_in_ram_and_they_come_back(ctx: LlamaCppContext) -> None:
+    seqs = iter(range(3))
+    pool = SessionPool(lambda: LlamaCppProducer(ctx, next(seqs)), slots=3, saved=StateCache(64 << 20))
+    ids = {name: [int(t) for t in np.random.default_rng(10 + n).integers(1, ctx.n_vocab, 40)]
+           for n, name in enumerate("ab")}
+    first = pool.checkout("a")
+    assert first is not None and first.outcome == SlotOutcome.MISS
+    first.produce_chunk(ids["a"], 0, None)
+    first.end_turn()
+    seq_a = first.slot_index
+    second = pool.checkout("b")  # "a" is idle: its state goes to RAM and its cells are freed
+    assert second is not None and second.outcome == SlotOutcome.MISS and not second.session_slot_evicted()
+    assert ctx.seq_pos_max(seq_a) == -1 and pool.slot_of("a") is None and pool.parked == 1
+    assert pool.saved is not None and pool.saved.peek_mirror("a") == tuple(ids["a"])
+    second.produce_chunk(ids["b"], 0, None)
+    second.end_turn()
+    back = pool.checkout("a")  # "b" is parked in turn, "a" comes back from RAM
+    assert back is not None and back.outcome == SlotOutcome.RESTORED and back.restored == 40
+    assert back.try_reuse_prefix(ids["a"] + [5]) == 40 and pool.slot_of("b") is None
+    assert pool.evictions == 0 and pool.parked == 2
+    during = pool.checkout("b")  # while "a"'s turn runs: a busy slot is never parked
+    assert during is not None and during.outcome == SlotOutcome.RESTORED
+    assert ctx.seq_pos_max(back.slot_index) == 39 and pool.slot_of("a") is not None
+    during.end_turn()
+    back.end_turn()
+    pool.release_all()
+
+
+def test_a_state_the_ram_budget_cannot_take_stays_in_its_slot(ctx: LlamaCppContext) -> None:
+    seqs = iter(range(2))
+    pool = SessionPool(lambda: LlamaCppProducer(ctx, next(seqs)), slots=2, saved=StateCache(1024))
+    ids = [int(t) for t in np.random.default_rng(3).integers(1, ctx.n_vocab, 40)]
+    first = pool.checkout("a")
+    assert first is not None
+    first.produce_chunk(ids, 0, None)
+    first.end_turn()
+    other = pool.checkout("b")  # "a"'s state is larger than the budget: it is kept, not lost
+    assert other is not None and not other.session_slot_evicted() and pool.parked == 0
+    other.end_turn()
+    back = pool.checkout("a")
+    assert back is not None and back.outcome == SlotOutcome.HIT and back.try_reuse_prefix(ids + [1]) == 40
+    back.end_turn()
     pool.release_all()

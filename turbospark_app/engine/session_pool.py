@@ -7,7 +7,9 @@ than concurrent turns, a turn waits for a slot instead of destroying a live gene
 
 With a `StateCache` (state_cache.py) an evicted conversation is not lost: its KV state goes to
 RAM, and when it comes back it is restored into the slot it gets ("restored"), so only what is
-new since is read again.
+new since is read again. A turn that starts also moves the IDLE slots' conversations there and
+frees their cells (`park_idle`, llama-server's `--cache-idle-slots`): in the one unified KV
+buffer a turn's rows would otherwise scan them all.
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ class SessionPool(Generic[P]):
         slots: int = 4,
         max_kv_bytes: int | None = None,
         saved: StateCache | None = None,
+        park_idle: bool = True,
     ) -> None:
         if slots < 1:
             raise ValueError(f"session slots must be >= 1 (got {slots})")
@@ -165,6 +168,8 @@ class SessionPool(Generic[P]):
         self.saved = saved  # where an evicted session's state goes (None: it is dropped)
         self._tick = itertools.count(1)
         self.evictions = 0
+        self.park_idle = park_idle  # idle conversations go to `saved` when a turn starts
+        self.parked = 0
 
     @property
     def slots(self) -> Sequence[Slot[P]]:
@@ -223,6 +228,9 @@ class SessionPool(Generic[P]):
             # A slot changing hands starts empty, so no prefix of another session is reused.
             slot.producer.reset()
             slot.session_id = session_id
+        if self.park_idle:
+            self._park_idle(keep=slot)  # first: a state restored next lands in the freed cells
+        if outcome != SlotOutcome.HIT:
             restored = self._restore(slot, session_id)
             if restored:
                 outcome = SlotOutcome.RESTORED
@@ -243,6 +251,23 @@ class SessionPool(Generic[P]):
         except Exception:  # a state that cannot be read is a plain eviction, never a failed turn
             log.exception("saving the state of session %s failed", slot.session_id)
             return False
+
+    def _park_idle(self, keep: Slot[P]) -> None:
+        """Move every idle slot's conversation (not `keep`'s) to RAM and free its cells, as
+        llama-server does for idle slots when a task starts (`--cache-idle-slots`, on by default).
+
+        In one unified KV buffer every row a turn evaluates scans the cells of the conversations
+        kept beside it (the attention mask spans all of them): measured on Gemma 3 270M, 2,000
+        idle cells made a 1,500-token prefill 7% and each decode step 4% dearer, while saving
+        and later restoring them cost ~7 us a cell, paid back within ~20 reply tokens. A state
+        the RAM budget cannot take stays in its slot (nothing is lost by parking)."""
+        for other in self._slots:
+            if other is keep or other.busy or other.session_id is None or not other.producer.mirror:
+                continue
+            if self._save(other):
+                other.producer.release()
+                other.session_id = None
+                self.parked += 1
 
     def _restore(self, slot: Slot[P], session_id: str) -> int:
         """Put `session_id`'s saved state into the (empty) slot; the tokens it holds, or 0."""

@@ -1,6 +1,7 @@
 """Conversations kept in RAM when their KV slot is taken (llama-server's prompt cache, `--cache-ram`).
 
-When a session slot changes hands, the state of the conversation that held it (its KV cells,
+When a session slot changes hands, or sits idle as another conversation's turn starts
+(`session_pool`'s parking), the state of the conversation that held it (its KV cells,
 `llama_state_seq_get_data`, and the token ids they hold) is saved here instead of being dropped;
 when that conversation comes back it is restored into whatever slot it gets, and only the
 tokens past the saved ones are read again. The store has a byte budget: the least recently saved
