@@ -8,9 +8,9 @@ top-2 logprobs) to each server in turn through the official `openai` client (one
 time; llama-server with `cache_prompt: false`, so every prompt is evaluated whole as ours is).
 Each prompt gets a freshly started server on each side, so both evaluate it in an empty KV
 buffer: llama.cpp's flash attention on the CPU sums in half precision in the order of the
-cells, so the same prompt placed after other conversations' cells (ours keeps them in their
-slots) can move its logits by a few tenths. `--resident` keeps one server per side for all
-prompts instead, to show that effect.
+cells, so the same prompt placed after other conversations' cells can move its logits by a few
+tenths. `--resident` keeps one server per side for all prompts instead: both move idle
+conversations to RAM when a request starts, so it checks that nothing earlier is left behind.
 For each prompt: where the two replies part (token index and character), the two tokens there,
 and the top-2 logprob gap at that token as llama-server reports it (a log-prob gap is the logit
 gap: softmax keeps differences). The project's rule: two correct engines may part only at a near
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="our command (default: the `turbospark` next to this Python)")
     ap.add_argument("--llama-server", default=str(ROOT / "build/peer/bin/llama-server"), metavar="PATH")
     ap.add_argument("--resident", action="store_true",
-                    help="one server per side for all prompts (earlier conversations stay in its KV)")
+                    help="one server per side for all prompts (earlier conversations go to its RAM cache)")
     ap.add_argument("--json", type=Path, default=None, metavar="OUT")
     args = ap.parse_args(argv)
     model = (args.model or default_model_path()).resolve()

@@ -262,9 +262,7 @@ class SessionPool(Generic[P]):
         and later restoring them cost ~7 us a cell, paid back within ~20 reply tokens. A state
         the RAM budget cannot take stays in its slot (nothing is lost by parking)."""
         for other in self._slots:
-            if other is keep or other.busy or other.session_id is None or not other.producer.mirror:
-                continue
-            if self._save(other):
+            if other is not keep and not other.busy and self._save(other):  # (_save: False if empty)
                 other.producer.release()
                 other.session_id = None
                 self.parked += 1
