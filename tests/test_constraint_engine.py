@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fakes import ByteTokenizer, Call, ScriptedProducer, drain
 from turbospark_app.chat.grammar import compile_json_schema, compile_grammar, regex_grammar
 from turbospark_app.engine import GenerationConfig, LookupSpeculation, Shaping, StopReason, make_sampler
-from turbospark_app.engine.constraint import ConstrainedSampler, constrained
+from turbospark_app.engine.selection import ConstrainedSampler, constrained
 from turbospark_app.engine.progress import DecodeStep, TokenProgress
 from turbospark_app.engine.raw_completion import stream_raw_completion
 from turbospark_app.engine.raw_completion_chunked import stream_raw_completion_chunked

@@ -24,8 +24,11 @@ def _is_type_checking(node: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the app modules it imports (at module level or inside a function)."""
+def import_graph(typing_too: bool = False) -> dict[str, set[str]]:
+    """Module -> the app modules it imports (at module level or inside a function); with
+    `typing_too`, also those under `if TYPE_CHECKING:` (they never run, but a circle through
+    them is still a circle of design: engine's config -> constraint -> selection -> config hid
+    there)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
@@ -34,7 +37,7 @@ def import_graph() -> dict[str, set[str]]:
         typing_only = {id(n) for block in ast.walk(tree) if _is_type_checking(block)
                        for stmt in block.body for n in ast.walk(stmt)}
         for node in ast.walk(tree):
-            if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
+            if id(node) in typing_only and not typing_too:  # these imports never run
                 continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
@@ -97,8 +100,23 @@ def test_the_graph_sees_function_level_imports() -> None:
 
 
 def test_no_import_cycle_anywhere() -> None:
-    # (bundle <-> model.fetch <-> model.model_cli was one, through function-level imports)
-    assert cycles(import_graph()) == []
+    # (bundle <-> model.fetch <-> model.model_cli was one, through function-level imports;
+    # engine config -> constraint -> selection -> config another, through a typing-only one)
+    assert cycles(import_graph(typing_too=True)) == []
+
+
+def test_the_cycle_check_sees_typing_only_imports(tmp_path, monkeypatch) -> None:
+    import shutil
+
+    copy = tmp_path / "turbospark_app"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    bad = copy / "engine" / "constraint.py"
+    bad.write_text(bad.read_text("utf-8").replace(
+        "if TYPE_CHECKING:", "if TYPE_CHECKING:\n    from .config import Shaping", 1), "utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", copy)
+    assert cycles(import_graph()) == []  # the runtime graph alone misses it
+    assert cycles(import_graph(typing_too=True)) == [
+        ["turbospark_app.engine.config", "turbospark_app.engine.constraint"]]
 
 
 def test_importing_bundle_loads_only_leaf_modules() -> None:

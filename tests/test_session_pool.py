@@ -190,3 +190,75 @@ class PoolMachine(RuleBasedStateMachine):
 
 TestPoolMachine = PoolMachine.TestCase
 TestPoolMachine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+
+
+# --- prefix-shared sessions kept in RAM when a prompt would cut them (llama-server's prompt cache) ---
+
+class SavingProducer(FakeSlotProducer):
+    """A fake slot whose state is its mirror (what `LlamaCppProducer.save_state` stands for)."""
+
+    def save_state(self) -> bytes:
+        return bytes(self._mirror)
+
+    def restore_state(self, blob: bytes, mirror: Sequence[int]) -> bool:
+        assert list(blob) == list(mirror)
+        self._mirror = list(mirror)
+        self.allocated_tokens = len(self._mirror)
+        return True
+
+
+def _turn(pool: SessionPool, session: str, prompt: list[int]) -> int:
+    """Run one turn of `prompt` on `session` (prefix reuse, then the rest): the tokens re-read."""
+    producer = pool.checkout(session, prompt_ids=prompt)
+    assert producer is not None
+    reused = producer.try_reuse_prefix(prompt)
+    producer.produce_chunk(prompt[reused:], reused, None)
+    producer.end_turn()
+    return len(prompt) - reused
+
+
+def _pool(slots: int = 1) -> SessionPool:
+    from turbospark_app.engine.state_cache import StateCache
+
+    return SessionPool(SavingProducer, slots=slots, saved=StateCache(1 << 20))
+
+
+def test_a_chat_sharing_only_a_system_prompt_forks_the_session_it_takes() -> None:
+    pool = _pool()
+    system = [1, 2, 3]
+    chat_a = system + list(range(10, 30))
+    assert _turn(pool, "api:a", chat_a) == 23
+    chat_b = system + [50, 51]
+    session, shared = pool.longest_prefix_session(chat_b, "api:")
+    assert (session, shared) == ("api:a", 3)
+    assert _turn(pool, session, chat_b) == 2  # the system prompt is reused...
+    # ...and chat a's whole state was kept in RAM first, found again by its tokens.
+    back = chat_a + [31, 32]
+    fork, shared = pool.longest_prefix_session(back, "api:")
+    assert fork == "api:a~1" and shared == len(chat_a)
+    producer = pool.checkout(fork, prompt_ids=back)
+    assert producer is not None and producer.outcome == SlotOutcome.RESTORED
+    assert producer.try_reuse_prefix(back) == len(chat_a)
+
+
+def test_no_fork_for_a_continuation_or_a_session_not_shared_by_prefix() -> None:
+    pool = _pool()
+    chat = list(range(1, 20))
+    _turn(pool, "api:a", chat)
+    pool.longest_prefix_session(chat, "api:")  # (sets the prefix, as the API's pick does)
+    assert _turn(pool, "api:a", chat[:-2] + [7, 8, 9]) == 3  # loses 2 < FORK_MIN_TOKENS: no fork
+    assert pool.saved is not None and pool.saved.sessions() == []
+    _turn(pool, "window-conversation", chat)
+    _turn(pool, "window-conversation", [1, 2, 99])  # an edit in a window's conversation: cut
+    assert [sid for sid, _ in pool.saved.sessions()] == ["api:a"]  # (parked when the slot changed hands)
+
+
+def test_a_restored_state_a_prompt_cuts_stays_in_ram_as_a_fork() -> None:
+    pool = _pool(slots=2)
+    chat_a = [1, 2, 3] + list(range(10, 30))
+    _turn(pool, "api:a", chat_a)
+    _turn(pool, "api:x", [90, 91, 92])  # parks a's state in RAM
+    assert "api:a" in dict(pool.saved.sessions())
+    pool.longest_prefix_session([1, 2, 3, 60], "api:")
+    _turn(pool, "api:a", [1, 2, 3, 60])  # restored, then cut: the saved blob is kept as a fork
+    assert dict(pool.saved.sessions()).get("api:a~1") == tuple(chat_a)

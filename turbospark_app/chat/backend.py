@@ -190,7 +190,7 @@ class LlamaChatBackend:
         self, turn: PreparedTurn, config: GenerationConfig, cancel: Callable[[], bool]
     ) -> TurnStream:
         need = (len(turn.prompt_ids) + config.max_new_tokens) * self.kv_bytes_per_token
-        while (producer := self.pool.checkout(turn.session_id, need_bytes=need)) is None:
+        while (producer := self.pool.checkout(turn.session_id, need, turn.prompt_ids)) is None:
             if cancel():
                 return _cancelled_before_start(turn)
             yield PaceWait(time.monotonic() + SLOT_WAIT_SECONDS)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from .constraint import ConstraintSpec
 from .power import MemoryPressure, ThermalLevel
-
-if TYPE_CHECKING:
-    from .constraint import ConstraintSpec
 
 ThermalProbe = Callable[[], ThermalLevel]
 MemoryProbe = Callable[[], MemoryPressure]
@@ -68,4 +66,4 @@ class GenerationConfig:
     shaping: Shaping = field(default_factory=Shaping)
     stop_strings: tuple[str, ...] = ()
     rate: RateConfig = field(default_factory=RateConfig)
-    constraint: "ConstraintSpec | None" = None
+    constraint: ConstraintSpec | None = None

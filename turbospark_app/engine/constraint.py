@@ -1,8 +1,9 @@
 """Constrained decoding: a per-request grammar that masks the logits before the sampler's filters.
 
-The engine owns the protocol; an implementation (the app's is llguidance, `chat.grammar`) lives
-above it. A `ConstraintSpec` travels in `GenerationConfig.constraint` (immutable, checked when the
-request is admitted); each run starts its own `Constraint` from it (`start()`), so a request's
+The engine owns the protocol (this module: no engine import, so `config` can name the spec's
+type; the sampler that applies it is `selection.ConstrainedSampler`); an implementation (the
+app's is llguidance, `chat.grammar`) lives above it. A `ConstraintSpec` travels in
+`GenerationConfig.constraint` (immutable, checked when the request is admitted); each run starts its own `Constraint` from it (`start()`), so a request's
 grammar state is never shared between runs.
 
 The step loop's contract (`raw_completion.decode`):
@@ -20,12 +21,10 @@ The step loop's contract (`raw_completion.decode`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
-import numpy as np
-
-from .selection import Sampler
+if TYPE_CHECKING:  # annotations only: `config` imports this module, numpy stays unloaded
+    import numpy as np
 
 
 @runtime_checkable
@@ -55,30 +54,3 @@ class ConstraintSpec(Protocol):
     """A compiled grammar: immutable, shared by the request; `start()` once per run."""
 
     def start(self) -> Constraint: ...
-
-
-@dataclass
-class ConstrainedSampler:
-    """A sampler whose logits are masked by `constraint` first and which advances it with the
-    token it returns (every token the loop samples is committed: `decode`)."""
-
-    inner: Sampler
-    constraint: Constraint
-
-    def __call__(self, logits: np.ndarray, history: Sequence[int]) -> int:
-        token = self.inner(self.constraint.mask(logits), history)
-        self.constraint.accept(token)
-        return token
-
-
-def constrained(sampler: Sampler, spec: ConstraintSpec | None) -> Sampler:
-    """`sampler` itself without a spec, else a `ConstrainedSampler` over a fresh run of it."""
-    return sampler if spec is None else ConstrainedSampler(sampler, spec.start())
-
-
-def draft_within(sampler: Sampler, draft: Sequence[int]) -> tuple[int, ...]:
-    """`draft` cut to what the sampler's grammar accepts after the token being fed now (which it
-    has already accepted); the whole draft for an unconstrained sampler."""
-    if isinstance(sampler, ConstrainedSampler) and draft:
-        return tuple(draft[: sampler.constraint.valid_prefix(draft)])
-    return tuple(draft)

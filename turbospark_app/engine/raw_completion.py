@@ -23,7 +23,6 @@ from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeV
 import numpy as np
 
 from .config import GenerationConfig, RateConfig
-from .constraint import constrained, draft_within
 from .errors import (
     ContextOverflow,
     EmptyPrompt,
@@ -43,7 +42,7 @@ from .progress import (
     RawDecodeResult,
     StopReason,
 )
-from .selection import Sampler, make_sampler
+from .selection import Sampler, constrained, draft_within, make_sampler
 from .speculation import LookupDrafter, LookupSpeculation, Verifying
 from .token_sink import TokenSink
 from .tokenizer import EngineTokenizer

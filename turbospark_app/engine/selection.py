@@ -10,11 +10,13 @@ penalties). Everything on the hot path stays float32: numpy 2 promotes
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .config import Shaping
+from .constraint import Constraint, ConstraintSpec
 from .errors import SelectionError
 
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
@@ -258,3 +260,33 @@ def select(
     validate_shaping(shaping)
     seed = None if shaping.seed is None else [shaping.seed, generated]
     return _build(shaping, np.random.default_rng(seed))(logits, history)
+
+
+# --- constrained decoding (the protocol: `engine.constraint`) ----------------------------------
+
+
+@dataclass
+class ConstrainedSampler:
+    """A sampler whose logits are masked by `constraint` first and which advances it with the
+    token it returns (every token the loop samples is committed: `decode`)."""
+
+    inner: Sampler
+    constraint: Constraint
+
+    def __call__(self, logits: np.ndarray, history: Sequence[int]) -> int:
+        token = self.inner(self.constraint.mask(logits), history)
+        self.constraint.accept(token)
+        return token
+
+
+def constrained(sampler: Sampler, spec: ConstraintSpec | None) -> Sampler:
+    """`sampler` itself without a spec, else a `ConstrainedSampler` over a fresh run of it."""
+    return sampler if spec is None else ConstrainedSampler(sampler, spec.start())
+
+
+def draft_within(sampler: Sampler, draft: Sequence[int]) -> tuple[int, ...]:
+    """`draft` cut to what the sampler's grammar accepts after the token being fed now (which it
+    has already accepted); the whole draft for an unconstrained sampler."""
+    if isinstance(sampler, ConstrainedSampler) and draft:
+        return tuple(draft[: sampler.constraint.valid_prefix(draft)])
+    return tuple(draft)

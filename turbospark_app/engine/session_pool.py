@@ -10,6 +10,12 @@ RAM, and when it comes back it is restored into the slot it gets ("restored"), s
 new since is read again. A turn that starts also moves the IDLE slots' conversations there and
 frees their cells (`park_idle`, llama-server's `--cache-idle-slots`): in the one unified KV
 buffer a turn's rows would otherwise scan them all.
+
+Sessions chosen by token prefix (the API's, `longest_prefix_session`) are found in RAM by token
+prefix too, as llama-server's prompt cache is: when a turn takes such a session and its prompt
+leaves part of what the session holds (another chat sharing only a system prompt), that state is
+first kept in RAM under a fork of the session's id (`fork_prefix`), so the chat it belonged to is
+found there by its tokens when it comes back, however little it shares with the others.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from .kv_prefix import common_prefix_len
 from .state_cache import StateCache
 
 log = logging.getLogger(__name__)
+
+FORK_MIN_TOKENS = 4  # a prompt leaving fewer of a session's tokens (a reply's end) forks nothing
+FORK_MARK = "~"  # a forked state's id: the session's id, the mark, a counter
 
 
 class PooledProducer(Protocol):
@@ -170,6 +179,10 @@ class SessionPool(Generic[P]):
         self.evictions = 0
         self.park_idle = park_idle  # idle conversations go to `saved` when a turn starts
         self.parked = 0
+        # Sessions whose id starts with this are shared by token prefix: a turn that would cut
+        # one's state keeps it in RAM first (set by whoever picks sessions by prefix).
+        self.fork_prefix: str | None = None
+        self.forked = 0
 
     @property
     def slots(self) -> Sequence[Slot[P]]:
@@ -182,7 +195,9 @@ class SessionPool(Generic[P]):
         self, prompt_ids: Sequence[int], prefix: str
     ) -> tuple[str | None, int]:
         """The idle session whose id starts with `prefix` and whose KV mirror shares the longest
-        token prefix with `prompt_ids` (None when no such session shares a token), and that length."""
+        token prefix with `prompt_ids` (None when no such session shares a token), and that length.
+        Sessions so named are forked rather than cut (`fork_prefix`)."""
+        self.fork_prefix = prefix
         ids = list(prompt_ids)
         best: tuple[str | None, int] = (None, 0)
         candidates = [(s.session_id, s.producer.mirror) for s in self._slots
@@ -197,10 +212,13 @@ class SessionPool(Generic[P]):
                 best = (session_id, shared)
         return best
 
-    def checkout(self, session_id: str, need_bytes: int = 0) -> SessionProducer | None:
+    def checkout(self, session_id: str, need_bytes: int = 0,
+                 prompt_ids: Sequence[int] | None = None) -> SessionProducer | None:
         """The producer for one turn of `session_id`, or None when every slot is busy, or when
         the turns running now have reserved the KV room this one needs (`need_bytes`: its
-        prompt + reply budget; the KV memory is one pool that every slot draws from)."""
+        prompt + reply budget; the KV memory is one pool that every slot draws from).
+        `prompt_ids`: the turn's prompt; when it would cut a prefix-shared session's state, that
+        state is kept in RAM under a fork first."""
         slot = self.slot_of(session_id)
         if slot is not None:
             if slot.busy:
@@ -231,9 +249,11 @@ class SessionPool(Generic[P]):
         if self.park_idle:
             self._park_idle(keep=slot)  # first: a state restored next lands in the freed cells
         if outcome != SlotOutcome.HIT:
-            restored = self._restore(slot, session_id)
+            restored = self._restore(slot, session_id, prompt_ids)
             if restored:
                 outcome = SlotOutcome.RESTORED
+        elif prompt_ids is not None and self._forks(session_id, slot.producer.mirror, prompt_ids):
+            self._save(slot, self._fork_id(session_id))
         slot.busy = True
         slot.reserved = max(0, int(need_bytes))
         slot.last_used = next(self._tick)
@@ -241,13 +261,25 @@ class SessionPool(Generic[P]):
         freed = self._enforce_kv_bound(keep=slot)
         return SessionProducer(slot, outcome, lost or freed, restored)
 
-    def _save(self, slot: Slot[P]) -> bool:
-        """Move the slot's state to RAM before it changes hands; False when it is lost."""
+    def _forks(self, session_id: str, mirror: Sequence[int], prompt_ids: Sequence[int]) -> bool:
+        """Whether a turn of `prompt_ids` on a state holding `mirror` should keep it in RAM first:
+        a prefix-shared session whose state the prompt leaves FORK_MIN_TOKENS or more of."""
+        if self.saved is None or self.fork_prefix is None or not session_id.startswith(self.fork_prefix):
+            return False
+        return len(mirror) - common_prefix_len(list(mirror), list(prompt_ids)) >= FORK_MIN_TOKENS
+
+    def _fork_id(self, session_id: str) -> str:
+        self.forked += 1
+        return f"{session_id.split(FORK_MARK)[0]}{FORK_MARK}{self.forked}"
+
+    def _save(self, slot: Slot[P], as_id: str | None = None) -> bool:
+        """Move the slot's state to RAM (under its session, or `as_id`) before it changes hands;
+        False when it is lost."""
         save = getattr(slot.producer, "save_state", None)
         if self.saved is None or save is None or slot.session_id is None or not slot.producer.mirror:
             return False
         try:
-            return self.saved.put(slot.session_id, tuple(slot.producer.mirror), save())
+            return self.saved.put(as_id or slot.session_id, tuple(slot.producer.mirror), save())
         except Exception:  # a state that cannot be read is a plain eviction, never a failed turn
             log.exception("saving the state of session %s failed", slot.session_id)
             return False
@@ -267,12 +299,16 @@ class SessionPool(Generic[P]):
                 other.session_id = None
                 self.parked += 1
 
-    def _restore(self, slot: Slot[P], session_id: str) -> int:
-        """Put `session_id`'s saved state into the (empty) slot; the tokens it holds, or 0."""
+    def _restore(self, slot: Slot[P], session_id: str, prompt_ids: Sequence[int] | None = None) -> int:
+        """Put `session_id`'s saved state into the (empty) slot; the tokens it holds, or 0. When
+        `prompt_ids` would cut it (`_forks`), the state also stays in RAM, as a fork."""
         restore = getattr(slot.producer, "restore_state", None)
         state = self.saved.take(session_id) if self.saved is not None and restore is not None else None
         if state is None:
             return 0
+        if prompt_ids is not None and self._forks(session_id, state.mirror, prompt_ids):
+            assert self.saved is not None
+            self.saved.put(self._fork_id(session_id), state.mirror, state.blob)  # (no copy made)
         try:
             return len(state.mirror) if restore(state.blob, state.mirror) else 0
         except Exception:
