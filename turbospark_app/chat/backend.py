@@ -34,7 +34,9 @@ from ..engine.session_pool import SessionPool, SessionProducer
 from ..engine.speculation import VerifyCost
 from ..engine.state_cache import DEFAULT_BUDGET_MB as DEFAULT_STATE_CACHE_MB
 from ..engine.state_cache import StateCache
+from ..model.choice.kv_cache import KVCacheTypes
 from ..model.gguf.config import ModelConfig, read_config
+from .kv_sizing import context_cells, kv_bytes_per_token
 from ..model.gguf.header import ModelFileError, read_header
 from ..model.llamacpp import library
 from ..host.switching import fast_switching
@@ -53,8 +55,6 @@ from .logprobs import LogprobTap
 from .prompt import PromptBuilder
 
 DEFAULT_SESSION_SLOTS = 4
-DEFAULT_CONTEXT = 4096  # KV cells when the user sets none (the model's own if smaller): llama-server's
-MIN_CONTEXT = 256
 PROGRESS_BYTES = 256 << 20  # a smaller file loads in well under the half second a bar waits for
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
 
@@ -100,7 +100,8 @@ class LlamaChatBackend:
             thermal, memory = thermal or env_thermal, memory or env_memory
         self.thermal = thermal
         self.memory = memory
-        self.kv_bytes_per_token = config.kv_bytes_per_token
+        self.cache_types: KVCacheTypes = getattr(context, "cache_types", KVCacheTypes())
+        self.kv_bytes_per_token = kv_bytes_per_token(config, self.cache_types)
         self.pool = self._new_pool(session_slots, state_cache_bytes)
         self._load_seconds = load_seconds
         self._snapshot_lock = threading.Lock()
@@ -303,6 +304,8 @@ class LlamaChatBackend:
             load_seconds=round(self._load_seconds, 3),
             weights_bytes=facts.size_bytes,
             kv_bytes_per_token=self.kv_bytes_per_token,
+            kv_cache=dict(self.cache_types.to_dict(), label=self.cache_types.label,
+                          bytes=self.kv_bytes_per_token * self.max_context),
             runs_on=runs_on_label(facts.gpu_layers, ctx.threads),
             engine_description=facts.description,
             llama_cpp_python=library.version(),
@@ -375,17 +378,6 @@ def _cancelled_before_start(turn: PreparedTurn) -> RawDecodeResult:
     )
 
 
-def context_cells(config: ModelConfig, n_ctx_train: int, max_context: int | None,
-                  max_kv_bytes: int | None) -> int:
-    """The KV cells to allocate: `max_context` (else the model's own context, at most
-    DEFAULT_CONTEXT), no more than the model was trained for, and within the KV budget."""
-    trained = n_ctx_train or config.context_length or DEFAULT_CONTEXT
-    cells = min(max_context or min(trained, DEFAULT_CONTEXT), trained)
-    if max_kv_bytes is not None and config.kv_bytes_per_token:
-        cells = min(cells, max_kv_bytes // config.kv_bytes_per_token)
-    return max(MIN_CONTEXT, int(cells))
-
-
 def load_backend(
     model_path: Path | str,
     *,
@@ -400,6 +392,7 @@ def load_backend(
     gpu_layers: int = ALL_LAYERS,
     state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
     preload: Any = None,
+    cache_types: KVCacheTypes = KVCacheTypes(),
 ) -> LlamaChatBackend:
     """Open a GGUF with llama.cpp and build the backend. Raises EngineError (ModelFileError
     for the file, TokenizerError / TemplateError for its tokenizer and template).
@@ -417,13 +410,17 @@ def load_backend(
     the GPU where there is one (all by default). `speculation`: "lookup" | "off", for turns
     whose settings leave it None (model.choice.speculation). `state_cache_bytes`: RAM for the
     states of conversations whose slot was taken (engine.state_cache; 0 = none kept).
-    `preload`: a `chat.preload.Preload` of this file, whose model is taken when it loaded."""
+    `preload`: a `chat.preload.Preload` of this file, whose model is taken when it loaded.
+    `cache_types`: the KV cache's K and V types (CacheTypeError, before anything loads, for one
+    the model's head size does not fit)."""
     from ..model.choice.threads import performance_cores
 
     path = Path(model_path)
     start = time.perf_counter()
     header = read_header(path)
     config = read_config(header)
+    if config.head_dim:  # (else the context checks llama.cpp's figures)
+        cache_types.check(config.head_dim, config.value_dim or config.head_dim)
     if preload is not None and Path(preload.path) != path:
         preload = None
 
@@ -450,9 +447,11 @@ def load_backend(
             model = LlamaCppModel.open(path, header=header, gpu_layers=gpu_layers, progress=progress,
                                        quiet=True)
         try:
-            cells = context_cells(config, model.facts.n_ctx_train, max_context, max_kv_bytes)
+            cells = context_cells(config, model.facts.n_ctx_train, max_context, max_kv_bytes,
+                                  cache_types)
             return model, LlamaCppContext(model, n_ctx=cells, n_seq_max=max(1, session_slots),
-                                          n_batch=DEFAULT_BATCH, threads=n_threads)
+                                          n_batch=DEFAULT_BATCH, threads=n_threads,
+                                          cache_types=cache_types)
         except BaseException:
             model.close()
             raise

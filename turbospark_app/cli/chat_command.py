@@ -167,6 +167,7 @@ def _raw_flag_problem(args: argparse.Namespace) -> str | None:
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
     from ..model.choice.common import LoadChoiceError, engine_label
+    from ..model.choice.kv_cache import cache_types_of
     from ..model.choice.speculation import choose_speculation
     from ..model.choice.threads import choose_threads
     from ..model.fetch import default_model_path, resolve_model_path
@@ -213,6 +214,7 @@ def chat_command(args: argparse.Namespace) -> int:
             gpu_layers=gpu_layers,
             state_cache_bytes=state_cache_bytes(getattr(args, "cache_ram", None)),
             preload=preload,
+            cache_types=cache_types,
         )
 
     path = None
@@ -220,6 +222,7 @@ def chat_command(args: argparse.Namespace) -> int:
     try:
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
         threads = choose_threads(getattr(args, "threads", None)).count  # flag > env > cores
+        cache_types = cache_types_of(args)  # flag > env > f16
         gpu_layers = -1 if getattr(args, "gpu_layers", None) is None else args.gpu_layers
         leftover = report_once()
         if leftover:

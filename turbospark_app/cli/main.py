@@ -15,6 +15,7 @@ import difflib
 import sys
 from typing import Any, Sequence
 
+from ..model.choice.kv_cache import CACHE_TYPE_K, CACHE_TYPE_V, CACHE_TYPES
 from ..model.choice.speculation import SPECULATION_ENV, SPECULATION_FLAG, SPECULATION_MODES
 from ..model.choice.threads import MAX_THREADS, THREADS_ENV, THREADS_FLAG
 from ..model.llamacpp.probe import PROBE_FLAG
@@ -82,6 +83,16 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         help="layers on the GPU where llama.cpp has one (Metal on Apple Silicon); 0 = the CPU only "
         "(default: all)",
     )
+    for short, spec, what in (("-ctk", CACHE_TYPE_K, "keys"), ("-ctv", CACHE_TYPE_V, "values")):
+        p.add_argument(
+            short, spec.flag,
+            dest=spec.flag.lstrip("-").replace("-", "_"),
+            choices=CACHE_TYPES,
+            default=default,
+            help=f"the KV cache's type for {what}, as llama-server's: q8_0 takes 0.53x of f16's "
+            f"memory, q4_0 0.28x (a quantized V turns flash attention on). Wins over {spec.env} "
+            "and the app's setting (default: f16)",
+        )
     p.add_argument(
         SPECULATION_FLAG,
         choices=SPECULATION_MODES,

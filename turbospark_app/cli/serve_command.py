@@ -51,15 +51,18 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
                     speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
-                    max_context: int | None = None, cache_ram_mb: float | None = None) -> Callable[[], Any]:
+                    max_context: int | None = None, cache_ram_mb: float | None = None,
+                    cache_types: Any = None) -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
     (KV cells; None = the model's context up to 4096); `cache_ram_mb`: RAM for the states of
-    conversations whose slot was taken (None = 1024 MB)."""
+    conversations whose slot was taken (None = 1024 MB); `cache_types`: the KV cache's
+    (`model.choice.kv_cache.KVCacheTypes`; None = f16)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend, state_cache_bytes
+        from ..model.choice.kv_cache import KVCacheTypes
         from ..model.fetch import resolve_model_path
 
         path = resolve_model_path(model)
@@ -67,7 +70,8 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             speculation=speculation, threads=threads, gpu_layers=gpu_layers,
-                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb))
+                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb),
+                            cache_types=cache_types or KVCacheTypes())
 
     return load
 
@@ -154,6 +158,7 @@ async def serve(engine: Any, config: ServerConfig, ready: Callable[[str], None] 
 def serve_command(args: argparse.Namespace) -> int:
     """`turbospark serve`. Returns the exit code."""
     from ..chat.backend import kv_budget_bytes
+    from ..model.choice.kv_cache import cache_types_of
     from ..model.choice.speculation import choose_speculation
     from ..model.choice.threads import choose_threads
     from ..model.legacy import report_once
@@ -163,6 +168,7 @@ def serve_command(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
         threads = choose_threads(getattr(args, "threads", None)).count  # flag > env > cores
+        cache_types = cache_types_of(args)  # flag > env > f16
     except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_THREADS / _SPECULATION)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
@@ -182,7 +188,7 @@ def serve_command(args: argparse.Namespace) -> int:
     factory = backend_factory(getattr(args, "model", None), slots,
                               kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
                               threads, gpu_layers, getattr(args, "ctx_size", None),
-                              getattr(args, "cache_ram", None))
+                              getattr(args, "cache_ram", None), cache_types)
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:

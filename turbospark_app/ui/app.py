@@ -37,6 +37,7 @@ from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
 from .speculation_setting import SPECULATION_SETTING
+from .kv_cache_setting import current_cache_types
 from .threads_setting import current_threads
 
 DEFAULT_SESSION_SLOTS = 4
@@ -64,16 +65,18 @@ def real_backend_factory(
     max_context: int | None = None,
     gpu_layers: int = -1,
     cache_ram_mb: float | None = None,
+    cache_types: tuple[str, str] = ("f16", "f16"),
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
     `threads`: llama.cpp's thread count, or "auto" / None for the performance cores;
     `speculation`: the backend's own mode (the API server's turns; the panes' come stamped by
-    the bridge); `max_context`: KV cells (None: the model's context, at most 4096).
-    The returned function is called on the engine thread."""
+    the bridge); `max_context`: KV cells (None: the model's context, at most 4096);
+    `cache_types`: the KV cache's K and V types. The returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend, state_cache_bytes
+        from ..model.choice.kv_cache import KVCacheTypes
         from ..model.choice.threads import threads_of
         from ..model.fetch import resolve_model_path
 
@@ -87,7 +90,8 @@ def real_backend_factory(
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             thermal=thermal, memory=memory, chat_template=chat_template,
                             threads=count, speculation=speculation, max_context=max_context,
-                            gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb))
+                            gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb),
+                            cache_types=KVCacheTypes(*cache_types))
 
     return load
 
@@ -101,18 +105,22 @@ def app_model_factory(
     max_context: int | None = None,
     gpu_layers: int = -1,
     cache_ram_flag: float | None = None,
+    cache_flags: tuple[str | None, str | None] = (None, None),
 ) -> ModelFactory:
     """What File › Open Model… and the Threads setting switch to: `factory(path,
     chat_template=, threads=)`. Session slots and, unless given, the thread count (--threads >
     $TURBOSPARK_THREADS > the setting) are read when the switch is asked for (GUI thread)."""
 
-    def model_factory(path: str | None, chat_template: str | None = None,
-                      threads: str | None = None) -> Callable[[], ChatBackend]:
+    def model_factory(path: str | None, chat_template: str | None = None, threads: str | None = None,
+                      cache_type_k: str | None = None, cache_type_v: str | None = None,
+                      ) -> Callable[[], ChatBackend]:
         mode = threads or current_threads(settings, threads_flag).mode
+        k, v = current_cache_types(settings, *cache_flags)
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         ram = cache_ram_flag if cache_ram_flag is not None else load_cache_ram(settings)
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
-                                    chat_template, mode, speculation, max_context, gpu_layers, ram)
+                                    chat_template, mode, speculation, max_context, gpu_layers, ram,
+                                    (cache_type_k or k.mode, cache_type_v or v.mode))
 
     return model_factory
 
@@ -185,6 +193,8 @@ def run_app(args: argparse.Namespace) -> int:
     try:
         threads = current_threads(settings, threads_flag).mode
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
+        cache_flags = (getattr(args, "cache_type_k", None), getattr(args, "cache_type_v", None))
+        cache_k, cache_v = current_cache_types(settings, *cache_flags)
     except LoadChoiceError as e:  # a bad TURBOSPARK_THREADS / _SPECULATION: say so, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
@@ -204,14 +214,16 @@ def run_app(args: argparse.Namespace) -> int:
     window_ref: list[MainWindow] = []
     cache_ram = getattr(args, "cache_ram", None)
     model_factory = app_model_factory(settings, monitors, kv_budget, threads_flag, speculation_flag,
-                                      max_context, gpu_layers, cache_ram)
+                                      max_context, gpu_layers, cache_ram, cache_flags)
     factory = real_backend_factory(model_path, slots, monitors, kv_budget, threads=threads,
                                    speculation=speculation, max_context=max_context,
                                    gpu_layers=gpu_layers,
-                                   cache_ram_mb=cache_ram if cache_ram is not None else load_cache_ram(settings))
+                                   cache_ram_mb=cache_ram if cache_ram is not None else load_cache_ram(settings),
+                                   cache_types=(cache_k.mode, cache_v.mode))
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory, threads_flag=threads_flag,
                           speculation_flag=speculation_flag)
+    window.models.cache_flags = cache_flags  # (they win over the KV cache settings)
     leftover = report_once()
     if leftover:
         window.add_notice("Disk space", leftover)

@@ -21,7 +21,7 @@ new message is left and it still does not fit, that is said plainly.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..conversations.store import StoredMessage
+from .formatting import bytes_label
 
 # engine.errors.ContextOverflow's message: "context overflow: {p} prompt tokens + {n} new tokens > {c} context tokens"
 _OVERFLOW_RE = re.compile(r"(\d+) prompt tokens \+ (\d+) new tokens > (\d+) context tokens")
@@ -112,6 +113,8 @@ class ContextMeter(QWidget):
         layout.addWidget(self.label)
         self.used: int | None = None
         self.max_context = 0
+        # The loaded model's info (kv_cache, kv_bytes_per_token): the pane points it at its bridge
+        self.model_info: Callable[[], Mapping[str, Any]] = dict
         self.set_usage(None, 0)
 
     def set_usage(self, used: int | None, max_context: int, detail: str = "") -> None:
@@ -126,11 +129,18 @@ class ContextMeter(QWidget):
         self.bar.setRange(0, max_context)
         self.bar.setValue(min(used or 0, max_context))
         shown = "–" if used is None else f"{used:,}"
-        self.label.setText(f"{shown} / {max_context:,} tok")
+        info = self.model_info()
+        per_token = int(info.get("kv_bytes_per_token") or 0)
+        kv = f" · {bytes_label(used * per_token)} KV" if used and per_token else ""
+        self.label.setText(f"{shown} / {max_context:,} tok{kv}")
         share = "" if used is None else f" ({100 * used / max_context:.0f}%)"
         tip = f"This conversation uses {shown} of the model's {max_context:,}-token context{share}."
         if used is None:
             tip += "\nCounted after the next reply (the last one was made by another model, or none yet)."
+        if per_token:
+            types = (info.get("kv_cache") or {}).get("label", "f16")
+            tip += (f"\nIts KV cache ({types}, {bytes_label(per_token)} a token): "
+                    f"{bytes_label((used or 0) * per_token)} of {bytes_label(max_context * per_token)}.")
         self.setToolTip(tip + (f"\n{detail}" if detail else ""))
 
 

@@ -176,6 +176,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
         status_row.addWidget(self.state_label, 1)
         status_row.addWidget(self.prefill_bar)
         self.context_meter = ContextMeter(self)
+        self.context_meter.model_info = lambda: getattr(self._bridge, "model_info", None) or {}
         # The meter and the buttons share the status row when the pane is wide enough for all of
         # it, and go to a row of their own below it when not (two panes side by side): nothing
         # is squeezed below its size. `_place_actions` decides, on every resize.

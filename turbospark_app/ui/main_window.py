@@ -380,7 +380,7 @@ class MainWindow(QMainWindow):
                                 conversation_title=pane.conversation.title, threads=self.models.threads(),
                                 model_loaded=bool(self.bridge.model_info.get("path")),
                                 speculation=SPECULATION_SETTING.current(self.settings, self.speculation_flag),
-                                parent=self)
+                                kv_cache=self.models.cache_types(), parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog

@@ -28,6 +28,7 @@ from .first_run import remember_model
 from .load_setting import LoadSetting
 from .model_dialogs import ModelOpener
 from .settings_dialog import load_session_slots
+from .kv_cache_setting import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING, current_cache_types
 from .threads_setting import THREADS_SETTING, current_threads
 
 # A GGUF path (and options: chat_template="chatml", threads="2") -> what loads it on the engine
@@ -35,7 +36,11 @@ from .threads_setting import THREADS_SETTING, current_threads
 ModelFactory = Callable[..., BackendFactory]
 # The load options the settings decide, with what model_info reports for each once loaded
 # (None: it reports nothing to compare, a load that succeeds ran with it)
-LOAD_SETTINGS: dict[str, tuple[LoadSetting, str | None]] = {"threads": (THREADS_SETTING, None)}
+LOAD_SETTINGS: dict[str, tuple[LoadSetting, str | None]] = {
+    "threads": (THREADS_SETTING, None),
+    "cache_type_k": (CACHE_TYPE_K_SETTING, None),
+    "cache_type_v": (CACHE_TYPE_V_SETTING, None),
+}
 
 
 def describe_load(options: dict[str, Any]) -> str:
@@ -65,6 +70,7 @@ class ModelSwitcher(QObject):
         self.model_factory = model_factory
         self._busy_panes = busy_panes
         self.threads_flag = threads_flag
+        self.cache_flags: tuple[str | None, str | None] = (None, None)  # --cache-type-k / -v
         self.opener = ModelOpener(window, self.switch_model)
         self.current: ModelTarget | None = None  # what the engine runs (or last ran)
         self._pending: ModelTarget | None = None  # asked for, not loaded yet
@@ -74,6 +80,10 @@ class ModelSwitcher(QObject):
     def threads(self) -> ThreadsChoice:
         """The thread choice the next load uses (flag > environment > setting > auto)."""
         return current_threads(self._settings, self.threads_flag)
+
+    def cache_types(self) -> tuple[Any, Any]:
+        """The K and V cache type choices the next load uses (flag > environment > setting)."""
+        return current_cache_types(self._settings, *self.cache_flags)
 
     def _save(self, options: dict[str, Any]) -> None:
         for key, (setting, _) in LOAD_SETTINGS.items():
@@ -168,12 +178,13 @@ class ModelSwitcher(QObject):
         what = f"{name} could not be loaded" + (f" with {asked}" if asked else "")
         back = Path(previous.path).name
         # The settings, unchanged by the failed attempt (or the overrides)
-        now = {"threads": self.threads().mode}
+        k, v = self.cache_types()
+        now = {"threads": self.threads().mode, "cache_type_k": k.mode, "cache_type_v": v.mode}
         text = (f"{what}:\n{error}\n\nThe model you had, {back}, is being loaded again. "
                 "Your conversations are unchanged.")
         for key, (setting, _) in LOAD_SETTINGS.items():
             if failed.options.get(key):
-                text += f" The {setting.what.capitalize()} setting stays {setting.names[now[key]]}."
+                text += f" The {setting.what[:1].upper()}{setting.what[1:]} setting stays {setting.names[now[key]]}."
         box = QMessageBox(QMessageBox.Icon.Warning, "Model", what, QMessageBox.StandardButton.Ok, self._window)
         box.setObjectName("switchFailedBox")
         box.setInformativeText(text)

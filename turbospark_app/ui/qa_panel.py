@@ -49,6 +49,7 @@ from ..service import Failed, Finished, Started, Token
 from .formatting import nested, seconds_label
 from .power_controls import MEMORY_CHOICES, THERMAL_CHOICES
 from .qa_data import QAData, StopRecord
+from .qa_engine import kv_cache_text
 from .qa_export import write_evidence
 from .theme import is_dark
 
@@ -183,8 +184,11 @@ class QAPanel(QDockWidget):
         self.batch_label = QLabel("no batched step yet", objectName="qaBatch")
         self.batch_label.setToolTip("Decode steps of streams decoding at once run as one forward pass: "
                                     "the last step's batch size, and the batched passes so far")
+        self.kv_label = QLabel(objectName="qaKVCache")
+        self.kv_label.setToolTip("The KV cache's types (Settings › Engine, --cache-type-k / -v), "
+                                 "its bytes per token, allocated, and held by the conversations now")
         for label in (self.cap_label, self.reuse_label, self.evictions_label, self.stops_label,
-                      self.batch_label):
+                      self.batch_label, self.kv_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         figures = QFormLayout()
         figures.addRow("Cap now", self.cap_label)
@@ -192,6 +196,7 @@ class QAPanel(QDockWidget):
         figures.addRow("Slot evictions", self.evictions_label)
         figures.addRow("Stop latency", self.stops_label)
         figures.addRow("Decode batch", self.batch_label)
+        figures.addRow("KV cache", self.kv_label)
         self.stop_table = QTableWidget(0, 5)
         self.stop_table.setObjectName("qaStopTable")
         self.stop_table.setHorizontalHeaderLabels(["at", "conversation", "during", "tokens", "Stop → ended"])
@@ -247,6 +252,7 @@ class QAPanel(QDockWidget):
         self.data.tick(now)
         self._show_cap(info)
         self._show_batch(info)
+        self.kv_label.setText(kv_cache_text(info))
         self._dirty = True
 
     def _show_batch(self, info: dict[str, Any]) -> None:

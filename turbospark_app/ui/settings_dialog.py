@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..model.choice.common import LoadChoice
 from ..model.choice.speculation import SpeculationChoice
 from ..model.choice.threads import ThreadsChoice, performance_cores
 from .generation_settings import (
@@ -46,6 +47,8 @@ from .generation_settings import (
     validate,
 )
 from .settings import read_json, write_json
+from .kv_cache_setting import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING
+from .load_setting import ChoiceField
 from .speculation_setting import SpeculationField
 from .threads_setting import ThreadsField
 
@@ -138,13 +141,16 @@ class SettingsDialog(QDialog):
         threads: ThreadsChoice | None = None,
         model_loaded: bool = True,
         speculation: SpeculationChoice | None = None,
+        kv_cache: tuple[LoadChoice, LoadChoice] | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`threads`: the current choice (default: auto, not overridden); `model_loaded`:
-        False when no model is loaded (a Threads change then applies at the next load)."""
+        False when no model is loaded (a Threads change then applies at the next load);
+        `kv_cache`: the current K and V cache type choices (default f16)."""
         super().__init__(parent)
         self._threads = threads or ThreadsChoice(performance_cores(), "auto", "default")
         self._speculation = speculation or SpeculationChoice("off", "default")
+        self._kv_cache = kv_cache or (LoadChoice("f16", "default"), LoadChoice("f16", "default"))
         self._model_loaded = model_loaded
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
@@ -260,7 +266,14 @@ class SettingsDialog(QDialog):
         self.speculation_field = SpeculationField(self._speculation, self)
         form.addRow("Speculation", self.speculation_field.combo)
         form.addRow("", self.speculation_field.note)
-        for combo in (self.threads_field.combo, self.speculation_field.combo):
+        self.kv_fields = {key: ChoiceField(setting, choice, self._model_loaded, self) for key, setting, choice
+                          in (("cache_type_k", CACHE_TYPE_K_SETTING, self._kv_cache[0]),
+                              ("cache_type_v", CACHE_TYPE_V_SETTING, self._kv_cache[1]))}
+        for key, label in (("cache_type_k", "KV cache K"), ("cache_type_v", "KV cache V")):
+            form.addRow(label, self.kv_fields[key].combo)
+            form.addRow("", self.kv_fields[key].note)
+        for combo in (self.threads_field.combo, self.speculation_field.combo,
+                      *(f.combo for f in self.kv_fields.values())):
             combo.currentIndexChanged.connect(self.revalidate)  # (grows for the notes)
 
         self.defaults_check = QCheckBox("Use these settings for new conversations too", self)
@@ -355,8 +368,10 @@ class SettingsDialog(QDialog):
         return self.speculation_field.mode() if self.speculation_field.changed() else None
 
     def load_changes(self) -> dict[str, str]:
-        """The load options changed ({"threads": "2"}): one reload applies them."""
-        changes = {"threads": self.threads_change()}
+        """The load options changed ({"threads": "2", "cache_type_v": "q8_0"}): one reload
+        applies them."""
+        changes = {"threads": self.threads_change(),
+                   **{key: f.mode() if f.changed() else None for key, f in self.kv_fields.items()}}
         return {key: mode for key, mode in changes.items() if mode is not None}
 
     def use_as_defaults(self) -> bool:

@@ -5,6 +5,10 @@ with its return codes made errors, the logits rows, Stop inside a decode, and pe
 Sliding-window models keep the whole window history (`swa_full`): trimming a sequence and
 feeding it again is then exact, which prefix reuse, Regenerate and speculation rely on.
 
+The KV cache's element types (f16, q8_0, q4_0: `choice.kv_cache`) are checked against the
+model's head sizes before llama.cpp is asked, and a quantized V turns flash attention on (llama.cpp
+keeps one only with it); f16 leaves flash attention to llama.cpp (`auto`).
+
 Stop inside a decode: on the CPU llama.cpp polls an abort callback after every graph node, so
 a prefill chunk stops within one node. The callback is a Python function (it takes the GIL per
 node), so it is installed only around a cancellable chunk, never for a decode step. On a GPU
@@ -21,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...engine.errors import EngineError
+from ..choice.kv_cache import KVCacheTypes
 from . import library
 from .batch import Batch
 from .log import capturing, refusal
@@ -29,6 +34,24 @@ from .model import LlamaCppModel
 Cancel = Callable[[], bool]
 
 DEFAULT_BATCH = 512  # tokens per llama_decode (n_batch = n_ubatch): llama-server's n_ubatch
+
+
+def ggml_type(C: Any, name: str) -> int:
+    """ggml's enum value of a cache type name ("q8_0" -> GGML_TYPE_Q8_0)."""
+    return int(getattr(C, f"GGML_TYPE_{name.upper()}"))
+
+
+def head_dims(model: LlamaCppModel) -> tuple[int, int]:
+    """(key, value) numbers per KV head: the header's, else llama.cpp's width / heads."""
+    if model.header is not None:
+        from ..gguf.config import read_config
+
+        c = read_config(model.header)
+        if c.head_dim:
+            return c.head_dim, c.value_dim or c.head_dim
+    f = model.facts
+    dim = f.n_embd // f.n_head if f.n_head else 0
+    return dim, dim
 
 
 class DecodeError(EngineError):
@@ -44,9 +67,13 @@ class LlamaCppContext:
 
     def __init__(self, model: LlamaCppModel, *, n_ctx: int, n_seq_max: int = 1,
                  n_batch: int = DEFAULT_BATCH, threads: int = 4, threads_batch: int | None = None,
-                 swa_full: bool = True) -> None:
+                 swa_full: bool = True, cache_types: KVCacheTypes = KVCacheTypes()) -> None:
+        """`cache_types`: the K and V element types (CacheTypeError, before llama.cpp, for one
+        the model's head size does not fit)."""
+        cache_types.check(*head_dims(model))
         C = library.backend()
         self.model = model
+        self.cache_types = cache_types
         params = C.llama_context_default_params()
         params.n_ctx = int(n_ctx)
         params.n_batch = params.n_ubatch = int(n_batch)
@@ -56,11 +83,16 @@ class LlamaCppContext:
         params.kv_unified = True
         params.swa_full = bool(swa_full)
         params.no_perf = True
+        params.type_k = ggml_type(C, cache_types.k)
+        params.type_v = ggml_type(C, cache_types.v)
+        if cache_types.flash_attention:
+            params.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_ENABLED
         with capturing() as lines:
             handle = C.llama_init_from_model(model.handle, params)
         if not handle:
-            raise DecodeError("llama.cpp could not create a context of "
-                              f"{n_ctx:,} tokens: {refusal(lines) or 'no reason given'}")
+            kv = "" if cache_types == KVCacheTypes() else f" with a {cache_types.label} KV cache"
+            raise DecodeError(f"llama.cpp could not create a context of {n_ctx:,} tokens{kv}: "
+                              f"{refusal(lines) or 'no reason given'}")
         self._C = C
         self._handle = handle
         self._mem = C.llama_get_memory(handle)
