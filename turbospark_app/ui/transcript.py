@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QUrl, Signal
 from PySide6.QtGui import (
     QColor,
     QContextMenuEvent,
@@ -31,15 +31,14 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
     QTextFrameFormat,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 from ..conversations.roles import ROLE_NAMES, role_names
-from .code_blocks import code_block_text, style_code
-from .formatting import with_line_breaks
+from .code_blocks import ColourQueue, StreamColours, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
+from .rich_text import RichState, formula_at, insert_rich, selection_mime
 
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
@@ -98,6 +97,9 @@ class Transcript(QTextBrowser):
         self._stream_cursor: QTextCursor | None = None
         self._body_start = 0  # where the streaming reply's text begins
         self._stream_parts: list[str] = []
+        self.document().setUndoRedoEnabled(False)  # read-only: no undo history to keep
+        self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
+        self._colours = StreamColours(self.document())  # code colours while a reply streams
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
@@ -137,7 +139,7 @@ class Transcript(QTextBrowser):
 
     def code_block_at(self, position: int) -> str | None:
         """The text of the fenced code block holding `position`, or None."""
-        return code_block_text(self.document(), position)
+        return code_block_text(self.document(), position, self._rich.codes)
 
     def copy_message(self, message_id: int) -> bool:
         """Put the message's Markdown source on the clipboard."""
@@ -162,6 +164,7 @@ class Transcript(QTextBrowser):
     def set_entries(self, entries: list[Entry]) -> None:
         """Replace everything (load, palette change). The only full render."""
         self.document().clear()
+        self._rich.clear()
         self._entries = []
         self._spans = []
         self._streaming = None
@@ -206,6 +209,7 @@ class Transcript(QTextBrowser):
         cursor.insertBlock(self._body_block_format(), self._plain_format())
         self._body_start = cursor.position()
         self._stream_cursor = cursor
+        self._colours.reset(self._body_start)
         if at_end:
             self.scroll_to_end()
 
@@ -219,6 +223,7 @@ class Transcript(QTextBrowser):
         at_end = self._at_end()
         self._stream_parts.append(delta)
         self._stream_cursor.insertText(delta)
+        self._colours.update(self.palette())
         if at_end:
             self.scroll_to_end()
 
@@ -238,6 +243,7 @@ class Transcript(QTextBrowser):
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label = meta.reasoning_label
         entry.text, entry.footer, entry.stopped = text, footer, stopped
+        self._colours.reset(-1)
         cursor = QTextCursor(self.document())
         cursor.setPosition(self._body_start)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
@@ -261,7 +267,10 @@ class Transcript(QTextBrowser):
         cursor.removeSelectedText()
         del self._entries[count:]
         del self._spans[count:]
+        if self._rich.colours is not None:
+            self._rich.colours.drop_from(position)
         if self._streaming is not None and self._streaming not in self._entries:
+            self._colours.reset(-1)
             self._streaming = None
             self._stream_cursor = None
             self._stream_parts = []
@@ -349,11 +358,10 @@ class Transcript(QTextBrowser):
         """An assistant reply's body at `cursor` (an empty body block): Markdown, then stats."""
         if entry.reasoning:
             insert_reasoning(self, cursor, entry)
-        start = cursor.position()
         shown = entry.text if entry.answer is None else entry.answer
         if shown.strip() or entry.tool_calls:
-            cursor.insertMarkdown(with_line_breaks(shown),
-                                  QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self._small_format(),
+                        self._math_px(), self.devicePixelRatioF())
             insert_tool_cards(self, cursor, entry)
         else:
             italic = self._plain_format()
@@ -362,7 +370,6 @@ class Transcript(QTextBrowser):
             cursor.insertText(
                 "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
             )
-        style_code(self.document(), start, cursor.position(), self.palette())
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:
@@ -426,7 +433,10 @@ class Transcript(QTextBrowser):
         action, _, mid = url.path().partition(":")
         if not mid.isdigit():
             return
-        if action == "copy":
+        if action == "code":  # a code block's Copy link: its exact code
+            if int(mid) < len(self._rich.codes):
+                QGuiApplication.clipboard().setText(self._rich.codes[int(mid)])
+        elif action == "copy":
             self.copy_message(int(mid))
         elif action == "think":  # open / close a reply's reasoning (re-rendered in place)
             entry = self.entry_for_message(int(mid))
@@ -445,6 +455,9 @@ class Transcript(QTextBrowser):
         code = self.code_block_at(position)
         if code is not None:
             out.append(("Copy Code Block", lambda: QGuiApplication.clipboard().setText(code)))
+        formula = formula_at(self.document(), position, self._rich)
+        if formula is not None:
+            out.append(("Copy Formula (LaTeX)", lambda: QGuiApplication.clipboard().setText(formula)))
         entry = self.entry_at(position)
         if entry is not None and entry.message_id is not None and entry is not self._streaming:
             mid = entry.message_id
@@ -470,7 +483,15 @@ class Transcript(QTextBrowser):
         menu.exec(event.globalPos())
         menu.deleteLater()
 
+    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 (Qt override)
+        """Copy: the selected text with each formula as its LaTeX source."""
+        return selection_mime(self.textCursor(), self._rich)
+
     # -- helpers ---------------------------------------------------------------------------
+
+    def _math_px(self) -> float:
+        info = self.fontInfo()
+        return float(info.pixelSize() or 14)
 
     def _end_position(self) -> int:
         return max(0, self.document().characterCount() - 1)
