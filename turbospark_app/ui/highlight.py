@@ -143,9 +143,3 @@ def token_format(ttype: _TokenType, dark: bool) -> QTextCharFormat:
         fmt.setFontItalic(True)
     _format_cache[key] = fmt
     return fmt
-
-
-def css_color(ttype: _TokenType, dark: bool) -> str:
-    """The token's colour as CSS ("" when the style leaves it default)."""
-    fmt = token_format(ttype, dark)
-    return fmt.foreground().color().name() if fmt.hasProperty(QTextCharFormat.Property.ForegroundBrush) else ""

@@ -20,12 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QMimeData, QPoint, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import (
     QColor,
-    QContextMenuEvent,
-    QDesktopServices,
-    QGuiApplication,
     QFont,
     QPalette,
     QTextBlockFormat,
@@ -38,16 +35,12 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import ColourQueue, StreamColours, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
-from .rich_text import RichState, formula_at, insert_rich, selection_mime
+from .rich_text import RichState, insert_rich
+from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
     "continue": "Continue",
-}
-MENU_LABELS = {
-    "copy": "Copy Message (Markdown)", "edit": "Edit and Resend…", "delete": "Delete Message Pair…",
-    "regenerate": "Regenerate Reply", "continue": "Continue Reply", "prev": "Previous Alternative",
-    "next": "Next Alternative",
 }
 ERROR_HUE = QColor(220, 50, 47)  # mixed into the palette's colours, never used as is
 
@@ -73,7 +66,7 @@ class Entry:
     tool_calls: tuple[tuple[str, str], ...] = ()
 
 
-class Transcript(QTextBrowser):
+class Transcript(TranscriptActions, QTextBrowser):
     """See the module docstring. Positions recorded by `mark()` stay valid because the
     transcript only ever changes at its end."""
 
@@ -140,14 +133,6 @@ class Transcript(QTextBrowser):
     def code_block_at(self, position: int) -> str | None:
         """The text of the fenced code block holding `position`, or None."""
         return code_block_text(self.document(), position, self._rich.codes)
-
-    def copy_message(self, message_id: int) -> bool:
-        """Put the message's Markdown source on the clipboard."""
-        entry = self.entry_for_message(message_id)
-        if entry is None:
-            return False
-        QGuiApplication.clipboard().setText(entry.text)
-        return True
 
     # -- building --------------------------------------------------------------------------
 
@@ -226,6 +211,15 @@ class Transcript(QTextBrowser):
         self._colours.update(self.palette())
         if at_end:
             self.scroll_to_end()
+
+    def finish_colours(self) -> None:
+        """Colour every code block still waiting for its colours now (export, tests)."""
+        if self._rich.colours is not None:
+            self._rich.colours.finish()
+
+    def formula_svgs(self) -> dict[str, str]:
+        """Each shown formula's SVG, by its image name (HTML export)."""
+        return {name: image.svg for name, image in self._rich.images.items()}
 
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
@@ -423,69 +417,6 @@ class Transcript(QTextBrowser):
                 bold.setForeground(self._tint(0.8, ERROR_HUE, QPalette.ColorRole.Text))
             cursor.insertText(f"■ {badge}  ", bold)
         cursor.insertText(text, fmt)
-
-    # -- actions ---------------------------------------------------------------------------
-
-    def _anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() != "ts":
-            QDesktopServices.openUrl(url)
-            return
-        action, _, mid = url.path().partition(":")
-        if not mid.isdigit():
-            return
-        if action == "code":  # a code block's Copy link: its exact code
-            if int(mid) < len(self._rich.codes):
-                QGuiApplication.clipboard().setText(self._rich.codes[int(mid)])
-        elif action == "copy":
-            self.copy_message(int(mid))
-        elif action == "think":  # open / close a reply's reasoning (re-rendered in place)
-            entry = self.entry_for_message(int(mid))
-            if entry is not None and self._streaming is None:
-                entry.reasoning_open = not entry.reasoning_open
-                bar = self.verticalScrollBar().value()
-                self.set_entries(list(self._entries))
-                self.verticalScrollBar().setValue(bar)
-        else:
-            self.actionRequested.emit(action, int(mid))
-
-    def context_actions(self, pos: QPoint) -> list[tuple[str, object]]:
-        """The message actions the context menu offers at viewport `pos`: (label, callback)."""
-        position = self.cursorForPosition(pos).position()
-        out: list[tuple[str, object]] = []
-        code = self.code_block_at(position)
-        if code is not None:
-            out.append(("Copy Code Block", lambda: QGuiApplication.clipboard().setText(code)))
-        formula = formula_at(self.document(), position, self._rich)
-        if formula is not None:
-            out.append(("Copy Formula (LaTeX)", lambda: QGuiApplication.clipboard().setText(formula)))
-        entry = self.entry_at(position)
-        if entry is not None and entry.message_id is not None and entry is not self._streaming:
-            mid = entry.message_id
-            names = ["copy"] + [a for a in entry.actions if a != "copy"]
-            names += list(self.live_actions(mid)) if self.live_actions else []
-            if entry.variant[1] > 1:
-                names += ["prev", "next"]
-            for name in names:
-                if name == "copy":
-                    out.append((MENU_LABELS[name], lambda: self.copy_message(mid)))
-                else:
-                    out.append((MENU_LABELS.get(name, name), lambda n=name: self.actionRequested.emit(n, mid)))
-        return out
-
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
-        """The standard menu (Copy, Select All) plus the message actions under the pointer."""
-        menu = self.createStandardContextMenu(event.pos())
-        extra = self.context_actions(event.pos())
-        if extra:
-            menu.addSeparator()
-            for label, callback in extra:
-                menu.addAction(label, callback)
-        menu.exec(event.globalPos())
-        menu.deleteLater()
-
-    def createMimeDataFromSelection(self) -> QMimeData:  # noqa: N802 (Qt override)
-        """Copy: the selected text with each formula as its LaTeX source."""
-        return selection_mime(self.textCursor(), self._rich)
 
     # -- helpers ---------------------------------------------------------------------------
 
