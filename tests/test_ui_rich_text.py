@@ -95,6 +95,7 @@ def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
     view.begin_reply()
     for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "```\nafter"]:
         view.append_delta(piece)
+        qtbot.wait(1)  # the colours follow once per event-loop turn
     colours = view._colours  # noqa: SLF001
     # Lexed: "x = 1" (twice: completed by the next delta), "y = ", "y = 2" and the empty line
     # begun after it, as they came; never the prose, never a finished line again.

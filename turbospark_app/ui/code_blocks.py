@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterator
 
 from PySide6.QtCore import QTimer
@@ -43,7 +44,7 @@ from .theme import palette_is_dark
 
 CODE_ID = QTextFormat.Property.UserProperty + 43  # on a code block's paragraphs: its index
 SYNC_CHARS = 6000  # a block up to this size is lexed at once (~25 ms for Python); bigger: sliced
-SLICE_SECONDS = 0.006  # colouring work per event-loop turn (a 60 Hz frame is 16.7 ms)
+SLICE_SECONDS = 0.004  # colouring work per event-loop turn (a 60 Hz frame is 16.7 ms)
 
 
 def mix(palette: QPalette, amount: float, towards: QPalette.ColorRole = QPalette.ColorRole.Text,
@@ -56,13 +57,18 @@ def mix(palette: QPalette, amount: float, towards: QPalette.ColorRole = QPalette
 
 def mono_format(palette: QPalette) -> QTextCharFormat:
     """The system's fixed-pitch font (family + monospace hint) in the text colour."""
-    mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    mono = _fixed_font()
     fmt = QTextCharFormat()
     fmt.setFontFamilies([mono.family()])
     fmt.setFontFixedPitch(True)
     fmt.setFontStyleHint(QFont.StyleHint.Monospace)
     fmt.setForeground(palette.color(QPalette.ColorRole.Text))
     return fmt
+
+
+@lru_cache(maxsize=1)
+def _fixed_font() -> QFont:
+    return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
 
 
 def insert_code_block(cursor: QTextCursor, code: str, lang: str, palette: QPalette, code_id: int,
@@ -138,6 +144,10 @@ class StreamColours:
     def __init__(self, document: QTextDocument) -> None:
         self.document = document
         self.lexed_lines = 0
+        self._palette_key = -1
+        self._formats: dict[Any, QTextCharFormat] = {}
+        self._base = QTextCharFormat()
+        self._dark = False
         self.reset(-1)
 
     def reset(self, start: int) -> None:
@@ -176,14 +186,20 @@ class StreamColours:
 
     def _code_ranges(self, text: str, lang: str, palette: QPalette) -> list[QTextLayout.FormatRange]:
         self.lexed_lines += 1
-        base = mono_format(palette)
-        base.setBackground(mix(palette, 0.045))
-        dark = palette_is_dark(palette)
-        out = [_range(0, len(text), base)]
+        key = palette.cacheKey()
+        if key != self._palette_key:  # the merged formats of this palette, made once
+            self._palette_key, self._formats = key, {}
+            self._base = mono_format(palette)
+            self._base.setBackground(mix(palette, 0.045))
+            self._dark = palette_is_dark(palette)
+        out = [_range(0, len(text), self._base)]
         at = 0
         for ttype, value in line_runs(lang, text):
-            fmt = QTextCharFormat(base)
-            fmt.merge(token_format(ttype, dark))
+            fmt = self._formats.get(ttype)
+            if fmt is None:
+                fmt = QTextCharFormat(self._base)
+                fmt.merge(token_format(ttype, self._dark))
+                self._formats[ttype] = fmt
             out.append(_range(at, len(value), fmt))
             at += len(value)
         return out

@@ -46,8 +46,11 @@ def fence_open(line: str) -> tuple[str, int, str] | None:
 
 
 def fence_closes(line: str, run: str) -> bool:
+    """True when `line` closes a fence opened with `run` (``` or ~~~, 3 or more)."""
+    if run[0] not in line[:8]:  # the common case, a code line, decided at once
+        return False
     stripped = line.strip()
-    return len(stripped) >= len(run) and set(stripped) == {run[0]}
+    return len(stripped) >= len(run) and stripped == run[0] * len(stripped)
 
 
 def split_fences(text: str) -> list[Piece]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -93,6 +93,7 @@ class Transcript(TranscriptActions, QTextBrowser):
         self.document().setUndoRedoEnabled(False)  # read-only: no undo history to keep
         self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
         self._colours = StreamColours(self.document())  # code colours while a reply streams
+        self._colour_pending = False
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
@@ -208,7 +209,9 @@ class Transcript(TranscriptActions, QTextBrowser):
         at_end = self._at_end()
         self._stream_parts.append(delta)
         self._stream_cursor.insertText(delta)
-        self._colours.update(self.palette())
+        if not self._colour_pending:  # once per event-loop turn, however many deltas came
+            self._colour_pending = True
+            QTimer.singleShot(0, self._update_colours)
         if at_end:
             self.scroll_to_end()
 
@@ -220,6 +223,10 @@ class Transcript(TranscriptActions, QTextBrowser):
     def formula_svgs(self) -> dict[str, str]:
         """Each shown formula's SVG, by its image name (HTML export)."""
         return {name: image.svg for name, image in self._rich.images.items()}
+
+    def _update_colours(self) -> None:
+        self._colour_pending = False
+        self._colours.update(self.palette())
 
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
