@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turbospark_app.ui.markup import split_fences, split_math
@@ -13,6 +13,7 @@ _ATOMS = st.sampled_from([
 ])
 
 
+@settings(deadline=None)  # a loaded 2-core machine: no wall-clock limit per example
 @given(st.lists(_ATOMS, max_size=40).map("".join))
 def test_math_pieces_lose_and_double_nothing(text: str) -> None:
     pieces = split_math(text)
@@ -27,6 +28,7 @@ def test_math_pieces_lose_and_double_nothing(text: str) -> None:
             assert p.kind == "text"
 
 
+@settings(deadline=None)
 @given(st.lists(_ATOMS, max_size=40).map("".join))
 def test_fence_pieces_lose_and_double_nothing(text: str) -> None:
     pieces = split_fences(text)
