@@ -192,3 +192,38 @@ def test_exports_from_the_conversation_menu_keep_sources(ui, qtbot, tmp_path: Pa
     w.findChild(QAction, "actionExportHtml").trigger()
     html = target.read_text()
     assert "x = 1" in re.sub(r"<[^>]+>", "", html) and "data:image/svg+xml;base64," in html
+
+
+def test_colours_follow_the_dark_palette(qtbot) -> None:
+    from turbospark_app.ui.theme import dark_palette
+
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.setPalette(dark_palette(view.palette()))
+    view.set_entries([Entry("assistant", REPLY)])
+    assert palette_is_dark(view.palette())
+    keyword = token_format(Keyword, True).foreground().color()
+    assert keyword != token_format(Keyword, False).foreground().color()
+    assert char_format_at(view, "def area").foreground().color() == keyword
+
+
+def test_a_big_block_is_drawn_at_once_and_coloured_in_slices(qtbot) -> None:
+    from turbospark_app.ui.code_blocks import SYNC_CHARS
+    from turbospark_app.ui.highlight import TOKENS
+
+    body = "\n".join(f"def f{i}(x):\n    return x + {i}  # line {i}" for i in range(400))
+    assert len(body) > SYNC_CHARS
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.show()
+    view.begin_reply()
+    view.end_reply(f"```python\n{body}\n```", "")
+    queue = view._rich.colours  # noqa: SLF001
+    assert queue.jobs and view.code_block_at(view.document().find("def f399").selectionStart()) == body
+    plain = char_format_at(view, "def f399").foreground().color()
+    keyword = token_format(Keyword, palette_is_dark(view.palette())).foreground().color()
+    assert plain != keyword  # drawn before it is coloured
+    qtbot.waitUntil(lambda: not queue.jobs, timeout=20000)
+    assert queue.slices > 1  # the colouring took several event-loop turns, not one
+    assert char_format_at(view, "def f399").foreground().color() == keyword
+    assert TOKENS.has("python", body)  # drawn again, it is coloured from the cache
