@@ -44,7 +44,8 @@ from .theme import palette_is_dark
 
 CODE_ID = QTextFormat.Property.UserProperty + 43  # on a code block's paragraphs: its index
 SYNC_CHARS = 6000  # a block up to this size is lexed at once (~25 ms for Python); bigger: sliced
-SLICE_SECONDS = 0.004  # colouring work per event-loop turn (a 60 Hz frame is 16.7 ms)
+SLICE_SECONDS = 0.004  # colouring work per event-loop turn (a 60 Hz frame is 16.7 ms)...
+SLICE_TOKENS = 512  # ...and tokens: each coloured line is laid out again when the slice ends
 
 
 def mix(palette: QPalette, amount: float, towards: QPalette.ColorRole = QPalette.ColorRole.Text,
@@ -266,15 +267,16 @@ class ColourQueue:
     def finish(self) -> None:
         """Colour everything now (export, tests)."""
         while self.jobs:
-            self._tick(budget=3600.0)
+            self._tick(budget=3600.0, tokens=1 << 62)
 
-    def _tick(self, budget: float = SLICE_SECONDS) -> None:
+    def _tick(self, budget: float = SLICE_SECONDS, tokens: int = SLICE_TOKENS) -> None:
         deadline = time.perf_counter() + budget
         self.slices += 1
         cursor = QTextCursor(self.document)
         cursor.beginEditBlock()
-        while self.jobs and time.perf_counter() < deadline:
+        while self.jobs and time.perf_counter() < deadline and tokens > 0:
             job = self.jobs[0]
+            tokens -= 64
             for _ in range(64):
                 token = next(job.tokens, None)
                 if token is None:
