@@ -227,3 +227,20 @@ def test_a_big_block_is_drawn_at_once_and_coloured_in_slices(qtbot) -> None:
     assert queue.slices > 1  # the colouring took several event-loop turns, not one
     assert char_format_at(view, "def f399").foreground().color() == keyword
     assert TOKENS.has("python", body)  # drawn again, it is coloured from the cache
+
+
+def test_a_streaming_replys_formulas_are_made_ahead_on_a_worker(qtbot) -> None:
+    from turbospark_app.ui.math_render import MATH
+
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    formula = "\\oint_{\\partial S} \\omega_{43} = \\int_S d\\omega_{43}"
+    before_ahead, before_here = MATH.prefetched, MATH.renders
+    for piece in ["Stokes: $$", formula, "$$\n\n", "More text, still streaming"]:
+        view.append_delta(piece)
+        qtbot.wait(1)
+    qtbot.waitUntil(lambda: MATH.prefetched > before_ahead, timeout=10000)
+    view.end_reply(view.streamed_text(), "")
+    assert MATH.renders == before_here  # the final rendering found it made
+    assert view.document().toPlainText().count("\ufffc") == 1

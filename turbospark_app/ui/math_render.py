@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -36,13 +37,46 @@ class MathImage:
     baseline: float
 
 
+SvgKey = tuple[str, bool, str, float]  # (source, display, colour, px)
+
+
 class MathRenderer:
-    """See the module docstring. `renders` counts real renders (cache misses)."""
+    """See the module docstring. `renders` counts the SVGs made on the calling (GUI) thread,
+    `prefetched` those made ahead on the worker thread."""
 
     def __init__(self, size: int = _CACHE) -> None:
         self.size = size
         self._cache: OrderedDict[tuple[str, bool, str, float, float], MathImage | None] = OrderedDict()
+        self._svgs: dict[SvgKey, str | None] = {}  # made by either thread (under _lock)
+        self._pending: set[SvgKey] = set()
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
         self.renders = 0
+        self.prefetched = 0
+
+    def prefetch(self, source: str, *, display: bool, color: str, px: float) -> None:
+        """Make the formula's SVG on a worker thread (ziamath is pure Python: the GUI thread
+        keeps painting meanwhile), for a `render` to come: a streaming reply's formulas are
+        sent here as their paragraphs end, so the reply's final rendering finds them made."""
+        key = (source, display, color, px)
+        with self._lock:
+            if key in self._svgs or key in self._pending:
+                return
+            self._pending.add(key)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="math")
+        self._pool.submit(self._make_svg, key, True)
+
+    def _make_svg(self, key: SvgKey, ahead: bool) -> str | None:
+        svg = _svg(*key)
+        with self._lock:
+            self._svgs[key] = svg
+            self._pending.discard(key)
+            if len(self._svgs) > 4 * self.size:
+                self._svgs.pop(next(iter(self._svgs)))
+            if ahead:
+                self.prefetched += 1
+        return svg
 
     def render(self, source: str, *, display: bool, color: str, px: float, dpr: float = 1.0) -> MathImage | None:
         """`source` (LaTeX, no delimiters) at font size `px` in `color` ("#rrggbb"), or None
@@ -51,15 +85,21 @@ class MathRenderer:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        self.renders += 1
-        image = _render(source, display, color, px, dpr)
+        with self._lock:
+            made = (source, display, color, px) in self._svgs
+            svg = self._svgs.get((source, display, color, px))
+        if not made:  # (one still being made ahead is made again here: no waiting on the worker)
+            self.renders += 1
+            svg = self._make_svg((source, display, color, px), False)
+        image = None if svg is None else _image(svg, dpr)
         self._cache[key] = image
         if len(self._cache) > self.size:
             self._cache.popitem(last=False)
         return image
 
 
-def _render(source: str, display: bool, color: str, px: float, dpr: float) -> MathImage | None:
+def _svg(source: str, display: bool, color: str, px: float) -> str | None:
+    """The formula's SVG (None: ziamath cannot parse it). Pure Python: any thread."""
     try:
         import ziamath
 
@@ -69,8 +109,10 @@ def _render(source: str, display: bool, color: str, px: float, dpr: float) -> Ma
     except Exception as e:  # noqa: BLE001 - a bad formula (ziamath raises anything): show the source
         log.debug("formula %r did not render: %s", source, e)
         return None
-    if "<merror" in svg or "merror" in svg:
-        return None
+    return None if "merror" in svg else svg
+
+
+def _image(svg: str, dpr: float) -> MathImage | None:
     m = _VIEWBOX.search(svg)
     renderer = QSvgRenderer(QByteArray(svg.encode("utf-8")))
     if not renderer.isValid() or m is None:
@@ -93,23 +135,24 @@ _warm: threading.Thread | None = None
 
 
 def warm_up() -> threading.Thread:
-    """Import ziamath and load its font (~0.3 s, once a process) and the commonest lexers on a
-    background thread, so the first formula or code block in a reply does not stall the window."""
+    """Import ziamath, load its font and draw a formula (~0.4 s, once a process), and compile the
+    commonest lexers' rules (~0.1 s each), on a background thread: the first reply with math or
+    code then does not stall the window."""
     global _warm
     if _warm is None:
         def run() -> None:
             try:
-                import ziamath
-
-                ziamath.config.svg2 = False
-                ziamath.Math.fromlatex("x^2", size=14).svg()
+                svg = _svg("\\frac{a^2}{\\sqrt{b}} = \\sum_{k=1}^{n} x_k", True, "#000000", 14.0)
+                if svg is not None:
+                    _image(svg, 1.0)
                 from .highlight import lexer_for
 
-                for lang in ("python", "bash", "json"):
-                    lexer_for(lang)
+                for lang in ("python", "bash", "json", "javascript", "c", "cpp", "rust", "go", "html"):
+                    for _ in lexer_for(lang).get_tokens_unprocessed("x = 1  # a\n"):
+                        pass
             except Exception as e:  # noqa: BLE001 - a warm-up only: the real render reports
-                log.debug("math warm-up failed: %s", e)
+                log.debug("warm-up failed: %s", e)
 
-        _warm = threading.Thread(target=run, name="math-warm-up", daemon=True)
+        _warm = threading.Thread(target=run, name="render-warm-up", daemon=True)
         _warm.start()
     return _warm

@@ -69,6 +69,21 @@ def insert_rich(document: QTextDocument, cursor: QTextCursor, text: str, palette
             _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
 
 
+def prefetch_math(text: str, palette: QPalette, px: float) -> int:
+    """Start making the SVGs of the formulas in `text` (finished paragraphs of a streaming
+    reply) on the math worker thread; returns how many were sent. A chunk that starts inside a
+    code fence may send a `$…$` of code too: wasted work on the worker, nothing shown."""
+    color = palette.color(QPalette.ColorRole.Text).name()
+    sent = 0
+    for piece in split_fences(text):
+        if piece.kind == "text":
+            for m in split_math(piece.raw):
+                if m.kind == "math":
+                    MATH.prefetch(m.body, display=m.display, color=color, px=px)
+                    sent += 1
+    return sent
+
+
 def _fresh_block(cursor: QTextCursor) -> None:
     if cursor.block().length() > 1:
         cursor.insertBlock(QTextBlockFormat())

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import ColourQueue, StreamColours, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
-from .rich_text import RichState, insert_rich
+from .rich_text import RichState, insert_rich, prefetch_math
 from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
@@ -94,6 +94,7 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
         self._colours = StreamColours(self.document())  # code colours while a reply streams
         self._colour_pending = False
+        self._math_scanned = 0  # how far the streaming reply's text was searched for formulas
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
@@ -196,6 +197,7 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._body_start = cursor.position()
         self._stream_cursor = cursor
         self._colours.reset(self._body_start)
+        self._math_scanned = 0
         if at_end:
             self.scroll_to_end()
 
@@ -225,8 +227,17 @@ class Transcript(TranscriptActions, QTextBrowser):
         return {name: image.svg for name, image in self._rich.images.items()}
 
     def _update_colours(self) -> None:
+        """Once per event-loop turn while streaming: colour the changed code lines, and send the
+        formulas of the paragraphs finished since last time to the math worker."""
         self._colour_pending = False
+        if self._stream_cursor is None:
+            return
         self._colours.update(self.palette())
+        text = self.streamed_text()
+        end = text.rfind("\n\n")
+        if end > self._math_scanned:
+            prefetch_math(text[self._math_scanned:end], self.palette(), self._math_px())
+            self._math_scanned = end
 
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
