@@ -244,3 +244,13 @@ def test_a_streaming_replys_formulas_are_made_ahead_on_a_worker(qtbot) -> None:
     view.end_reply(view.streamed_text(), "")
     assert MATH.renders == before_here  # the final rendering found it made
     assert view.document().toPlainText().count("\ufffc") == 1
+
+
+def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
+    long_line = "x = [" + ", ".join(str(i) for i in range(150)) + "]"
+    view = rendered(qtbot, f"Text that wraps like prose does. " * 20 + f"\n\n```python\n{long_line}\n```")
+    qtbot.waitUntil(lambda: view.horizontalScrollBar().maximum() > 0)
+    code = view.document().find("x = [0, 1").block()
+    assert code.layout().lineCount() == 1  # one line, however long
+    prose = view.document().find("Text that wraps").block()
+    assert prose.layout().lineCount() > 1  # prose still wraps at the window's width
