@@ -9,9 +9,9 @@ root frame, not a frame of their own: Qt lays the root frame out lazily (what is
 a nested frame all at once (~120 ms for 2,000 lines).
 
 While a reply streams it is plain text; `StreamColours` colours the lines inside its open
-fences as they are written: after each delta, only the paragraphs from the first one not yet
-complete to the end (usually one line) are lexed, whatever the reply's length; finished lines
-keep their colours and are never lexed again.
+fences as they are written: once per event-loop turn it looks at the paragraphs from the first
+one not yet complete to the end; a line is lexed once, when it is complete (the line still being
+written is in the fixed font on the code ground), whatever the reply's length, and never again.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from .theme import palette_is_dark
 CODE_ID = QTextFormat.Property.UserProperty + 43  # on a code block's paragraphs: its index
 SYNC_CHARS = 6000  # a block up to this size is lexed at once (~25 ms for Python); bigger: sliced
 SLICE_SECONDS = 0.004  # colouring work per event-loop turn (a 60 Hz frame is 16.7 ms)...
+_OPEN_END = 1 << 20  # a format range reaching past the end of a line still being written
 SLICE_TOKENS = 512  # ...and tokens: each coloured line is laid out again when the slice ends
 
 
@@ -154,45 +155,64 @@ class StreamColours:
     def reset(self, start: int) -> None:
         """A reply's text starts at `start` (-1: none streams)."""
         self.line_start = start  # the first paragraph not yet complete
+        self._open_line: tuple[int, str] = (-1, "")  # the last paragraph's number and kind, as formatted
         self.fence: tuple[str, str] | None = None  # (run, language) open at that paragraph
 
     def update(self, palette: QPalette) -> None:
-        """Colour the paragraphs from the first incomplete one to the end."""
+        """Colour the paragraphs from the first incomplete one to the end. A finished line is
+        lexed once; the line still being written gets one format reaching past its end (the
+        fixed font on the code ground, or the fence's) when it starts, and is lexed when it
+        ends: most turns lex nothing."""
         if self.line_start < 0:
             return
         block = self.document.findBlock(self.line_start)
         while block.isValid():
             text = block.text()
             last = not block.next().isValid()
-            ranges: list[QTextLayout.FormatRange] = []
+            kind = "text"
             if self.fence is None:
                 opened = fence_open(text)
                 if opened is not None:
-                    ranges.append(_range(0, len(text), _fence_format(palette)))
+                    kind = "fence"
                     if not last:
                         self.fence = (opened[0], opened[2])
             elif fence_closes(text, self.fence[0]):
-                ranges.append(_range(0, len(text), _fence_format(palette)))
+                kind = "fence"
                 if not last:
                     self.fence = None
             else:
-                ranges = self._code_ranges(text, self.fence[1], palette)
-            if ranges or block.layout().formats():
-                block.layout().setFormats(ranges)
-                self.document.markContentsDirty(block.position(), block.length())
+                kind = "code"
             if last:
+                if (block.blockNumber(), kind) != self._open_line:
+                    self._open_line = (block.blockNumber(), kind)
+                    fmt = self._palette_formats(palette)[kind]
+                    self._apply(block, [] if fmt is None else [_range(0, _OPEN_END, fmt)])
                 break
+            if kind == "code":
+                self._apply(block, self._code_ranges(text, self.fence[1] if self.fence else "", palette))
+            else:
+                fmt = self._palette_formats(palette)[kind]
+                self._apply(block, [] if fmt is None else [_range(0, len(text), fmt)])
             block = block.next()
             self.line_start = block.position()
 
-    def _code_ranges(self, text: str, lang: str, palette: QPalette) -> list[QTextLayout.FormatRange]:
-        self.lexed_lines += 1
+    def _apply(self, block: QTextBlock, ranges: list[QTextLayout.FormatRange]) -> None:
+        if ranges or block.layout().formats():
+            block.layout().setFormats(ranges)
+            self.document.markContentsDirty(block.position(), block.length())
+
+    def _palette_formats(self, palette: QPalette) -> dict[str, QTextCharFormat | None]:
         key = palette.cacheKey()
         if key != self._palette_key:  # the merged formats of this palette, made once
             self._palette_key, self._formats = key, {}
             self._base = mono_format(palette)
             self._base.setBackground(mix(palette, 0.045))
             self._dark = palette_is_dark(palette)
+        return {"text": None, "fence": _fence_format(palette), "code": self._base}
+
+    def _code_ranges(self, text: str, lang: str, palette: QPalette) -> list[QTextLayout.FormatRange]:
+        self.lexed_lines += 1
+        self._palette_formats(palette)
         out = [_range(0, len(text), self._base)]
         at = 0
         for ttype, value in line_runs(lang, text):
