@@ -438,7 +438,9 @@ def test_frozen_app_self_test_cold_and_warm(
         )
 
 
-BUNDLE_CEILING_BYTES = 250_000_000 if sys.platform == "darwin" else 255_000_000
+# +10 MB on 2026-12-04 for the transcript's rendering: Pygments (4.6 MB of lexers), ziamath with
+# ziafont, latex2mathml and their fonts (3 MB) and QtSvg (0.8 MB); the Linux build was 256.0 MB.
+BUNDLE_CEILING_BYTES = 260_000_000 if sys.platform == "darwin" else 265_000_000
 """The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB; with ONNX Runtime
 292 MB). #29 asks 250 MB of the macOS .app; the Linux folder also carries numpy's OpenBLAS and
 gfortran (28 MB; macOS numpy uses Accelerate): 251 MB measured, 255 allowed."""

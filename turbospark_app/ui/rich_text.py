@@ -140,6 +140,9 @@ def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, s
     """Palette colours and GitHub's look for what Qt's importer made in [start, end): inline
     code in the fixed font on a tint, quotes muted and indented, tables ruled, formulas placed."""
     code_bg = mix(palette, 0.07)
+    inline_code = mono_format(palette)
+    inline_code.clearForeground()
+    inline_code.setBackground(code_bg)
     muted = palette.color(QPalette.ColorRole.PlaceholderText)
     tables = set()
     block = document.findBlock(start)
@@ -164,20 +167,20 @@ def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, s
             if not frag.isValid():
                 continue
             fmt = frag.charFormat()
+            image = fmt.isImageFormat() and fmt.toImageFormat().name() in state.formulas
+            if not (image or fmt.isAnchor() or fmt.fontFixedPitch()):
+                continue  # plain text: nothing to restyle
             c = QTextCursor(document)
             c.setPosition(frag.position())
             c.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
-            if fmt.isImageFormat() and fmt.toImageFormat().name() in state.formulas:
+            if image:
                 _place_formula(c, block, fmt.toImageFormat().name(), state)
             elif fmt.isAnchor():  # the importer takes the app's link colour, not this view's
                 link = QTextCharFormat()
                 link.setForeground(palette.color(QPalette.ColorRole.Link))
                 c.mergeCharFormat(link)
-            elif fmt.fontFixedPitch():
-                mf = mono_format(palette)
-                mf.clearForeground()
-                mf.setBackground(code_bg)
-                c.mergeCharFormat(mf)
+            else:
+                c.mergeCharFormat(inline_code)
         block = block.next()
 
 
