@@ -248,7 +248,7 @@ def test_a_streaming_replys_formulas_are_made_ahead_on_a_worker(qtbot) -> None:
 
 def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
     long_line = "x = [" + ", ".join(str(i) for i in range(150)) + "]"
-    view = rendered(qtbot, f"Text that wraps like prose does. " * 20 + f"\n\n```python\n{long_line}\n```")
+    view = rendered(qtbot, "Text that wraps like prose does. " * 20 + f"\n\n```python\n{long_line}\n```")
     qtbot.waitUntil(lambda: view.horizontalScrollBar().maximum() > 0)
     code = view.document().find("x = [0, 1").block()
     assert code.layout().lineCount() == 1  # one line, however long

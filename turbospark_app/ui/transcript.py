@@ -2,17 +2,19 @@
 
 Streaming cost: while a reply streams, each delta is inserted as plain text at the end of the
 document through one QTextCursor: O(delta), and the document layout only re-lays out the last
-paragraph. Nothing before the reply is touched. When the reply ends, its range (and only its
-range) is replaced by the Markdown rendering (Qt's own importer: `insertMarkdown`), with code
-in the system's fixed-pitch font, and a small stats line is appended.
+paragraph. Nothing before the reply is touched; once per event-loop turn the code lines
+finished since are coloured (`code_blocks.StreamColours`) and the formulas of finished
+paragraphs are sent to the math worker. When the reply ends, its range (and only its range) is
+replaced by its rendering (`rich_text`: Markdown, coloured code blocks with a Copy link, math),
+and a small stats line is appended.
 
 Colours come from the widget's palette at render time (never hard-coded), and the whole
 transcript is re-rendered on a palette change, so light and dark mode both read well.
 
 Message actions: under each saved message a small line of links (`‹ 2/3 ›` between kept
 alternatives, Copy, Edit, Delete...; hrefs `ts:<action>:<message id>`), and the same actions
-in the context menu, plus "Copy Code Block" inside a code block. Copy is done here (the
-Markdown source of the entry); every other action is emitted as `actionRequested`.
+in the context menu, plus "Copy Code Block" inside a code block (`transcript_actions`). Copy is
+done here (the Markdown source of the entry); every other action is emitted as `actionRequested`.
 """
 
 from __future__ import annotations
