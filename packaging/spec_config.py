@@ -75,11 +75,11 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     # llama-cpp-python's high-level layer (its Llama class, chat formats, OpenAI server): the app
     # loads only the C binding (model/llamacpp/library.py), so its __init__ never runs. The
     # Llama class imports the openai client lazily, which brought 14 MB (openai, its httpx2 and
-    # pygments); openai is a test dependency here.
+    # pygments, which the transcript now uses itself); openai is a test dependency here.
     "llama_cpp.server", "llama_cpp.llama", "llama_cpp.llama_chat_format", "llama_cpp.llama_cache",
     "llama_cpp.llama_speculative", "llama_cpp.llama_grammar", "llama_cpp.llama_tokenizer",
     "llama_cpp.llama_types", "llama_cpp._internals", "llama_cpp._logger", "llama_cpp.llava_cpp",
-    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai", "httpx2", "pygments",
+    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai", "httpx2",
     "numpy.f2py", "numpy.distutils",
     # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
     "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
@@ -99,7 +99,11 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
     # llama.cpp's binding (model/llamacpp/library.py imports it inside a function).
     "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
+    # The transcript's math (ui/math_render.py imports ziamath inside a function).
+    "ziamath", "ziafont", "latex2mathml",
 )
+DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
+"""Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 
 QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
@@ -247,6 +251,13 @@ def hidden_imports() -> list[str]:
 
     ours = collect_submodules("turbospark_app")
     return sorted(set(ours) | set(HIDDEN_IMPORTS_EXTRA))
+
+
+def package_datas() -> list[tuple[str, str]]:
+    """The Analysis `datas` of DATA_PACKAGES (their fonts and tables, beside their code)."""
+    from PyInstaller.utils.hooks import collect_data_files
+
+    return [entry for package in DATA_PACKAGES for entry in collect_data_files(package)]
 
 
 def _toc_path_parts(dest: str) -> tuple[str, ...]:

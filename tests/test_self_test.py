@@ -156,6 +156,15 @@ def test_check_qt_fails_when_a_ui_module_does_not_import(
         self_test.check_qt(frozen=False)
 
 
+def test_check_qt_fails_when_math_does_not_render(offscreen: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from turbospark_app.ui import math_render, rich_text
+
+    monkeypatch.setattr(rich_text, "MATH", math_render.MathRenderer())  # nothing cached
+    monkeypatch.setattr(math_render, "_svg", lambda *a: None)  # as without ziamath's font
+    with pytest.raises(self_test.SelfTestError, match="formula did not render"):
+        self_test.check_qt(frozen=False)
+
+
 def test_check_qt_fails_when_a_frozen_app_lacks_the_native_plugin(
     offscreen: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

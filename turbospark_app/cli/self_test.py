@@ -226,6 +226,7 @@ def check_qt(*, frozen: bool) -> QtReport:
     label.deleteLater()
     if pixmap.isNull() or pixmap.width() == 0:
         raise SelfTestError("a QLabel rendered to an empty pixmap")
+    _check_rich_reply()
     return QtReport(
         platform=app.platformName(),
         qt_version=qVersion(),
@@ -233,6 +234,28 @@ def check_qt(*, frozen: bool) -> QtReport:
         available_platforms=available,
         ui_modules=modules,
     )
+
+
+RICH_PROBE = "```python\ndef f(x):\n    return x\n```\n\n$$\\frac{a}{b}$$"
+
+
+def _check_rich_reply() -> None:
+    """A reply with code and math drawn as the transcript draws it: Pygments' lexers and
+    ziamath's font are data a bundle can lose."""
+    from PySide6.QtGui import QPalette, QTextCursor
+
+    from turbospark_app.ui.transcript import Entry, Transcript
+
+    view = Transcript()
+    view.set_entries([Entry("assistant", RICH_PROBE)])
+    if "\ufffc" not in view.document().toPlainText():
+        raise SelfTestError("a formula did not render (ziamath or its math font missing?)")
+    found = view.document().find("def")
+    cursor = QTextCursor(view.document())
+    cursor.setPosition(found.selectionStart() + 1)
+    if cursor.charFormat().foreground().color() == view.palette().color(QPalette.ColorRole.Text):
+        raise SelfTestError("code was not coloured (Pygments' Python lexer missing?)")
+    view.deleteLater()
 
 
 # --- the model ------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .theme import follow_system_scheme
 from .speculation_setting import SPECULATION_SETTING
 from .kv_cache_setting import current_cache_types
 from .threads_setting import current_threads
+from .math_render import warm_up
 
 DEFAULT_SESSION_SLOTS = 4
 
@@ -160,6 +161,7 @@ def build_window(
     status bar); `power`: a PowerControls over them (QA overrides), which implies them.
     `model_factory(path)`: what File > Open Model… switches to; `threads_flag`: --threads."""
     store, notice = open_store(store_path)
+    warm_up()  # math font and lexers load on a thread while the model loads
     bridge = EngineBridge(
         backend_factory, max_active=max(1, session_slots), monitors=monitors, power=power
     )

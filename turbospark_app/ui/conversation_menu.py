@@ -6,7 +6,8 @@
     Copy Last Reply         Ctrl+Shift+C        its Markdown source
     Previous / Next Alternative of the last reply   Ctrl+Alt+Left / Right
     Delete Last Message Pair…
-    Export as Markdown… / Export as JSON…       a file dialog, then the file
+    Export as Markdown… / HTML… / JSON…         a file dialog, then the file (HTML: as the window
+                                                draws it, colours and formulas included)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..conversations.export import (
     to_json_text,
     write_text,
 )
+from .html_export import conversation_html
 
 PaneGetter = Callable[[], Any]
 
@@ -32,7 +34,7 @@ PaneGetter = Callable[[], Any]
 PANE_ACTIONS = frozenset({
     "actionStop", "actionRename", "actionDelete", "actionRegenerate", "actionContinue",
     "actionEditLast", "actionCopyReply", "actionPrevAlternative", "actionNextAlternative",
-    "actionDeletePair", "actionExportMarkdown", "actionExportJson",
+    "actionDeletePair", "actionExportMarkdown", "actionExportHtml", "actionExportJson",
 })
 
 
@@ -66,6 +68,7 @@ def add_message_actions(window: Any, menu: QMenu, pane: PaneGetter) -> None:
     window._action(menu, "Delete &Last Message Pair…", on_last("delete_pair", "user"), None, "actionDeletePair")
     menu.addSeparator()
     window._action(menu, "Export as &Markdown…", lambda: export_current(window, "md"), None, "actionExportMarkdown")
+    window._action(menu, "Export as &HTML…", lambda: export_current(window, "html"), None, "actionExportHtml")
     window._action(menu, "Export as &JSON…", lambda: export_current(window, "json"), None, "actionExportJson")
 
 
@@ -94,9 +97,14 @@ def watch(menu: QMenu, pane: PaneGetter) -> None:
 
 
 def export_text(window: Any, conversation_id: str, kind: str) -> str:
-    """The export of one conversation ("md" or "json")."""
+    """The export of one conversation ("md", "html" or "json")."""
     if kind == "md":
         return conversation_markdown(window.store, conversation_id)
+    if kind == "html":
+        pane = window.area.current_pane()
+        if pane is None or pane.conversation_id != conversation_id:
+            raise ExportError(f"conversation {conversation_id} is not on screen")
+        return conversation_html(pane.conversation.title, pane.transcript.entries, pane.transcript.palette())
     return to_json_text(conversation_json(window.store, conversation_id, model=window.bridge.model_info))
 
 
@@ -108,7 +116,7 @@ def export_current(window: Any, kind: str, path: str | None = None) -> str | Non
         return None
     if path is None:
         stem = re.sub(r"[^\w\- ]+", "", pane.conversation.title).strip() or "conversation"
-        label = "Markdown (*.md)" if kind == "md" else "JSON (*.json)"
+        label = {"md": "Markdown (*.md)", "html": "HTML (*.html)"}.get(kind, "JSON (*.json)")
         folder = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
         start = str(Path(folder) / f"{stem}.{kind}") if folder else f"{stem}.{kind}"
         path, _ = QFileDialog.getSaveFileName(window, "Export Conversation", start, label)

@@ -127,6 +127,7 @@ class MessageActions:
             "actionNextAlternative": has_sibling(1),
             "actionDeletePair": idle and last_user is not None,
             "actionExportMarkdown": bool(path),
+            "actionExportHtml": bool(path),
             "actionExportJson": bool(path),
         }
 

@@ -2,17 +2,19 @@
 
 Streaming cost: while a reply streams, each delta is inserted as plain text at the end of the
 document through one QTextCursor: O(delta), and the document layout only re-lays out the last
-paragraph. Nothing before the reply is touched. When the reply ends, its range (and only its
-range) is replaced by the Markdown rendering (Qt's own importer: `insertMarkdown`), with code
-in the system's fixed-pitch font, and a small stats line is appended.
+paragraph. Nothing before the reply is touched; once per event-loop turn the code lines
+finished since are coloured (`code_blocks.StreamColours`) and the formulas of finished
+paragraphs are sent to the math worker. When the reply ends, its range (and only its range) is
+replaced by its rendering (`rich_text`: Markdown, coloured code blocks with a Copy link, math),
+and a small stats line is appended.
 
 Colours come from the widget's palette at render time (never hard-coded), and the whole
 transcript is re-rendered on a palette change, so light and dark mode both read well.
 
 Message actions: under each saved message a small line of links (`‹ 2/3 ›` between kept
 alternatives, Copy, Edit, Delete...; hrefs `ts:<action>:<message id>`), and the same actions
-in the context menu, plus "Copy Code Block" inside a code block. Copy is done here (the
-Markdown source of the entry); every other action is emitted as `actionRequested`.
+in the context menu, plus "Copy Code Block" inside a code block (`transcript_actions`). Copy is
+done here (the Markdown source of the entry); every other action is emitted as `actionRequested`.
 """
 
 from __future__ import annotations
@@ -20,35 +22,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QEvent, QPoint, Qt, QUrl, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
-    QContextMenuEvent,
-    QDesktopServices,
-    QGuiApplication,
     QFont,
     QPalette,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
     QTextFrameFormat,
 )
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 from ..conversations.roles import ROLE_NAMES, role_names
-from .code_blocks import code_block_text, style_code
-from .formatting import with_line_breaks
+from .code_blocks import ColourQueue, StreamColours, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
+from .rich_text import RichState, insert_rich, prefetch_math
+from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
     "copy": "Copy", "edit": "Edit", "delete": "Delete", "regenerate": "Regenerate",
     "continue": "Continue",
-}
-MENU_LABELS = {
-    "copy": "Copy Message (Markdown)", "edit": "Edit and Resend…", "delete": "Delete Message Pair…",
-    "regenerate": "Regenerate Reply", "continue": "Continue Reply", "prev": "Previous Alternative",
-    "next": "Next Alternative",
 }
 ERROR_HUE = QColor(220, 50, 47)  # mixed into the palette's colours, never used as is
 
@@ -74,7 +68,7 @@ class Entry:
     tool_calls: tuple[tuple[str, str], ...] = ()
 
 
-class Transcript(QTextBrowser):
+class Transcript(TranscriptActions, QTextBrowser):
     """See the module docstring. Positions recorded by `mark()` stay valid because the
     transcript only ever changes at its end."""
 
@@ -98,6 +92,11 @@ class Transcript(QTextBrowser):
         self._stream_cursor: QTextCursor | None = None
         self._body_start = 0  # where the streaming reply's text begins
         self._stream_parts: list[str] = []
+        self.document().setUndoRedoEnabled(False)  # read-only: no undo history to keep
+        self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
+        self._colours = StreamColours(self.document())  # code colours while a reply streams
+        self._colour_pending = False
+        self._math_scanned = 0  # how far the streaming reply's text was searched for formulas
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
@@ -137,15 +136,7 @@ class Transcript(QTextBrowser):
 
     def code_block_at(self, position: int) -> str | None:
         """The text of the fenced code block holding `position`, or None."""
-        return code_block_text(self.document(), position)
-
-    def copy_message(self, message_id: int) -> bool:
-        """Put the message's Markdown source on the clipboard."""
-        entry = self.entry_for_message(message_id)
-        if entry is None:
-            return False
-        QGuiApplication.clipboard().setText(entry.text)
-        return True
+        return code_block_text(self.document(), position, self._rich.codes)
 
     # -- building --------------------------------------------------------------------------
 
@@ -162,6 +153,7 @@ class Transcript(QTextBrowser):
     def set_entries(self, entries: list[Entry]) -> None:
         """Replace everything (load, palette change). The only full render."""
         self.document().clear()
+        self._rich.clear()
         self._entries = []
         self._spans = []
         self._streaming = None
@@ -206,6 +198,8 @@ class Transcript(QTextBrowser):
         cursor.insertBlock(self._body_block_format(), self._plain_format())
         self._body_start = cursor.position()
         self._stream_cursor = cursor
+        self._colours.reset(self._body_start)
+        self._math_scanned = 0
         if at_end:
             self.scroll_to_end()
 
@@ -219,8 +213,33 @@ class Transcript(QTextBrowser):
         at_end = self._at_end()
         self._stream_parts.append(delta)
         self._stream_cursor.insertText(delta)
+        if not self._colour_pending:  # once per event-loop turn, however many deltas came
+            self._colour_pending = True
+            QTimer.singleShot(0, self._update_colours)
         if at_end:
             self.scroll_to_end()
+
+    def finish_colours(self) -> None:
+        """Colour every code block still waiting for its colours now (export, tests)."""
+        if self._rich.colours is not None:
+            self._rich.colours.finish()
+
+    def formula_svgs(self) -> dict[str, str]:
+        """Each shown formula's SVG, by its image name (HTML export)."""
+        return {name: image.svg for name, image in self._rich.images.items()}
+
+    def _update_colours(self) -> None:
+        """Once per event-loop turn while streaming: colour the changed code lines, and send the
+        formulas of the paragraphs finished since last time to the math worker."""
+        self._colour_pending = False
+        if self._stream_cursor is None:
+            return
+        self._colours.update(self.palette())
+        text = self.streamed_text()
+        end = text.rfind("\n\n")
+        if end > self._math_scanned:
+            prefetch_math(text[self._math_scanned:end], self.palette(), self._math_px())
+            self._math_scanned = end
 
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
@@ -238,6 +257,7 @@ class Transcript(QTextBrowser):
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label = meta.reasoning_label
         entry.text, entry.footer, entry.stopped = text, footer, stopped
+        self._colours.reset(-1)
         cursor = QTextCursor(self.document())
         cursor.setPosition(self._body_start)
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
@@ -261,7 +281,10 @@ class Transcript(QTextBrowser):
         cursor.removeSelectedText()
         del self._entries[count:]
         del self._spans[count:]
+        if self._rich.colours is not None:
+            self._rich.colours.drop_from(position)
         if self._streaming is not None and self._streaming not in self._entries:
+            self._colours.reset(-1)
             self._streaming = None
             self._stream_cursor = None
             self._stream_parts = []
@@ -349,11 +372,10 @@ class Transcript(QTextBrowser):
         """An assistant reply's body at `cursor` (an empty body block): Markdown, then stats."""
         if entry.reasoning:
             insert_reasoning(self, cursor, entry)
-        start = cursor.position()
         shown = entry.text if entry.answer is None else entry.answer
         if shown.strip() or entry.tool_calls:
-            cursor.insertMarkdown(with_line_breaks(shown),
-                                  QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+            insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self._small_format(),
+                        self._math_px(), self.devicePixelRatioF())
             insert_tool_cards(self, cursor, entry)
         else:
             italic = self._plain_format()
@@ -362,7 +384,6 @@ class Transcript(QTextBrowser):
             cursor.insertText(
                 "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
             )
-        style_code(self.document(), start, cursor.position(), self.palette())
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:
@@ -417,60 +438,11 @@ class Transcript(QTextBrowser):
             cursor.insertText(f"■ {badge}  ", bold)
         cursor.insertText(text, fmt)
 
-    # -- actions ---------------------------------------------------------------------------
-
-    def _anchor_clicked(self, url: QUrl) -> None:
-        if url.scheme() != "ts":
-            QDesktopServices.openUrl(url)
-            return
-        action, _, mid = url.path().partition(":")
-        if not mid.isdigit():
-            return
-        if action == "copy":
-            self.copy_message(int(mid))
-        elif action == "think":  # open / close a reply's reasoning (re-rendered in place)
-            entry = self.entry_for_message(int(mid))
-            if entry is not None and self._streaming is None:
-                entry.reasoning_open = not entry.reasoning_open
-                bar = self.verticalScrollBar().value()
-                self.set_entries(list(self._entries))
-                self.verticalScrollBar().setValue(bar)
-        else:
-            self.actionRequested.emit(action, int(mid))
-
-    def context_actions(self, pos: QPoint) -> list[tuple[str, object]]:
-        """The message actions the context menu offers at viewport `pos`: (label, callback)."""
-        position = self.cursorForPosition(pos).position()
-        out: list[tuple[str, object]] = []
-        code = self.code_block_at(position)
-        if code is not None:
-            out.append(("Copy Code Block", lambda: QGuiApplication.clipboard().setText(code)))
-        entry = self.entry_at(position)
-        if entry is not None and entry.message_id is not None and entry is not self._streaming:
-            mid = entry.message_id
-            names = ["copy"] + [a for a in entry.actions if a != "copy"]
-            names += list(self.live_actions(mid)) if self.live_actions else []
-            if entry.variant[1] > 1:
-                names += ["prev", "next"]
-            for name in names:
-                if name == "copy":
-                    out.append((MENU_LABELS[name], lambda: self.copy_message(mid)))
-                else:
-                    out.append((MENU_LABELS.get(name, name), lambda n=name: self.actionRequested.emit(n, mid)))
-        return out
-
-    def contextMenuEvent(self, event: QContextMenuEvent) -> None:  # noqa: N802 (Qt override)
-        """The standard menu (Copy, Select All) plus the message actions under the pointer."""
-        menu = self.createStandardContextMenu(event.pos())
-        extra = self.context_actions(event.pos())
-        if extra:
-            menu.addSeparator()
-            for label, callback in extra:
-                menu.addAction(label, callback)
-        menu.exec(event.globalPos())
-        menu.deleteLater()
-
     # -- helpers ---------------------------------------------------------------------------
+
+    def _math_px(self) -> float:
+        info = self.fontInfo()
+        return float(info.pixelSize() or 14)
 
     def _end_position(self) -> int:
         return max(0, self.document().characterCount() - 1)

@@ -1,0 +1,73 @@
+"""The reply splitter: fences, math and money (pure, property-tested)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from turbospark_app.ui.markup import split_fences, split_math
+
+_ATOMS = st.sampled_from([
+    "$", "$$", "\\(", "\\)", "\\[", "\\]", "\\$", "`", "``", "x", "a b", " ", "\n", "\n\n", "5", "10",
+    "\\frac{1}{2}", "^2", "```", "```py\n", "~~~\n", "\n```\n", "price", "-",
+])
+
+
+@settings(deadline=None)  # a loaded 2-core machine: no wall-clock limit per example
+@given(st.lists(_ATOMS, max_size=40).map("".join))
+def test_math_pieces_lose_and_double_nothing(text: str) -> None:
+    pieces = split_math(text)
+    assert "".join(p.raw for p in pieces) == text
+    assert all(p.raw for p in pieces)
+    for p in pieces:
+        if p.kind == "math":
+            assert p.body.strip() and p.body.strip() in p.raw
+            assert p.raw.startswith(("$", "\\(", "\\[")) and p.raw.endswith(("$", "\\)", "\\]"))
+            assert "\n\n" not in p.raw  # never across a paragraph break
+        else:
+            assert p.kind == "text"
+
+
+@settings(deadline=None)
+@given(st.lists(_ATOMS, max_size=40).map("".join))
+def test_fence_pieces_lose_and_double_nothing(text: str) -> None:
+    pieces = split_fences(text)
+    assert "".join(p.raw for p in pieces) == text
+    for p in pieces:
+        if p.kind == "code":
+            assert p.raw.lstrip(" ")[:3] in ("```", "~~~")
+            assert p.body in p.raw or not p.body.strip()
+
+
+@given(st.lists(st.tuples(st.sampled_from(["$", "US$", "$$"]), st.integers(0, 9999),
+                          st.sampled_from([" ", ", ", " and ", "-", "/", " or ", ".\n"])), max_size=8))
+def test_amounts_of_money_are_never_math(amounts: list[tuple[str, int, str]]) -> None:
+    text = "".join(f"{sign}{n}{sep}" for sign, n, sep in amounts if sign != "$$")
+    assert [p for p in split_math(text) if p.kind == "math"] == []
+
+
+def test_the_forms_models_write() -> None:
+    cases = {
+        "Euler: $e^{i\\pi}+1=0$.": [("e^{i\\pi}+1=0", False)],
+        "inline \\(a^2+b^2\\) here": [("a^2+b^2", False)],
+        "display \\[\\int f\\]": [("\\int f", True)],
+        "$$\n\\sum_k k\n$$": [("\\sum_k k", True)],
+        "costs $5 and $10": [],
+        "from $5-$10": [],
+        "escaped \\$x$ stays": [],
+        "code `$x$` stays": [],
+        "``a ` $y$ b`` stays, $z$ not": [("z", False)],
+        "$ x$ and $x $": [],
+        "$a$ and $b$": [("a", False), ("b", False)],
+        "two lines $a\nb$": [],
+    }
+    for text, want in cases.items():
+        got = [(p.body, p.display) for p in split_math(text) if p.kind == "math"]
+        assert got == want, text
+
+
+def test_fences_with_language_indent_and_no_end() -> None:
+    pieces = split_fences("Intro\n  ```Python {.x}\n  a = 1\n    b\n  ```\nmid\n~~~\nopen to the end\n")
+    kinds = [(p.kind, p.lang, p.body) for p in pieces]
+    assert kinds == [("text", "", ""), ("code", "Python", "a = 1\n  b"), ("text", "", ""),
+                     ("code", "", "open to the end")]

@@ -1,0 +1,256 @@
+"""A reply as the transcript draws it: code coloured with a Copy link, math as images (source
+when it does not render), tables, links opened only on click, the HTML export."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextFormat
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QFileDialog
+from pygments.token import Keyword, Name
+from ui_fakes import EngineLoopBackend, send, wait_idle
+
+from turbospark_app.ui.code_blocks import code_block_id
+from turbospark_app.ui.highlight import token_format
+from turbospark_app.ui.html_export import conversation_html
+from turbospark_app.ui.theme import palette_is_dark
+from turbospark_app.ui.transcript import Entry, Transcript
+
+CODE = "def area(r: float) -> float:\n    return 3.14159 * r ** 2   \n\n\tprint(area(2))"
+REPLY = f"```python\n{CODE}\n```\nThen run:\n\n```bash\nls -l | wc -l\n```\n"
+
+
+def rendered(qtbot, text: str) -> Transcript:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.resize(800, 600)
+    view.show()
+    view.begin_reply()
+    view.append_delta(text)
+    view.end_reply(text, "new 9 tok")
+    view.finish_colours()
+    return view
+
+
+def char_format_at(view: Transcript, needle: str, offset: int = 0):  # type: ignore[no-untyped-def]
+    found = view.document().find(needle)
+    assert not found.isNull(), needle
+    c = QTextCursor(view.document())
+    c.setPosition(found.selectionStart() + offset + 1)
+    return c.charFormat()
+
+
+def test_code_is_coloured_by_token_type(qtbot) -> None:
+    view = rendered(qtbot, REPLY)
+    dark = palette_is_dark(view.palette())
+    keyword = token_format(Keyword, dark).foreground().color()
+    assert char_format_at(view, "def area").foreground().color() == keyword
+    assert char_format_at(view, "return").foreground().color() == keyword
+    func = token_format(Name.Function, dark).foreground().color()
+    assert char_format_at(view, "area(r").foreground().color() == func != keyword
+    assert char_format_at(view, "ls -l").fontFixedPitch()
+    header = view.document().find("Python").block()
+    assert code_block_id(header) == 0 and "Copy" in header.text()
+    assert "Bash" in view.document().find("Bash").block().text()
+
+
+def test_a_reply_that_opens_with_a_fence_has_its_first_line_in_the_box(qtbot) -> None:
+    """The glitch: the first code line took the body paragraph's format (drawn outside the
+    block's box, left out of Copy Code Block)."""
+    view = rendered(qtbot, "```python\nfirst = 1\nsecond = 2\n```\n# A heading\n> a quote")
+    first = view.document().find("first = 1")
+    background = first.block().blockFormat().background()
+    assert code_block_id(first.block()) == 0 and background.style() != Qt.BrushStyle.NoBrush
+    assert background == view.document().find("second = 2").block().blockFormat().background()
+    assert view.code_block_at(first.selectionStart()) == "first = 1\nsecond = 2"
+    assert view.document().find("A heading").block().blockFormat().headingLevel() == 1
+    assert view.document().find("a quote").block().blockFormat().hasProperty(QTextFormat.Property.BlockQuoteLevel)
+
+
+def click_text(qtbot, view: Transcript, needle: str) -> None:
+    found = view.document().find(needle)
+    c = QTextCursor(view.document())
+    c.setPosition(found.selectionStart() + 1)
+    view.setTextCursor(c)
+    view.ensureCursorVisible()
+    rect = view.cursorRect(c)
+    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+
+def test_copy_link_puts_the_exact_code_on_the_clipboard(qtbot) -> None:
+    view = rendered(qtbot, REPLY)
+    QGuiApplication.clipboard().setText("before")
+    click_text(qtbot, view, "Copy")
+    assert QGuiApplication.clipboard().text() == CODE  # trailing spaces, tab, blank line kept
+    block = view.document().find("ls -l").block()
+    assert view.code_block_at(block.position()) == "ls -l | wc -l"
+
+
+def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "```\nafter"]:
+        view.append_delta(piece)
+        qtbot.wait(1)  # the colours follow once per event-loop turn
+    colours = view._colours  # noqa: SLF001
+    # Lexed once each, when complete: "x = 1" and "y = 2"; never the prose, the fences, the
+    # line still being written, or a finished line again.
+    assert colours.lexed_lines == 2
+    block = view.document().find("x = 1").block()
+    formats = block.layout().formats()
+    assert formats and formats[0].format.fontFixedPitch() and len(formats) > 2  # coloured runs
+    assert not view.document().find("after").block().layout().formats()
+
+
+def test_math_is_drawn_and_copies_as_latex(qtbot) -> None:
+    text = "Euler: $e^{i\\pi} + 1 = 0$ and\n\n$$\n\\int_0^1 x\\,dx = \\frac{1}{2}\n$$\n\nand \\(a^2\\)."
+    view = rendered(qtbot, text)
+    plain = view.document().toPlainText()
+    assert "\\pi" not in plain and "\\frac" not in plain and plain.count("\ufffc") == 3
+    view.selectAll()
+    copied = view.createMimeDataFromSelection().text()
+    assert "$e^{i\\pi} + 1 = 0$" in copied and "$$\\int_0^1 x\\,dx = \\frac{1}{2}$$" in copied
+    assert "$a^2$" in copied
+    display = view.document().find("\ufffc", view.document().find("and").selectionEnd())
+    assert display.block().blockFormat().alignment() & Qt.AlignmentFlag.AlignHCenter
+
+
+def test_a_formula_that_fails_shows_its_source(qtbot) -> None:
+    view = rendered(qtbot, "Broken: $\\frac{1{$ here.")
+    plain = view.document().toPlainText()
+    assert "$\\frac{1{$" in plain and "\ufffc" not in plain
+
+
+def test_dollar_amounts_stay_text(qtbot) -> None:
+    text = "It costs $5 and $10, or $5-$10 a month; US$3 too."
+    view = rendered(qtbot, text)
+    plain = view.document().toPlainText()
+    assert "\ufffc" not in plain and "$5 and $10, or $5-$10" in plain
+
+
+def test_tables_lists_and_quotes(qtbot) -> None:
+    view = rendered(qtbot, "| Name | Score |\n|---|---:|\n| ada | 3 |\n| bob | 12 |\n\n- one\n- two\n\n> said")
+    table = QTextCursor(view.document().find("ada")).currentTable()
+    assert table is not None and (table.rows(), table.columns()) == (3, 2)
+    assert table.format().border() == 1
+    assert view.document().find("one").block().textList() is not None
+    quote = view.document().find("said")
+    assert quote.charFormat().foreground().color() == view.palette().color(view.palette().ColorRole.PlaceholderText)
+
+
+class UrlCatcher(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.urls: list[str] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.urls.append(url.toString())
+
+
+def test_links_open_in_the_browser_only_on_click(qtbot) -> None:
+    catcher = UrlCatcher()
+    QDesktopServices.setUrlHandler("https", catcher, "open")
+    try:
+        view = rendered(qtbot, "See [the docs](https://example.org/docs) for more.")
+        qtbot.wait(50)
+        assert catcher.urls == []  # drawing a link opens nothing
+        click_text(qtbot, view, "the docs")
+        assert catcher.urls == ["https://example.org/docs"]
+    finally:
+        QDesktopServices.unsetUrlHandler("https")
+
+
+def test_html_export_shows_what_the_window_shows(qtbot) -> None:
+    view = Transcript()
+    qtbot.addWidget(view)
+    html = conversation_html("Areas", [Entry("user", "area?"), Entry("assistant", REPLY + "\n$$r^2$$\n")],
+                             view.palette())
+    dark = palette_is_dark(view.palette())
+    assert "<title>Areas</title>" in html and "area?" in html
+    assert f"color:{token_format(Keyword, dark).foreground().color().name()}" in html
+    assert "data:image/svg+xml;base64," in html and "ts:" not in html and ">Copy<" not in html
+
+
+def test_exports_from_the_conversation_menu_keep_sources(ui, qtbot, tmp_path: Path, monkeypatch) -> None:
+    reply = "```python\nx = 1\n```\n\n$$\\sqrt{2}$$"
+    w = ui.window(EngineLoopBackend(replies=(reply,)))
+    pane = w.area.current_pane()
+    send(qtbot, pane, "show")
+    wait_idle(qtbot, pane)
+    from PySide6.QtGui import QAction
+
+    target = tmp_path / "out.md"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(target), ""))
+    w.findChild(QAction, "actionExportMarkdown").trigger()
+    assert reply in target.read_text()  # fences and math source as written
+    target = tmp_path / "out.html"
+    w.findChild(QAction, "actionExportHtml").trigger()
+    html = target.read_text()
+    assert "x = 1" in re.sub(r"<[^>]+>", "", html) and "data:image/svg+xml;base64," in html
+
+
+def test_colours_follow_the_dark_palette(qtbot) -> None:
+    from turbospark_app.ui.theme import dark_palette
+
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.setPalette(dark_palette(view.palette()))
+    view.set_entries([Entry("assistant", REPLY)])
+    assert palette_is_dark(view.palette())
+    keyword = token_format(Keyword, True).foreground().color()
+    assert keyword != token_format(Keyword, False).foreground().color()
+    assert char_format_at(view, "def area").foreground().color() == keyword
+
+
+def test_a_big_block_is_drawn_at_once_and_coloured_in_slices(qtbot) -> None:
+    from turbospark_app.ui.code_blocks import SYNC_CHARS
+    from turbospark_app.ui.highlight import TOKENS
+
+    body = "\n".join(f"def f{i}(x):\n    return x + {i}  # line {i}" for i in range(400))
+    assert len(body) > SYNC_CHARS
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.show()
+    view.begin_reply()
+    view.end_reply(f"```python\n{body}\n```", "")
+    queue = view._rich.colours  # noqa: SLF001
+    assert queue.jobs and view.code_block_at(view.document().find("def f399").selectionStart()) == body
+    plain = char_format_at(view, "def f399").foreground().color()
+    keyword = token_format(Keyword, palette_is_dark(view.palette())).foreground().color()
+    assert plain != keyword  # drawn before it is coloured
+    qtbot.waitUntil(lambda: not queue.jobs, timeout=20000)
+    assert queue.slices > 1  # the colouring took several event-loop turns, not one
+    assert char_format_at(view, "def f399").foreground().color() == keyword
+    assert TOKENS.has("python", body)  # drawn again, it is coloured from the cache
+
+
+def test_a_streaming_replys_formulas_are_made_ahead_on_a_worker(qtbot) -> None:
+    from turbospark_app.ui.math_render import MATH
+
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    formula = "\\oint_{\\partial S} \\omega_{43} = \\int_S d\\omega_{43}"
+    before_ahead, before_here = MATH.prefetched, MATH.renders
+    for piece in ["Stokes: $$", formula, "$$\n\n", "More text, still streaming"]:
+        view.append_delta(piece)
+        qtbot.wait(1)
+    qtbot.waitUntil(lambda: MATH.prefetched > before_ahead, timeout=10000)
+    view.end_reply(view.streamed_text(), "")
+    assert MATH.renders == before_here  # the final rendering found it made
+    assert view.document().toPlainText().count("\ufffc") == 1
+
+
+def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
+    long_line = "x = [" + ", ".join(str(i) for i in range(150)) + "]"
+    view = rendered(qtbot, "Text that wraps like prose does. " * 20 + f"\n\n```python\n{long_line}\n```")
+    qtbot.waitUntil(lambda: view.horizontalScrollBar().maximum() > 0)
+    code = view.document().find("x = [0, 1").block()
+    assert code.layout().lineCount() == 1  # one line, however long
+    prose = view.document().find("Text that wraps").block()
+    assert prose.layout().lineCount() > 1  # prose still wraps at the window's width

@@ -1,0 +1,208 @@
+"""A reply's text cut into what is drawn differently: Markdown, fenced code, and LaTeX math.
+Pure functions (no Qt): every piece keeps its exact source characters in `raw`, so joining
+the pieces gives the text back (nothing lost or doubled; tests/test_ui_markup.py checks it
+with hypothesis).
+
+Math is recognised in the forms models write: `$$…$$` and `\\[…\\]` (display), `\\(…\\)` and
+`$…$` (inline). A single `$` is math only where it cannot be money, by Pandoc's rule: the
+opening `$` has a non-space right after it, the closing `$` a non-space right before it and no
+digit right after it, both on one line ("$5 and $10", "$5-$10" stay text). Nothing inside
+inline code spans or fenced code is math, and `\\$` is a dollar sign.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Piece:
+    """`kind`: "text" (Markdown), "code" (a fenced block) or "math"."""
+
+    kind: str
+    raw: str  # the exact source characters
+    body: str = ""  # code: the code (fences and their indent removed); math: the LaTeX
+    lang: str = ""  # code: the fence's language word ("" when none)
+    display: bool = False  # math: a display formula ($$, \[)
+
+
+_FENCE_CHARS = "`~"
+
+
+def fence_open(line: str) -> tuple[str, int, str] | None:
+    """(fence run, indent, language) when `line` opens a fenced block."""
+    stripped = line.lstrip(" ")
+    indent = len(line) - len(stripped)
+    if not stripped or stripped[0] not in _FENCE_CHARS:
+        return None
+    ch = stripped[0]
+    n = len(stripped) - len(stripped.lstrip(ch))
+    if n < 3:
+        return None
+    info = stripped[n:].strip()
+    if ch == "`" and "`" in info:  # CommonMark: a backtick fence's info has no backtick
+        return None
+    return ch * n, indent, (info.split() or [""])[0].lstrip(".{").rstrip("}")
+
+
+def fence_closes(line: str, run: str) -> bool:
+    """True when `line` closes a fence opened with `run` (``` or ~~~, 3 or more)."""
+    if run[0] not in line[:8]:  # the common case, a code line, decided at once
+        return False
+    stripped = line.strip()
+    return len(stripped) >= len(run) and stripped == run[0] * len(stripped)
+
+
+def split_fences(text: str) -> list[Piece]:
+    """Markdown text and fenced code blocks, in order. A fence left open (a reply still
+    streaming, or stopped) runs to the end of the text."""
+    pieces: list[Piece] = []
+    lines = text.splitlines(keepends=True)
+    buf: list[str] = []
+    i = 0
+    while i < len(lines):
+        opened = fence_open(lines[i].rstrip("\r\n"))
+        if opened is None:
+            buf.append(lines[i])
+            i += 1
+            continue
+        if buf:
+            pieces.append(Piece("text", "".join(buf)))
+            buf = []
+        run, indent, lang = opened
+        j = i + 1
+        while j < len(lines) and not fence_closes(lines[j], run):
+            j += 1
+        inner = lines[i + 1:j]
+        end = min(j + 1, len(lines))
+        raw = "".join(lines[i:end])
+        code = "".join(_dedent(line, indent) for line in inner)
+        if code.endswith("\n"):
+            code = code[:-2] if code.endswith("\r\n") else code[:-1]
+        pieces.append(Piece("code", raw, code, lang))
+        i = end
+    if buf:
+        pieces.append(Piece("text", "".join(buf)))
+    return pieces
+
+
+def _dedent(line: str, indent: int) -> str:
+    k = 0
+    while k < indent and k < len(line) and line[k] == " ":
+        k += 1
+    return line[k:]
+
+
+def split_math(text: str) -> list[Piece]:
+    """Markdown text (no fences) into "text" and "math" pieces."""
+    pieces: list[Piece] = []
+    start = 0  # where the pending text piece begins
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "`":
+            i = _skip_code_span(text, i)
+            continue
+        if c == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            found = None
+            if nxt == "(":
+                found = _find_close(text, i + 2, "\\)")
+                display = False
+            elif nxt == "[":
+                found = _find_close(text, i + 2, "\\]")
+                display = True
+            if found is not None:
+                body = text[i + 2:found]
+                if body.strip():
+                    _push(pieces, text, start, i)
+                    pieces.append(Piece("math", text[i:found + 2], body.strip(), display=display))
+                    i = start = found + 2
+                    continue
+            i += 2  # an escape: the next character is literal (\$, \\, \`)
+            continue
+        if c == "$":
+            if text.startswith("$$", i):
+                found = _find_close(text, i + 2, "$$")
+                if found is not None and text[i + 2:found].strip():
+                    _push(pieces, text, start, i)
+                    pieces.append(Piece("math", text[i:found + 2], text[i + 2:found].strip(), display=True))
+                    i = start = found + 2
+                    continue
+                i += 2
+                continue
+            close = _single_dollar_close(text, i)
+            if close is not None:
+                _push(pieces, text, start, i)
+                pieces.append(Piece("math", text[i:close + 1], text[i + 1:close]))
+                i = start = close + 1
+                continue
+        i += 1
+    _push(pieces, text, start, n)
+    return pieces
+
+
+def _push(pieces: list[Piece], text: str, start: int, end: int) -> None:
+    if end > start:
+        pieces.append(Piece("text", text[start:end]))
+
+
+def _skip_code_span(text: str, i: int) -> int:
+    """Past the code span opening at `i` (a run of backticks closed by a run of the same
+    length), or past the run alone when it is not closed."""
+    j = i
+    while j < len(text) and text[j] == "`":
+        j += 1
+    run = j - i
+    k = j
+    while k < len(text):
+        if text[k] != "`":
+            k += 1
+            continue
+        m = k
+        while m < len(text) and text[m] == "`":
+            m += 1
+        if m - k == run:
+            return m
+        k = m
+    return j
+
+
+def _find_close(text: str, i: int, closer: str) -> int | None:
+    """Where `closer` starts, before any blank line (math does not run across paragraphs);
+    None when absent."""
+    k = i
+    while k < len(text):
+        if text.startswith(closer, k):
+            return k
+        if text.startswith("\n\n", k):
+            return None
+        if text[k] == "\\" and closer[0] != "\\":
+            k += 2
+            continue
+        k += 1
+    return None
+
+
+def _single_dollar_close(text: str, i: int) -> int | None:
+    """The closing `$` of an inline formula opening at `i`, by Pandoc's rule (module docstring)."""
+    n = len(text)
+    if i + 1 >= n or text[i + 1].isspace() or text[i + 1] == "$":
+        return None
+    if i > 0 and text[i - 1] == "$":
+        return None
+    k = i + 1
+    while k < n:
+        c = text[k]
+        if c == "\n":
+            return None
+        if c == "\\":
+            k += 2
+            continue
+        if c == "$":
+            if text[k - 1].isspace() or (k + 1 < n and (text[k + 1].isdigit() or text[k + 1] == "$")):
+                return None
+            return k
+        k += 1
+    return None
