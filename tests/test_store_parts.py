@@ -67,3 +67,21 @@ def test_an_agent_reply_keeps_its_steps_across_a_reopen_and_expands_for_the_prom
 def test_unknown_kinds_are_refused() -> None:
     with pytest.raises(ValueError):
         Part("video")
+
+
+def test_the_markdown_export_has_the_calls_and_results(tmp_path: Path) -> None:
+    from turbospark_app.conversations.export import conversation_json, conversation_markdown
+
+    store = Store(tmp_path / "c.sqlite3")
+    conv = store.create_conversation("Sums")
+    _, reply = store.start_turn(conv.id, None, "1+1?")
+    store.update_reply(reply.id, "It is 2.", token_ids=None, stats=None, stop_reason="end_of_turn", parts=STEP)
+    md = conversation_markdown(store, conv.id)
+    assert '**Tool call** `t__add` (once):\n\n```json\n{\n  "a": 1\n}\n```' in md
+    assert "**Tool result** `t__add` (10 ms):\n\n```\n2\n```" in md
+    assert md.index("Tool result") < md.index("It is 2.")
+    assert "<tool_call>" not in md
+    doc = conversation_json(store, conv.id)
+    reply_json = [m for m in doc["messages"] if m["role"] == "assistant"][0]
+    assert [p["kind"] for p in reply_json["parts"]] == [TEXT, TOOL_CALL, TOOL_RESULT]
+    store.close()
