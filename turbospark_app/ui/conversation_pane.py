@@ -428,6 +428,7 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
             "queued": "Queued",
             "prefilling": "Prefilling",
             "generating": "Generating",
+            "tools": "Tool calls",
             "stopping": "Stopping…",
             "stopped": "Stopped",
             "done": "Done",
@@ -440,7 +441,7 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         if state == "queued" and self._bridge.backend_state == "loading":
             detail = "waiting for the model to load"
         self.state_label.setText(f"{text} · {detail}" if detail else text)
-        busy = state in ("queued", "prefilling", "generating", "stopping")
+        busy = state in ("queued", "prefilling", "generating", "tools", "stopping")
         self.send_button.setText("Stop" if busy else "Send")
         self.send_button.setToolTip("Stop generating (Esc)" if busy else "Send (Enter)")
         self.send_button.setEnabled(state != "stopping")

@@ -48,6 +48,7 @@ from ..tools.agent import (
 )
 from ..tools.hub import OfferedTool
 from .tool_approval import ApprovalCard
+from .transcript import Entry
 from .tools_service import tools_service
 
 NO_TEMPLATE_TOOLS = ("The model's chat template does not support tools (it never renders a "
@@ -247,10 +248,15 @@ class PaneTools:
             return False
         ids = reply_token_ids(event.result.reason, event.generated_ids)
         pending = pending_calls(calls, tools_service().hub)
+        # The step as a card per call (its text spells them in the model's markup): the
+        # cards under the transcript ask, and the whole reply is shown again when it ends.
+        step = Entry("assistant", text, answer=parser.reply.content, reasoning=parser.reply.reasoning,
+                     reasoning_label="Thought" if parser.reply.reasoning else "",
+                     tool_calls=tuple((c.name, c.arguments) for c in calls))
         self.transcript.end_reply(text, f"step {a.step + 1} · {len(pending)} tool call"  # type: ignore[attr-defined]
-                                  + ("s" if len(pending) != 1 else ""))
+                                  + ("s" if len(pending) != 1 else ""), meta=step)
         self.request_id = None  # the engine's turn ended; the loop goes on (busy: `_agent`)
-        self._set_state("generating", "tool calls")  # type: ignore[attr-defined]
+        self._set_state("tools")  # type: ignore[attr-defined]
         a.task = asyncio.ensure_future(self._run_step(a, text, ids, pending))
         return True
 
@@ -263,7 +269,7 @@ class PaneTools:
 
     async def _ask(self, call: PendingCall) -> str:
         card = self._card_for(call)
-        self._set_state("generating", "waiting for your approval")  # type: ignore[attr-defined]
+        self._set_state("tools", "waiting for your approval")  # type: ignore[attr-defined]
         return await card.ask()
 
     def _card_for(self, call: PendingCall) -> ApprovalCard:
@@ -284,7 +290,7 @@ class PaneTools:
         card = self._card_for(call)
         if call.outcome is None:
             card.show_decision(call.decision)
-            self._set_state("generating", f"running {call.call.name}")  # type: ignore[attr-defined]
+            self._set_state("tools", f"running {call.call.name}")  # type: ignore[attr-defined]
         else:
             card.show_outcome()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtGui import QColor, QFont, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFrameFormat
 
-from ..chat.formats import ToolFormat, detect_format, detect_reasoning, ReplyParser
+from ..chat.formats import ToolFormat, detect_format, detect_reasoning, forced_call_format, ReplyParser
 from ..service.events import TurnStats
 from .formatting import seconds_label
 
@@ -61,7 +61,12 @@ def apply_parts(entry: Any, parts: Any, template_source: str | None) -> None:
     answers, calls, shown = [], [], []
     for p in parts:
         if p.kind == TEXT:
-            _, answer, _ = split_reply(p.text, template_source)
+            _, answer, found = split_reply(p.text, template_source)
+            if not found:  # a forced call: bare JSON, not the template family's markup
+                forced = ReplyParser(forced_call_format())
+                forced.feed(p.text)
+                forced.finish()
+                answer = forced.reply.content if forced.reply.tool_calls else answer
             if answer.strip():
                 answers.append(answer.strip())
         elif p.kind == TOOL_CALL:
