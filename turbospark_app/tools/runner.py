@@ -69,7 +69,8 @@ class StepRecord:
 
     result: RawDecodeResult
     text: str
-    last_token_at: float  # time.perf_counter()
+    last_token_at: float  # time.time() of its last token (a call's last token, when it called)
+    ended_at: float = 0.0  # time.time() when the step's run returned (its end-of-turn decoded)
     calls: list[PendingCall] = field(default_factory=list)
 
 
@@ -119,14 +120,14 @@ def run_agent_turn(
                                         tools=plan.tools, forced=plan.forced), backend.tokenizer)
         out_ids: list[int] = []
         text: list[str] = []
-        last = [time.perf_counter()]
+        last = [time.time()]
 
         def on_progress(event: Any) -> None:
             if isinstance(event, TokenProgress):
                 out_ids.append(event.id)
                 text.append(event.delta)
                 reader.feed_token(event.id, event.delta)
-                last[0] = time.perf_counter()
+                last[0] = time.time()
             elif isinstance(event, TailProgress):
                 text.append(event.text)
                 reader.feed_text(event.text)
@@ -139,7 +140,7 @@ def run_agent_turn(
         reader.finish()
         reply = "".join(text)
         kept_ids = reply_token_ids(result.reason, out_ids)
-        record = StepRecord(result, reply, last[0])
+        record = StepRecord(result, reply, last[0], time.time())
         steps.append(record)
         calls = reader.reply.tool_calls
         if result.reason is StopReason.CANCELLED or not calls or not offered:
