@@ -145,8 +145,10 @@ class McpServer:
         errlog.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} starting {self.name}\n")
         errlog.flush()
         try:
-            from mcp import Client
-
+            try:
+                from mcp import Client
+            except ImportError as e:  # a build without the SDK (or one of its dependencies)
+                raise RuntimeError(f"the MCP client (the `mcp` package) cannot be loaded here: {e}") from None
             async with asyncio.timeout(self.connect_timeout):
                 transport = self._transport_for(errlog)
                 client = Client(transport, client_info=_client_info())
