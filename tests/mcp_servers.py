@@ -52,7 +52,10 @@ def environment() -> str:
     return json.dumps(sorted(os.environ))
 
 if __name__ == "__main__":
-    mcp.run()
+    if len(sys.argv) > 2 and sys.argv[1] == "http":  # Streamable HTTP on 127.0.0.1:<port>
+        mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        mcp.run()
 '''
 
 

@@ -129,3 +129,41 @@ def test_always_allow_is_remembered_revoked_and_suspended_for_document_text(tmp_
     assert not Approvals(path).allowed("python other.py", "add")
     a.revoke("python calc.py")
     assert not Approvals(path).allowed("python calc.py", "add")
+
+
+def test_a_streamable_http_server_with_headers(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import time
+
+    from mcp_servers import write_server
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(write_server(tmp_path)), "http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        entries = parse_config(json.dumps({"mcpServers": {"web": {
+            "url": f"http://127.0.0.1:{port}/mcp", "headers": {"Authorization": "Bearer t"}}}}))
+
+        async def main() -> str:
+            hub = ToolHub(entries, log_dir=tmp_path)
+            try:
+                offered, problems = await hub.offer()
+                assert problems == [] and "web__add" in {t.model_name for t in offered}
+                return (await hub.call(hub.find("web__add"), {"a": 20, "b": 22})).text
+            finally:
+                await hub.stop_all()
+
+        assert json.loads(asyncio.run(main()))["sum"] == 42
+    finally:
+        proc.terminate()
+        proc.wait(10)

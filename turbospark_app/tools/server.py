@@ -192,8 +192,14 @@ class McpServer:
     def _transport_for(self, errlog: Any) -> Any:
         if self._transport is not None:
             return self._transport
-        if self.entry.url:
-            return self.entry.url  # Streamable HTTP (headers: see `_http_transport`)
+        if self.entry.url:  # Streamable HTTP, with the entry's headers
+            if not self.entry.headers:
+                return self.entry.url
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            return streamable_http_client(self.entry.url,
+                                          http_client=create_mcp_http_client(headers=dict(self.entry.headers)))
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
