@@ -136,7 +136,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"engine"}),
     frozenset({"model", "readings"}),
     frozenset({"chat", "conversations"}),
-    frozenset({"service"}),
+    frozenset({"service", "tools"}),
     frozenset({"remote", "server"}),
     frozenset({"ui"}),
     frozenset({"cli"}),

@@ -9,6 +9,7 @@ import pytest
 
 from turbospark_app.conversations.store import (
     DEFAULT_TITLE,
+    SCHEMA_VERSION,
     STORE_FILENAME,
     Store,
     StoreError,
@@ -163,7 +164,7 @@ def test_a_schema_2_store_opens_with_raw_mode_off(tmp_path: Path) -> None:
     db.close()
     s = Store(path)
     try:
-        assert s._db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert s._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         conv = s.conversation("a")
         assert conv is not None and not conv.raw and conv.system_prompt == "sys"
         assert conv.settings == {"temperature": 0.5} and [m.content for m in s.messages("a")] == ["hi"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from turbospark_app.conversations.actions import ConversationTree, can_continue, combine_stats, partial_stats
-from turbospark_app.conversations.store import INTERRUPTED, STORE_FILENAME, Store
+from turbospark_app.conversations.store import INTERRUPTED, SCHEMA_VERSION, STORE_FILENAME, Store
 
 
 @pytest.fixture
@@ -115,7 +115,7 @@ def test_schema_1_is_migrated_in_order(tmp_path: Path) -> None:
     s = Store(path)
     try:
         assert contents(s, "a") == ["a1", "a2", "a3"] and contents(s, "b") == ["b1", "b2"]
-        assert s._db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert s._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         s.add_message("a", "assistant", "a4")
         assert contents(s, "a")[-1] == "a4"
     finally:

@@ -435,8 +435,11 @@ class UiHarness:
     def teardown(self) -> None:
         for gate in self.gates:
             gate.open()
+        from shiboken6 import isValid
+
         for w in self.windows:
-            w.close()
+            if isValid(w):  # (a test that ran the qasync loop may have let Qt delete it)
+                w.close()
 
 
 def send(qtbot: Any, pane: Any, text: str) -> None:

@@ -57,6 +57,16 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
+    p.add_argument("--mcp-config", type=Path, default=None, metavar="FILE",
+                   help="MCP servers the model may call (an mcp.json: {\"mcpServers\": {...}}); each "
+                   "call is shown on stderr and asked unless --allow-tools allows it")
+    p.add_argument("--allow-tools", default="", metavar="NAME,...|all",
+                   help="tools that run without asking (server__tool or tool names, or all)")
+    p.add_argument("--tool-choice", default="auto", metavar="auto|none|required|NAME",
+                   help="force a tool call on the first step (constrained, so it works on a model "
+                   "whose template has no tools)")
+    p.add_argument("--max-tool-steps", type=int_at_least(1), default=10, metavar="N",
+                   help="tool steps per message before the loop is ended (default 10)")
     from .remote_args import add_remote_arguments
 
     add_remote_arguments(p)

@@ -166,13 +166,6 @@ def _raw_flag_problem(args: argparse.Namespace) -> str | None:
 
 def chat_command(args: argparse.Namespace) -> int:
     """Entry point of `turbospark chat`."""
-    from ..model.choice.common import LoadChoiceError, engine_label
-    from ..model.choice.kv_cache import cache_types_of
-    from ..model.choice.speculation import choose_speculation
-    from ..model.choice.threads import choose_threads
-    from ..model.fetch import default_model_path, resolve_model_path
-    from ..model.legacy import report_once
-
     problem = _raw_flag_problem(args)
     if problem is not None:
         print(f"turbospark: {problem}", file=sys.stderr)
@@ -192,6 +185,36 @@ def chat_command(args: argparse.Namespace) -> int:
         schema = read_json_schema(schema_path)
         if schema is None:
             return 2
+    tools = None
+    if getattr(args, "mcp_config", None) is not None:  # read before the model loads, as the schema
+        from ..tools.config import ConfigError
+        from .chat_tools import CliTools
+
+        if getattr(args, "endpoint", None) or getattr(args, "raw", False) or schema_path is not None:
+            print("turbospark: --mcp-config runs on the local model's chat only (not with --endpoint, "
+                  "--raw or --json-schema)", file=sys.stderr)
+            return 2
+        try:
+            tools = CliTools(args)
+        except ConfigError as e:
+            print(f"turbospark: --mcp-config: {e}", file=sys.stderr)
+            return 2
+    try:
+        return _chat(args, turns, schema, schema_path, tools)
+    finally:
+        if tools is not None:
+            tools.close()  # every server stopped: no orphans
+
+
+def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, schema_path: Path | None,
+          tools: Any) -> int:
+    from ..model.choice.common import LoadChoiceError, engine_label
+    from ..model.choice.kv_cache import cache_types_of
+    from ..model.choice.speculation import choose_speculation
+    from ..model.choice.threads import choose_threads
+    from ..model.fetch import default_model_path, resolve_model_path
+    from ..model.legacy import report_once
+
     if getattr(args, "endpoint", None):
         if schema_path is not None:
             print("turbospark: --json-schema runs on the local model only (not with --endpoint)", file=sys.stderr)
@@ -259,7 +282,12 @@ def chat_command(args: argparse.Namespace) -> int:
     cancel = ctrl_c.cancelled.is_set
 
     def one_turn(user_text: str) -> RawDecodeResult:
-        result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        if tools is not None:
+            from .chat_tools import agent_turn
+
+            result, ttft = agent_turn(conv, tools, user_text, sys.stdout, cancel), None
+        else:
+            result, ttft = conv.turn(user_text, sys.stdout, cancel)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")

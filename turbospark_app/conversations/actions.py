@@ -18,10 +18,12 @@ its `TurnRequest(messages, continue_final=...)`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
 from ..chat.api import ChatMessage
+from .parts import chat_messages
 from .reply_stats import INTERRUPTED, combine_stats, partial_stats, previous_runs
 from .store import Store, StoredMessage
 from .tree import active_path, children_of, variant_of
@@ -58,14 +60,14 @@ def can_continue(message: StoredMessage | None) -> bool:
 
 
 def prompt_messages(history: Sequence[StoredMessage], model_id: str) -> tuple[ChatMessage, ...]:
-    """The prompt's ChatMessages. A reply's token ids go along only when they came from the
-    model `model_id` (another model's ids are another vocabulary; "" = no model: no ids)."""
-    out = []
+    """The prompt's ChatMessages (an agent reply's steps and tool results expanded, see
+    `parts`). A reply's token ids go along only when they came from the model `model_id`
+    (another model's ids are another vocabulary; "" = no model: no ids)."""
+    out: list[ChatMessage] = []
     for m in history:
-        ids = m.token_ids
-        if ids is not None and (not model_id or (m.stats or {}).get("model_id", model_id) != model_id):
-            ids = None
-        out.append(ChatMessage(m.role, m.content, ids))  # type: ignore[arg-type]
+        same = bool(model_id) and (m.stats or {}).get("model_id", model_id) == model_id
+        leading = m.parts if same else tuple(dataclasses.replace(p, token_ids=None) for p in m.parts)
+        out.extend(chat_messages(m.role, leading, m.content, m.token_ids if same else None))
     return tuple(out)
 
 

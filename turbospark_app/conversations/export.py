@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Sequence
 
+from .parts import TOOL_CALL, TOOL_RESULT, Part
 from .roles import role_names
 from .store import INTERRUPTED, Store, StoredMessage
 from .tree import children_of, variant_of
@@ -67,11 +68,37 @@ def conversation_markdown(store: Store, conversation_id: str) -> str:
         title = names.get(m.role, m.role.title())
         if count > 1:
             title += f" (alternative {position} of {count})"
-        lines += [f"## {title}", "", m.content if m.role == "assistant" else _user_text(m.content), ""]
+        lines += [f"## {title}", ""]
+        lines += _parts_markdown(m.parts)
+        lines += [m.content if m.role == "assistant" else _user_text(m.content), ""]
         figures = _figures_line(m)
         if figures:
             lines += [f"*{figures}*", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _parts_markdown(parts: Sequence[Part]) -> list[str]:
+    """An agent reply's steps: each call (arguments as JSON) and its result. (A step's text
+    spells its calls in the model's own markup: it is in the JSON export, not repeated here.)"""
+    out: list[str] = []
+    for p in parts:
+        if p.kind == TOOL_CALL:
+            approval = p.meta.get("approval", "")
+            out += [f"**Tool call** `{p.name}`" + (f" ({approval})" if approval else "") + ":", "",
+                    "```json", _pretty(p.arguments or "{}"), "```", ""]
+        elif p.kind == TOOL_RESULT:
+            head = "Tool error" if p.meta.get("is_error") else "Tool result"
+            seconds = p.meta.get("seconds")
+            timing = f" ({float(seconds) * 1000:.0f} ms)" if seconds is not None else ""
+            out += [f"**{head}** `{p.name}`{timing}:", "", "```", p.text, "```", ""]
+    return out
+
+
+def _pretty(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+    except json.JSONDecodeError:
+        return arguments
 
 
 def _user_text(text: str) -> str:
@@ -113,6 +140,7 @@ def _message_json(m: StoredMessage, kids: dict[int | None, list[StoredMessage]])
         "alternative": {"position": position, "count": count},
         "token_count": None if m.token_ids is None else len(m.token_ids),
         "figures": m.stats,
+        **({"parts": [p.to_json() for p in m.parts]} if m.parts else {}),
     }
 
 

@@ -9,6 +9,10 @@ is submitted (with the user message, in one transaction); while it streams, a
 loses at most the last checkpoint interval, and the reply reopens as "interrupted".
 `Store` itself is used from the GUI thread only (sqlite3's same-thread check enforces it).
 
+A message is a list of typed parts (`parts`: text, reasoning, tool call, tool result, image,
+attachment): its last text part is `content` / `token_ids`, the parts before it the `parts`
+column (schema 4; NULL, as in every older row, means the message is one text part).
+
 An unreadable store (not a database, corrupt pages, a schema from a newer version) raises
 `StoreError`; `open_store_or_recover` moves the bad file aside and starts a fresh one so the
 app keeps running, and says what it did.
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .parts import TEXT, Part, parts_from_json, parts_json
 from .reply_stats import INTERRUPTED
 from .tree import active_path
 from .tree_edits import activate, delete_exchange, delete_one
@@ -31,7 +36,7 @@ from .tree_edits import activate, delete_exchange, delete_one
 if TYPE_CHECKING:
     from .checkpoint import ReplyCheckpointer
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STORE_FILENAME = "conversations.sqlite3"
 DEFAULT_TITLE = "New conversation"
 
@@ -55,7 +60,8 @@ CREATE TABLE IF NOT EXISTS messages (
     stop_reason     TEXT,
     created         REAL NOT NULL,
     parent_id       INTEGER,
-    active          INTEGER NOT NULL DEFAULT 1
+    active          INTEGER NOT NULL DEFAULT 1,
+    parts           TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
 -- Where a conversation's replies come from (no row: "This computer"); remote/endpoints.py.
@@ -74,9 +80,13 @@ UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
 """
 # Schema 2 -> 3: raw completion mode per conversation (off for every conversation saved before).
 _MIGRATE_2 = "ALTER TABLE conversations ADD COLUMN raw_completion INTEGER NOT NULL DEFAULT 0;"
-_MIGRATIONS = {1: _MIGRATE_1 + _MIGRATE_2, 2: _MIGRATE_2}  # from each old version, in order
+# Schema 3 -> 4: a message's parts before its text (NULL: it is one text part, as before).
+_MIGRATE_3 = "ALTER TABLE messages ADD COLUMN parts TEXT;"
+_MIGRATIONS = {1: _MIGRATE_1 + _MIGRATE_2 + _MIGRATE_3, 2: _MIGRATE_2 + _MIGRATE_3,
+               3: _MIGRATE_3}  # from each old version, in order
 _CONVERSATION_COLUMNS = "id, title, created, updated, system_prompt, settings, raw_completion"
-_COLUMNS = "id, conversation_id, role, content, token_ids, stats, stop_reason, created, parent_id, active"
+_COLUMNS = ("id, conversation_id, role, content, token_ids, stats, stop_reason, created, parent_id, "
+            "active, parts")
 
 
 class StoreError(Exception):
@@ -100,7 +110,8 @@ class Conversation:
 @dataclass(frozen=True)
 class StoredMessage:
     """One saved message. `token_ids` are an assistant reply's generated ids (KV reuse);
-    `parent_id` / `active` place it in the conversation's tree (see `tree`)."""
+    `parent_id` / `active` place it in the conversation's tree (see `tree`); `parts` are
+    its parts before `content` (an agent reply's steps, see `parts`)."""
 
     id: int
     conversation_id: str
@@ -112,6 +123,12 @@ class StoredMessage:
     created: float
     parent_id: int | None = None
     active: bool = True
+    parts: tuple[Part, ...] = ()
+
+    @property
+    def all_parts(self) -> tuple[Part, ...]:
+        """Every part: the leading ones and the text (`content`, `token_ids`)."""
+        return (*self.parts, Part(TEXT, self.content, self.token_ids))
 
 
 def default_store_path() -> Path:
@@ -166,7 +183,7 @@ class Store:
             "conversations": {"id", "title", "created", "updated", "system_prompt", "settings",
                               "raw_completion"},
             "messages": {"id", "conversation_id", "role", "content", "token_ids", "stats",
-                         "stop_reason", "created", "parent_id", "active"},
+                         "stop_reason", "created", "parent_id", "active", "parts"},
         }
         for table, columns in expected.items():
             have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -344,8 +361,10 @@ class Store:
         token_ids: Sequence[int] | None,
         stats: dict[str, Any] | None,
         stop_reason: str | None,
+        parts: Sequence[Part] | None = None,
     ) -> StoredMessage:
-        """Replace a reply's text, ids, figures and stop reason (its turn ended, or resumes)."""
+        """Replace a reply's text, ids, figures and stop reason (its turn ended, or resumes);
+        `parts`: its parts before the text (an agent turn's steps), kept as they are when None."""
         now = time.time()
         with self._tx() as db:
             db.execute(
@@ -353,6 +372,8 @@ class Store:
                 (content, _ids_json(token_ids), None if stats is None else json.dumps(stats),
                  stop_reason, message_id),
             )
+            if parts is not None:
+                db.execute("UPDATE messages SET parts = ? WHERE id = ?", (parts_json(parts), message_id))
             db.execute("UPDATE conversations SET updated = ? WHERE id = "
                        "(SELECT conversation_id FROM messages WHERE id = ?)", (now, message_id))
         message = self.message(message_id)
@@ -448,7 +469,7 @@ def _message(row: Sequence[Any]) -> StoredMessage:
         row[0], row[1], row[2], row[3],
         None if row[4] is None else tuple(json.loads(row[4])),
         None if row[5] is None else json.loads(row[5]),
-        row[6], row[7], row[8], bool(row[9]),
+        row[6], row[7], row[8], bool(row[9]), parts_from_json(row[10]),
     )
 
 def open_store_or_recover(path: Path) -> tuple[Store, Path | None]:

@@ -247,5 +247,8 @@ def run_app(args: argparse.Namespace) -> int:
     app.aboutToQuit.connect(closed.set)
     with loop:
         loop.run_until_complete(closed.wait())
+        from .tools_service import stop_tools
+
+        loop.run_until_complete(stop_tools())  # every MCP server stopped: no orphans
     del follower  # (held until here: it re-palettes the app when the system scheme changes)
     return 0

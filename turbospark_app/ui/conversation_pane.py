@@ -49,6 +49,7 @@ from .formatting import rate_label
 from .message_actions import MessageActions
 from .pane_raw import PaneRawMode
 from .pane_think import PaneThink
+from .pane_tools import PaneTools
 from .pane_turns import turn_reader, PaneTurns, model_identity
 from .transcript import Transcript
 from .turn_settings import TurnSettingsForm, merged
@@ -62,7 +63,7 @@ STATE_TEXT_RESERVE = 230
 buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
-class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
+class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -203,6 +204,8 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
         footer.addLayout(self.actions_row)
         footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
+        self._build_tools(status_row, footer)  # the Tools button, the approval cards' place
+        self._row_widgets = (*self._row_widgets, self.tools_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -263,8 +266,8 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
 
     @property
     def busy(self) -> bool:
-        """True while a turn of this pane is queued or running."""
-        return self.request_id is not None
+        """True while a turn of this pane is queued or running (its tool calls included)."""
+        return self.request_id is not None or self.agent_busy or self._agent_starting
 
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""
@@ -314,7 +317,10 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
             self._start_turn(self.tree.plan_send(text))
 
     def stop(self) -> None:
-        """Stop the running turn; the partial reply is kept (ends within one forward step)."""
+        """Stop the running turn; the partial reply is kept (ends within one forward step).
+        During tool calls: they are cancelled and the loop ends at once."""
+        if self._stop_tools():
+            return
         if self.request_id is not None and self.state != "stopping":
             self._bridge.cancel(self.request_id)
             self._set_state("stopping")
@@ -423,6 +429,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
             "queued": "Queued",
             "prefilling": "Prefilling",
             "generating": "Generating",
+            "tools": "Tool calls",
             "stopping": "Stopping…",
             "stopped": "Stopped",
             "done": "Done",
@@ -435,7 +442,7 @@ class ConversationPane(PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidge
         if state == "queued" and self._bridge.backend_state == "loading":
             detail = "waiting for the model to load"
         self.state_label.setText(f"{text} · {detail}" if detail else text)
-        busy = state in ("queued", "prefilling", "generating", "stopping")
+        busy = state in ("queued", "prefilling", "generating", "tools", "stopping")
         self.send_button.setText("Stop" if busy else "Send")
         self.send_button.setToolTip("Stop generating (Esc)" if busy else "Send (Enter)")
         self.send_button.setEnabled(state != "stopping")

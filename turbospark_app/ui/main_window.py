@@ -186,10 +186,19 @@ class MainWindow(QMainWindow):
                                                   "actionSidebar")
         self.toggle_sidebar_action.setCheckable(True)
         self.toggle_sidebar_action.setChecked(True)
+        tools = bar.addMenu("&Tools")
+        self._action(tools, "&MCP Servers…", self.open_mcp_servers, None, "actionMcpServers")
         help_menu = bar.addMenu("&Help")
         self._action(help_menu, "&Model Info…", self.show_model_info, None, "actionModelInfo")
         about = self._action(help_menu, "&About TurboSpark", self.show_about, None, "actionAbout")
         about.setMenuRole(QAction.MenuRole.AboutRole)
+
+    def open_mcp_servers(self) -> None:
+        """Tools › MCP Servers…: the servers, their switches, mcp.json."""
+        from .mcp_dialog import McpServersDialog
+        from .tools_service import tools_service
+
+        McpServersDialog(tools_service(), self).exec()
 
     def _make_pane(self, conversation_id: str) -> ConversationPane | None:
         conv = self.store.conversation(conversation_id)

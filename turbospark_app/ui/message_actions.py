@@ -18,7 +18,7 @@ from ..conversations.actions import ConversationTree, can_continue
 from ..conversations.store import INTERRUPTED, StoredMessage
 from ..service import TurnStats
 from .formatting import stats_line
-from .reply_parts import apply_split
+from .reply_parts import apply_parts, apply_split
 from .transcript import Entry, Transcript
 
 
@@ -65,6 +65,7 @@ class MessageActions:
         if message.role == "assistant":
             info = getattr(getattr(self, "_bridge", None), "model_info", None) or {}
             apply_split(entry, info.get("chat_template"), message.stats)
+            apply_parts(entry, message.parts, info.get("chat_template"))
         return entry
 
     def show_messages(self, messages: Sequence[StoredMessage]) -> None:

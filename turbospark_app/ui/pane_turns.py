@@ -127,6 +127,8 @@ class PaneTurns:
         self._prefix_ids = prefix_ids
         settings = to_turn_settings(self._settings, self.conversation.system_prompt,
                                     thinking_switch((self._bridge.model_info or {}).get("chat_template")))
+        self._agent_settings = settings
+        messages, settings = self._with_tools(messages, settings)  # pane_tools: a tool step
         request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
                               raw=self.raw_mode)
         self._tokens, self._first_token_at = 0, None
@@ -219,10 +221,25 @@ class PaneTurns:
         elif isinstance(event, Failed):
             self._fail(event)
 
+    # Tool steps (pane_tools overrides): none here.
+    def _with_tools(self, messages: tuple[Any, ...], settings: Any) -> tuple[tuple[Any, ...], Any]:
+        return messages, settings
+
+    def _agent_step_done(self, event: Finished) -> bool:
+        return False
+
+    def _agent_parts(self) -> Any:
+        return None
+
+    def _close_agent(self) -> None:
+        pass
+
     def _finish(self, event: Finished) -> None:
         self._recorder.finish()
         if self._discarded:
             self._end_turn("finished")
+            return
+        if self._agent_step_done(event):  # the reply made tool calls: the loop goes on
             return
         plan, reply = self._plan, self._reply
         stopped = event.result.reason is StopReason.CANCELLED
@@ -252,7 +269,7 @@ class PaneTurns:
                 self.show_messages(self.tree.path)
             else:
                 store.update_reply(reply.id, text, token_ids=ids, stats=stats,
-                                   stop_reason=event.result.reason.value)
+                                   stop_reason=event.result.reason.value, parts=self._agent_parts())
                 self.tree.reload()
                 saved = next((m for m in self.tree.path if m.id == reply.id), None)
                 meta = self.entry_for(saved) if saved is not None else None
@@ -267,6 +284,7 @@ class PaneTurns:
         if event.stats.started:
             self.context_meter.set_usage(event.stats.prompt_tokens + event.stats.new_tokens,
                                          self._bridge.max_context)
+        self._close_agent()
         if stopped:
             self._set_state("stopped", f"in {seconds_label(event.stats.stop_latency)}"
                             if event.stats.stop_latency is not None else "")

@@ -13,7 +13,7 @@ from typing import Any
 
 from PySide6.QtGui import QColor, QFont, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextFrameFormat
 
-from ..chat.formats import ToolFormat, detect_format, detect_reasoning, ReplyParser
+from ..chat.formats import ToolFormat, detect_format, detect_reasoning, forced_call_format, ReplyParser
 from ..service.events import TurnStats
 from .formatting import seconds_label
 
@@ -50,6 +50,38 @@ def apply_split(entry: Any, template_source: str | None, stats: dict[str, Any] |
     entry.reasoning_label = reasoning_label(stats) if entry.reasoning else ""
 
 
+def apply_parts(entry: Any, parts: Any, template_source: str | None) -> None:
+    """An agent reply (its stored parts before the text): each step's answer text, each call
+    with its result on its card, then the final answer (already split into `entry`)."""
+    from ..conversations.parts import TEXT, TOOL_CALL, TOOL_RESULT
+
+    if not parts:
+        return
+    results = {p.call_id: p for p in parts if p.kind == TOOL_RESULT}
+    answers, calls, shown = [], [], []
+    for p in parts:
+        if p.kind == TEXT:
+            _, answer, found = split_reply(p.text, template_source)
+            if not found:  # a forced call: bare JSON, not the template family's markup
+                forced = ReplyParser(forced_call_format())
+                forced.feed(p.text)
+                forced.finish()
+                answer = forced.reply.content if forced.reply.tool_calls else answer
+            if answer.strip():
+                answers.append(answer.strip())
+        elif p.kind == TOOL_CALL:
+            calls.append((p.name or "?", p.arguments or "{}"))
+            r = results.get(p.call_id)
+            if r is None:
+                shown.append("(no result)")
+            else:
+                mark = "✗" if r.meta.get("is_error") else "✓"
+                shown.append(f"{mark} {seconds_label(float(r.meta.get('seconds') or 0))}\n{r.text}")
+    entry.answer = "\n\n".join([*answers, (entry.answer if entry.answer is not None else entry.text)])
+    entry.tool_calls = (*calls, *entry.tool_calls)
+    entry.tool_results = (*shown, *("" for _ in entry.tool_calls[len(calls):]))
+
+
 def insert_reasoning(view: Any, cursor: QTextCursor, entry: Any) -> None:
     """The collapsed line (or, opened, the reasoning in a quiet frame), then a new block."""
     fmt = view._small_format()  # noqa: SLF001 (the transcript's own formats)
@@ -77,8 +109,10 @@ def insert_reasoning(view: Any, cursor: QTextCursor, entry: Any) -> None:
 
 
 def insert_tool_cards(view: Any, cursor: QTextCursor, entry: Any) -> None:
-    """One framed card per call: "⚙ name" in bold, then its arguments."""
-    for name, arguments in entry.tool_calls:
+    """One framed card per call: "⚙ name" in bold, then its arguments (and, for an agent
+    reply, its result: "✓ 0.12 s" and the text the model read)."""
+    results = getattr(entry, "tool_results", ()) or ()
+    for i, (name, arguments) in enumerate(entry.tool_calls):
         frame = QTextFrameFormat()
         frame.setPadding(8)
         frame.setTopMargin(4)
@@ -100,4 +134,12 @@ def insert_tool_cards(view: Any, cursor: QTextCursor, entry: Any) -> None:
         for line in pretty.split("\n"):
             cursor.insertBlock(QTextBlockFormat(), mono)
             cursor.insertText(line, mono)
+        result = results[i] if i < len(results) else ""
+        if result:
+            head, _, body = result.partition("\n")
+            cursor.insertBlock(QTextBlockFormat(), bold)
+            cursor.insertText(f"→ {head}", bold)
+            for line in (body if len(body) <= 2000 else body[:2000] + " …").split("\n"):
+                cursor.insertBlock(QTextBlockFormat(), mono)
+                cursor.insertText(line, mono)
         cursor.movePosition(QTextCursor.MoveOperation.End)

@@ -66,6 +66,8 @@ class Entry:
     reasoning_label: str = ""
     reasoning_open: bool = False
     tool_calls: tuple[tuple[str, str], ...] = ()
+    # An agent reply's results, one per call ("" = none): "✓ 0.12 s\n<text>" (reply_parts)
+    tool_results: tuple[str, ...] = ()
 
 
 class Transcript(TranscriptActions, QTextBrowser):
@@ -172,7 +174,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.message_id, entry.variant = meta.message_id, meta.variant
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
-            entry.reasoning_label = meta.reasoning_label
+            entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
         self._append_entry(entry)
         if at_end:
             self.scroll_to_end()
@@ -255,7 +257,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.message_id, entry.variant = meta.message_id, meta.variant
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
-            entry.reasoning_label = meta.reasoning_label
+            entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
         entry.text, entry.footer, entry.stopped = text, footer, stopped
         self._colours.reset(-1)
         cursor = QTextCursor(self.document())
@@ -374,9 +376,13 @@ class Transcript(TranscriptActions, QTextBrowser):
             insert_reasoning(self, cursor, entry)
         shown = entry.text if entry.answer is None else entry.answer
         if shown.strip() or entry.tool_calls:
+            if entry.tool_results:  # an agent reply: the calls and results, then the answer
+                insert_tool_cards(self, cursor, entry)
+                cursor.insertBlock(self._body_block_format(), self._plain_format())
             insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self._small_format(),
                         self._math_px(), self.devicePixelRatioF())
-            insert_tool_cards(self, cursor, entry)
+            if not entry.tool_results:
+                insert_tool_cards(self, cursor, entry)
         else:
             italic = self._plain_format()
             italic.setFontItalic(True)
