@@ -1,0 +1,44 @@
+"""A Hub file's GGUF header without downloading the file: HTTP range requests for its first
+bytes (4 MiB, doubled while the header runs past them, up to 64 MiB: a 256k vocabulary and its
+merges can take ~10 MB) through huggingface_hub's own HTTP session, read by the model package's
+bounded reader (`read_header_prefix`), which checks every count against the bytes at hand and
+the tensor layout against the size the Hub lists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model.gguf.header import GGUFHeader, ModelFileError, read_header_prefix
+from .hub import HubError, HubFile, file_url, request_headers
+
+FIRST_BYTES = 4 << 20
+MAX_BYTES = 64 << 20
+
+
+def _get_range(url: str, end: int) -> bytes:
+    from huggingface_hub.utils import http_backoff
+
+    headers = dict(request_headers(), Range=f"bytes=0-{end - 1}")
+    try:
+        response: Any = http_backoff("GET", url, headers=headers)
+    except Exception as exc:  # noqa: BLE001
+        raise HubError(f"cannot read the start of {url}: {type(exc).__name__}: {exc}") from exc
+    if response.status_code not in (200, 206):
+        raise HubError(f"cannot read the start of {url}: HTTP {response.status_code}")
+    return bytes(response.content[:end])
+
+
+def fetch_header(repo_id: str, file: HubFile, commit: str) -> GGUFHeader:
+    """The header of `file` (at `commit`), read from its first MBs; ModelFileError when it is no
+    GGUF or a corrupt one, HubError when the Hub cannot be read."""
+    url = file_url(repo_id, file.path, commit)
+    want = min(FIRST_BYTES, file.size) if file.size else FIRST_BYTES
+    while True:
+        data = _get_range(url, want)
+        try:
+            return read_header_prefix(f"{repo_id}/{file.path}", data, file.size or len(data))
+        except ModelFileError as exc:
+            ended_early = "the header ends early" in exc.reason
+            if not ended_early or len(data) < want or want >= min(MAX_BYTES, file.size or MAX_BYTES):
+                raise
+            want = min(want * 2, MAX_BYTES, file.size or MAX_BYTES)
