@@ -208,8 +208,12 @@ def _verify(path: Path, f: HubFile, meter: _Meter) -> str:
 
 
 def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
-    from huggingface_hub import get_hf_file_metadata
+    from huggingface_hub import constants, get_hf_file_metadata
     from huggingface_hub.file_download import http_get
+
+    # http_get reads, reports and writes in chunks of this size (10 MB by default): 1 MiB
+    # makes Cancel, the progress and a resume after a cut connection finer.
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, _HASH_CHUNK)
 
     final = job.path_of(f)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -230,7 +234,7 @@ def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
         if info.size is not None and info.size != f.size:
             raise DownloadError(f"{f.path}: the Hub lists {f.size:,} bytes but serves {info.size:,}")
         headers = request_headers()
-        if info.location and not info.location.startswith(url.split("/resolve/")[0]):
+        if info.location and info.location != url:
             headers.pop("authorization", None)  # the file store gets no token (as hf_hub_download)
         with part.open("ab") as out:
             out.seek(resume)
