@@ -353,3 +353,14 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
 def _text(path: Path, text: str) -> Path:
     path.write_text(text, encoding="utf-8")
     return path
+
+
+if __name__ == "__main__":  # a stand-in for manual runs and the screenshot tool: FOLDER DEFAULT_MODEL
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    hub = standard_hub(Path(sys.argv[1]), Path(sys.argv[2]))
+    hub.slow["smollm2-135m-instruct-q4_1.gguf"] = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+    hub.start()
+    print(hub.endpoint, flush=True)
+    threading.Event().wait()

@@ -4,6 +4,7 @@ ranged read of the header, architectures llama.cpp does not run, pasted ids and 
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,10 @@ def test_search_finds_gguf_repos_by_downloads_or_recency(standin: HubStandin) ->
     assert query["filter"] == ["gguf"] and query["search"] == ["smollm2"] and query["sort"] == ["downloads"]
     assert "gguf" in query["expand"]
     assert "authorization" not in headers  # no token given: none sent
+    import huggingface_hub
+
+    assert headers["user-agent"] == f"turbospark/0.1.0; hf_hub/{huggingface_hub.__version__}; " \
+        f"python/{platform.python_version()}"  # no telemetry (torch version, agent name)
 
 
 def test_listing_groups_files_by_quantization_with_sizes_and_sha256(default_model_path: Path) -> None:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .hub import HubError, HubFile, QuantGroup, RepoListing, file_url, request_headers
+from .. import __version__
+from .hub import HubError, HubFile, QuantGroup, RepoListing, file_url, quiet, request_headers
 from .config import hub_token
 
 SPACE_MARGIN = 64 << 20  # left free on the disk after the download
@@ -228,7 +229,9 @@ def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
     if resume < f.size:
         url = file_url(job.repo_id, f.path, job.commit)
         try:
-            info = get_hf_file_metadata(url, token=hub_token() or False)
+            quiet()
+            info = get_hf_file_metadata(url, token=hub_token() or False, library_name="turbospark",
+                                        library_version=__version__)
         except Exception as exc:  # noqa: BLE001
             raise DownloadError(f"cannot download {f.path}: {type(exc).__name__}: {exc}") from exc
         if info.size is not None and info.size != f.size:

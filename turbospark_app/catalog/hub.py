@@ -123,9 +123,19 @@ class RepoListing:
         return by_quant.get(group.quant) or by_quant.get("F16") or self.mmproj[0]
 
 
+def quiet() -> None:
+    """No telemetry in what huggingface_hub sends: its user agent would otherwise add the torch
+    version and the name of an AI agent it detects in the environment. Read at each request."""
+    from huggingface_hub import constants
+
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+
+
 def api() -> Any:
     """An HfApi on $HF_ENDPOINT with the app's token or none (`token=False`)."""
     from huggingface_hub import HfApi
+
+    quiet()
 
     return HfApi(endpoint=hub_endpoint(), token=hub_token() or False,
                  library_name="turbospark", library_version=_version())
@@ -233,5 +243,6 @@ def request_headers() -> dict[str, str]:
     one)."""
     from huggingface_hub.utils import build_hf_headers
 
+    quiet()
     return build_hf_headers(token=hub_token() or False, library_name="turbospark",
                             library_version=_version())

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..catalog import config, download, estimate, hub, inspect, library, names
+from ..catalog import config, download, estimate, hub, inspect, names
 from .catalog_worker import DownloadTask, HubTask, progress_text
 from .formatting import bytes_label
 
@@ -107,7 +107,10 @@ class FindModelsDialog(QDialog):
         self.files = QTableWidget(0, 3, right)
         self.files.setObjectName("catalogFiles")
         self.files.setHorizontalHeaderLabels(["Quantization", "Size", "This machine"])
-        self.files.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        header = self.files.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.files.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.files.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.files.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -136,6 +139,8 @@ class FindModelsDialog(QDialog):
         self.progress.hide()
         self.progress_label = QLabel("", self)
         self.progress_label.setObjectName("catalogProgressText")
+        self.progress_label.setWordWrap(True)  # a long path must not widen the dialog
+        self.progress_label.setMinimumWidth(1)
         self.download_button = QPushButton("Download", self)
         self.download_button.setObjectName("catalogDownload")
         self.download_button.setEnabled(False)
@@ -267,11 +272,10 @@ class FindModelsDialog(QDialog):
             return
         selected = self.selected_group()
         self.files.setRowCount(0)
-        local = {m.path for m in library.list_models()}
         for group in report.listing.groups:
             row = self.files.rowCount()
             self.files.insertRow(row)
-            have = download.plan(report.listing, group, config.models_folder()).model_path in local
+            have = self._local_path(report, group) is not None
             label = group.quant + (" ✓ downloaded" if have else "") + ("" if group.complete else " (incomplete)")
             self.files.setItem(row, 0, QTableWidgetItem(label))
             size = QTableWidgetItem(bytes_label(group.size))
@@ -287,7 +291,6 @@ class FindModelsDialog(QDialog):
                 verdict.setForeground(QColor(VERDICT_COLOURS[fit.verdict]))
                 verdict.setToolTip("\n".join(fit.lines()))
             self.files.setItem(row, 2, verdict)
-        self.files.resizeColumnsToContents()
         if selected is not None:
             self.files.selectRow(report.listing.groups.index(selected))
 
@@ -303,6 +306,8 @@ class FindModelsDialog(QDialog):
         report = self._report
         running = self.download_task is not None
         self.download_button.setEnabled(bool(group and report and report.runnable and not running))
+        here = group is not None and report is not None and self._local_path(report, group) is not None
+        self.download_button.setText("Open" if here else "Download")
         if group is None or report is None:
             self.details.setText("")
             return
@@ -312,15 +317,26 @@ class FindModelsDialog(QDialog):
         if proj is not None:
             lines.append(f"with {proj.name} ({bytes_label(proj.size)})")
         if fit is not None:
-            lines.append(f"<b>{fit.verdict}</b>: " + " · ".join(fit.lines()))
+            lines.append(f"<b>{fit.verdict}</b> — " + " · ".join(fit.lines()))
         self.details.setText("<br>".join(lines))
 
     # -- download -----------------------------------------------------------------------------
 
+    @staticmethod
+    def _local_path(report: inspect.RepoReport, group: hub.QuantGroup) -> str | None:
+        """The quantization's file when it is downloaded and verified already."""
+        job = download.plan(report.listing, group, config.models_folder())
+        return str(job.model_path) if download.bytes_left(job) == 0 else None
+
     def start_download(self) -> None:
-        """Download the picked quantization (after a question when it won't fit)."""
+        """Download the picked quantization (after a question when it won't fit); Open when it
+        is here already."""
         group, report = self.selected_group(), self._report
         if group is None or report is None or self.download_task is not None:
+            return
+        here = self._local_path(report, group)
+        if here is not None:
+            self._open_model(here)
             return
         fit = self._fit(group)
         if fit is not None and fit.verdict == estimate.WONT_FIT:
