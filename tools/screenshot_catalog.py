@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         click(wx + ww // 2, wy + wh - 70)  # the message input
         xdo("type", "--delay", "30", "Hi! Who are you? Answer in one sentence.")
         xdo("key", "Return")
+        from turbospark_app.conversations.reply_stats import INTERRUPTED
         from turbospark_app.conversations.store import Store
 
         def answered() -> bool:
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 return False
             store = Store(path)
             try:
-                return any(m.role == "assistant" and m.content.strip() and m.stop_reason  # the turn ended
+                return any(m.role == "assistant" and m.content.strip() and m.stop_reason not in (None, INTERRUPTED)  # ended
                            for c in store.conversations() for m in store.messages(c.id))
             finally:
                 store.close()
