@@ -7,6 +7,8 @@ May import: readings, model, engine, host.
                  by quantization, the Hub's GGUF metadata (nothing is contacted on import)
     remote_header  a file's GGUF header from a ranged read of its first MBs, read by the
                  model package's bounded reader
+    inspect      a repo sized up before download: its model's figures (Hub or header), whether
+                 llama.cpp runs it, each quantization's fit
     estimate     the memory a file needs at a context (weights + KV + compute buffers) against
                  this machine's RAM: fits / fits, but leaves little / won't fit
     download     resumable, sha256-checked downloads with progress, speed, time left and cancel;
