@@ -179,6 +179,9 @@ class _Handler(BaseHTTPRequestHandler):
             f = repo.file("/".join(parts[4:]))
             if f is None:
                 return self._not_found("EntryNotFound", "Entry not found")
+            if repo.gated and not self.headers.get("Authorization", "").startswith("Bearer hf_"):
+                message = f"Access to model {repo.repo_id} is restricted. You must have access to it and be authenticated to access it. Please log in."
+                return self._json({"error": message}, 401, {"X-Error-Code": "GatedRepo", "X-Error-Message": message})
             return self._resolve(repo, f)
         self._not_found("NotFound", f"no route {path}")
 
@@ -324,6 +327,7 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
                                               a folder), NO gguf metadata: the header is read
     turbospark-test/tiny-vision-GGUF          a tiny model + mmproj-F16.gguf
     turbospark-test/brand-new-arch-GGUF       an architecture llama.cpp does not run
+    turbospark-test/gated-GGUF                a gated repo: its files need a token (401 GatedRepo)
     """
     from tiny_gguf import write_tiny_gguf
 
@@ -347,6 +351,8 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
                         downloads=300, likes=3, last_modified=now_iso(10), gguf=gguf_facts(tiny)))
     hub.add(StandinRepo("turbospark-test/brand-new-arch-GGUF", [StandinFile("alien-Q8_0.gguf", alien)],
                         downloads=5, last_modified=now_iso(5)))
+    hub.add(StandinRepo("turbospark-test/gated-GGUF", [StandinFile("gated-Q8_0.gguf", tiny2)],
+                        downloads=2, last_modified=now_iso(20), gguf=gguf_facts(tiny2), gated="manual"))
     return hub
 
 

@@ -111,3 +111,21 @@ def test_nothing_contacts_the_hub_but_search_and_get(env: dict[str, str], standi
     assert turbospark(env, "model", "list").returncode == 0
     assert turbospark(env, "model", "info", str(default_model_path)).returncode == 0
     assert standin.requests == []
+
+
+def test_a_gated_repo_asks_for_a_token_and_downloads_with_it(env: dict[str, str], standin: HubStandin) -> None:
+    out = turbospark(env, "model", "get", "turbospark-test/gated-GGUF")
+    assert out.returncode == 1, out.stderr
+    assert "the repo is gated" in out.stderr and "turbospark model token" in out.stderr
+    stored = subprocess.run([sys.executable, "-m", "turbospark_app", "model", "token"], env=env, text=True,
+                            input="hf_standintoken\n", capture_output=True, timeout=60)
+    assert stored.returncode == 0 and "token stored" in stored.stderr
+    standin.requests.clear()
+    out = turbospark(env, "model", "get", "turbospark-test/gated-GGUF")
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).is_file()
+    auth = {p.split("/")[1]: h.get("authorization") for m, p, _q, h in standin.requests if "gated-Q8_0" in p}
+    assert auth["turbospark-test"] == "Bearer hf_standintoken"  # the Hub's resolve
+    assert auth["store"] is None  # never sent to the file store
+    subprocess.run([sys.executable, "-m", "turbospark_app", "model", "token"], env=env, text=True,
+                   input="\n", capture_output=True, timeout=60)

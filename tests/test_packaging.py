@@ -106,7 +106,8 @@ def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
               "jinja2", "jinja2.sandbox", "qasync", "psutil", "platformdirs", "yaml", "sqlite3",
               "ctypes", "asyncio", "turbospark_app", "PySide6", "PySide6.QtCore",
               "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile",
-              "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions"]
+              "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
+              "huggingface_hub", "huggingface_hub.file_download", "httpx2", "tqdm"]
     excluded = cfg.excludes()
     for module in needed:
         parents = {".".join(module.split(".")[: i + 1]) for i in range(module.count(".") + 1)}

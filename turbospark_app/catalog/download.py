@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .hub import HubError, HubFile, QuantGroup, RepoListing, file_url, quiet, request_headers
+from .hub import HubError, HubFile, QuantGroup, RepoListing, explain, file_url, quiet, request_headers
 from .config import hub_token
 
 SPACE_MARGIN = 64 << 20  # left free on the disk after the download
@@ -233,7 +233,7 @@ def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
             info = get_hf_file_metadata(url, token=hub_token() or False, library_name="turbospark",
                                         library_version=__version__)
         except Exception as exc:  # noqa: BLE001
-            raise DownloadError(f"cannot download {f.path}: {type(exc).__name__}: {exc}") from exc
+            raise DownloadError(str(explain(exc, f"cannot download {f.path}"))) from exc
         if info.size is not None and info.size != f.size:
             raise DownloadError(f"{f.path}: the Hub lists {f.size:,} bytes but serves {info.size:,}")
         headers = request_headers()

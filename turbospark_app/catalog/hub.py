@@ -147,7 +147,8 @@ def _version() -> str:
     return __version__
 
 
-def _explain(exc: BaseException, what: str) -> HubError:
+def explain(exc: BaseException, what: str) -> HubError:
+    """A huggingface_hub failure in plain words (what to do for a gated repo, a missing one)."""
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -173,7 +174,7 @@ def search(text: str, *, sort: str = "downloads", limit: int = 30) -> list[RepoS
         hits = list(api().list_models(search=text or None, filter="gguf", sort=SORTS.get(sort, sort),
                                       limit=limit, expand=SEARCH_EXPAND))
     except Exception as exc:  # noqa: BLE001 - said in plain words
-        raise _explain(exc, f"search for {text!r}") from exc
+        raise explain(exc, f"search for {text!r}") from exc
     return [RepoSummary(m.id, m.downloads or 0, m.likes or 0, m.last_modified, bool(m.gated),
                         HubFacts.from_api(m.gguf)) for m in hits]
 
@@ -220,7 +221,7 @@ def repo_listing(repo_id: str, revision: str | None = None) -> RepoListing:
         commit = info.sha or revision or "main"
         tree = list(hub.list_repo_tree(repo_id, revision=commit, recursive=True))
     except Exception as exc:  # noqa: BLE001
-        raise _explain(exc, what) from exc
+        raise explain(exc, what) from exc
     files = [HubFile(e.path, int(getattr(e, "size", 0) or 0), _lfs_sha(e))
              for e in tree if hasattr(e, "size") and names.is_gguf(e.path)]
     groups, projectors = group_files(files)

@@ -34,6 +34,7 @@ class RepoReport:
     shape: estimate.ModelShape | None
     shape_file: str | None  # the file whose header gave the shape
     problem: str | None  # llama.cpp's reason it cannot run this model; None: it runs
+    note: str | None = None  # why the header could not be read (a gated repo without a token)
 
     @property
     def runnable(self) -> bool:
@@ -44,16 +45,17 @@ def inspect_repo(listing: RepoListing, group: QuantGroup | None = None) -> RepoR
     """Read one file's header (`group`'s, by default the smallest) and judge the repo."""
     group = group or listing.groups[0]
     facts = listing.facts
-    shape, problem = None, None
+    shape, problem, note = None, None, None
     try:
         header, data = fetch_header(listing.repo_id, group.first, listing.commit)
         shape = estimate.shape_of(header)
         problem = architecture_problem(header, data)
     except ModelFileError as exc:
         problem = exc.reason
-    except HubError:
+    except HubError as exc:
         if facts.architecture is None:
             raise
+        note = str(exc)
     from_hub = facts.architecture is not None
     return RepoReport(
         listing,
@@ -64,6 +66,7 @@ def inspect_repo(listing: RepoListing, group: QuantGroup | None = None) -> RepoR
         shape,
         group.first.path if shape else None,
         problem,
+        note,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model.gguf.header import GGUFHeader, ModelFileError, read_header_prefix
-from .hub import HubError, HubFile, file_url, request_headers
+from .hub import HubFile, explain, file_url, request_headers
 
 FIRST_BYTES = 4 << 20
 MAX_BYTES = 64 << 20
@@ -19,12 +19,13 @@ def _get_range(url: str, end: int) -> bytes:
     from huggingface_hub.utils import http_backoff
 
     headers = dict(request_headers(), Range=f"bytes=0-{end - 1}")
+    from huggingface_hub.utils import hf_raise_for_status
+
     try:
         response: Any = http_backoff("GET", url, headers=headers)
+        hf_raise_for_status(response)  # a gated repo's 401 becomes GatedRepoError, and so on
     except Exception as exc:  # noqa: BLE001
-        raise HubError(f"cannot read the start of {url}: {type(exc).__name__}: {exc}") from exc
-    if response.status_code not in (200, 206):
-        raise HubError(f"cannot read the start of {url}: HTTP {response.status_code}")
+        raise explain(exc, f"read the start of {url.rsplit('/', 1)[-1]}") from exc
     return bytes(response.content[:end])
 
 

@@ -38,6 +38,8 @@ def _print_repo(report: inspect.RepoReport, n_ctx: int | None, downloads: int | 
     print("  ".join(bits))
     if not report.runnable:
         print(f"  cannot run: {report.problem}")
+    if report.note:
+        print(f"  note: {report.note}")
     for group in listing.groups:
         extra = " (incomplete split)" if not group.complete else ""
         proj = " + projector" if listing.projector_for(group) else ""

@@ -243,6 +243,8 @@ class FindModelsDialog(QDialog):
             text += "<br>Vision/audio projector: downloaded with the model and kept beside it."
         if not report.runnable:
             text += f"<br><span style='color:#c62828'><b>llama.cpp cannot run this model:</b> {report.problem}</span>"
+        if report.note:
+            text += f"<br><span style='color:#b26a00'>{report.note}</span>"
         self.repo_info.setText(text)
         if report.shape is not None and report.context_length:
             self.context.blockSignals(True)
