@@ -72,8 +72,9 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "pkg_resources", "distutils", "lib2to3", "pydoc_data",
     # Optional imports of dependencies that the app never reaches.
     "readline", "gguf.scripts", "requests", "PIL", "IPython", "matplotlib",
-    # huggingface_hub's Xet storage client (11 MB): optional, the catalog downloads over HTTP.
-    "hf_xet",
+    # huggingface_hub's Xet storage client (11 MB): optional, the catalog downloads over HTTP;
+    # fsspec serves only its HfFileSystem, which the catalog does not use.
+    "hf_xet", "fsspec",
     # llama-cpp-python's high-level layer (its Llama class, chat formats, OpenAI server): the app
     # loads only the C binding (model/llamacpp/library.py), so its __init__ never runs. The
     # Llama class imports the openai client lazily, which brought 14 MB (openai, its httpx2 and

@@ -323,8 +323,8 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
     """The stand-in with the repos the catalog tests use:
 
     HuggingFaceTB/SmolLM2-135M-Instruct-GGUF  the default model (Q4_1), the Hub's gguf metadata
-    turbospark-test/tiny-llama-GGUF           tiny models written here (Q8_0, and a split F16 in
-                                              a folder), NO gguf metadata: the header is read
+    turbospark-test/tiny-llama-GGUF           tiny models written here (Q8_0, Q4_K_M, and a split
+                                              F16 in a folder), NO gguf metadata: the header is read
     turbospark-test/tiny-vision-GGUF          a tiny model + mmproj-F16.gguf
     turbospark-test/brand-new-arch-GGUF       an architecture llama.cpp does not run
     turbospark-test/gated-GGUF                a gated repo: its files need a token (401 GatedRepo)
@@ -344,7 +344,10 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
                         downloads=52000, likes=40, last_modified=now_iso(90), gguf=gguf_facts(default_model)))
     hub.add(StandinRepo("turbospark-test/tiny-llama-GGUF",
                         [StandinFile("tiny-llama-Q8_0.gguf", tiny),
-                         StandinFile("tiny-llama-Q4_K_M.gguf", tiny2)],
+                         StandinFile("tiny-llama-Q4_K_M.gguf", tiny2),
+                         # a split model in a folder (the second shard's bytes only need to arrive)
+                         StandinFile("F16/tiny-llama-F16-00002-of-00002.gguf", _blob(folder / "shard2", 2_500_000)),
+                         StandinFile("F16/tiny-llama-F16-00001-of-00002.gguf", tiny2)],
                         downloads=12, likes=1, last_modified=now_iso(1)))
     hub.add(StandinRepo("turbospark-test/tiny-vision-GGUF",
                         [StandinFile("tiny-vision-Q8_0.gguf", tiny), StandinFile("mmproj-F16.gguf", proj)],
@@ -354,6 +357,11 @@ def standard_hub(folder: Path, default_model: Path) -> HubStandin:
     hub.add(StandinRepo("turbospark-test/gated-GGUF", [StandinFile("gated-Q8_0.gguf", tiny2)],
                         downloads=2, last_modified=now_iso(20), gguf=gguf_facts(tiny2), gated="manual"))
     return hub
+
+
+def _blob(path: Path, size: int) -> Path:
+    path.write_bytes(bytes(range(256)) * (size // 256))
+    return path
 
 
 def _text(path: Path, text: str) -> Path:

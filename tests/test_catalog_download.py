@@ -178,3 +178,17 @@ def test_added_files_and_a_changed_models_folder_are_listed(tmp_path: Path, stan
     assert own.is_file()  # an added file is only taken off the list
     assert "mine.gguf" not in {m.name for m in library.list_models()}
     config.set_models_folder(None)
+
+
+def test_a_split_model_downloads_every_shard_and_is_one_model(standin: HubStandin) -> None:
+    listing = hub.repo_listing("turbospark-test/tiny-llama-GGUF")
+    group = listing.group("F16")
+    assert [f.name for f in group.files] == ["tiny-llama-F16-00001-of-00002.gguf",
+                                             "tiny-llama-F16-00002-of-00002.gguf"]  # in order
+    assert group.complete and group.size == sum(f.size for f in group.files)
+    path = download.run(download.plan(listing, group, config.models_folder()))
+    assert path.name == "tiny-llama-F16-00001-of-00002.gguf" and path.parent.name == "F16"
+    assert (path.parent / "tiny-llama-F16-00002-of-00002.gguf").is_file()
+    [model] = library.list_models()
+    assert model.name == "turbospark-test/tiny-llama-GGUF:F16" and model.size == group.size
+    assert library.resolve("turbospark-test/tiny-llama-GGUF:f16") == path

@@ -61,7 +61,7 @@ def test_listing_groups_files_by_quantization_with_sizes_and_sha256(default_mode
     assert group.first.sha256 == DEFAULT_MODEL_SHA256
     assert listing.commit == hub.api().model_info("HuggingFaceTB/SmolLM2-135M-Instruct-GGUF").sha
     tiny = hub.repo_listing("turbospark-test/tiny-llama-GGUF")
-    assert sorted(g.quant for g in tiny.groups) == ["Q4_K_M", "Q8_0"]
+    assert sorted(g.quant for g in tiny.groups) == ["F16", "Q4_K_M", "Q8_0"]
     vision = hub.repo_listing("turbospark-test/tiny-vision-GGUF")
     assert [g.quant for g in vision.groups] == ["Q8_0"]  # the projector is not a model
     assert vision.projector_for(vision.groups[0]).path == "mmproj-F16.gguf"
