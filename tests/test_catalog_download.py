@@ -192,3 +192,32 @@ def test_a_split_model_downloads_every_shard_and_is_one_model(standin: HubStandi
     [model] = library.list_models()
     assert model.name == "turbospark-test/tiny-llama-GGUF:F16" and model.size == group.size
     assert library.resolve("turbospark-test/tiny-llama-GGUF:f16") == path
+
+
+def test_a_second_download_of_the_same_model_is_refused_while_one_runs(standin: HubStandin) -> None:
+    import threading
+
+    standin.slow[SMOL_FILE] = 0.02
+    first_error: list[BaseException] = []
+    started = threading.Event()
+    stop = threading.Event()
+
+    def first() -> None:
+        try:
+            download.run(_job(SMOL, "Q4_1"), on_progress=lambda p: started.set(), cancel=stop.is_set)
+        except BaseException as exc:  # noqa: BLE001
+            first_error.append(exc)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    try:
+        assert started.wait(30)
+        with pytest.raises(download.DownloadError, match="is being downloaded already"):
+            download.run(_job(SMOL, "Q4_1"))
+    finally:
+        stop.set()
+        thread.join(30)
+        standin.slow.clear()
+    assert isinstance(first_error[0], download.DownloadCancelled)
+    path = download.run(_job(SMOL, "Q4_1"))  # the lock is gone with the first
+    assert library.is_verified(path, None)

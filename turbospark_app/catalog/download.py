@@ -272,15 +272,30 @@ def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
 def run(job: DownloadJob, *, on_progress: ProgressCallback | None = None,
         cancel: Callable[[], bool] | None = None) -> Path:
     """Fetch every file of `job` not already there; returns the model's path (first shard).
-    Raises NotEnoughSpace before fetching, DownloadCancelled, DownloadError, HubError."""
+    Raises NotEnoughSpace before fetching, DownloadCancelled, DownloadError, HubError.
+    One download of a model at a time: a second one (the window and the CLI at once) is refused
+    rather than appending to the same `.part`."""
+    from filelock import FileLock, Timeout
+
     report = on_progress or (lambda p: None)
     meter = _Meter(job, report, cancel or (lambda: False))
     check_space(job)
-    for f in job.all_files:
-        if _have(job, f):
-            meter.done += f.size
-            continue
-        _fetch_one(job, f, meter)
+    job.folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(job.folder / f".{job.quant}.download.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise DownloadError(f"{job.repo_id}:{job.quant} is being downloaded already (by another "
+                            "TurboSpark window or command)") from None
+    try:
+        for f in job.all_files:
+            if _have(job, f):
+                meter.done += f.size
+                continue
+            _fetch_one(job, f, meter)
+    finally:
+        lock.release()
+        Path(lock.lock_file).unlink(missing_ok=True)
     from . import library
 
     library.record_download(job)
