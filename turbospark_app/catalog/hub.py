@@ -195,9 +195,8 @@ def group_files(files: list[HubFile]) -> tuple[list[QuantGroup], list[HubFile]]:
     for f in files:
         if not names.is_gguf(f.path) or names.is_mmproj(f.path):
             continue
-        s = names.shard(f.path)
-        stem = names._SHARD.sub("", f.path) if s else f.path  # one group per split model
-        groups.setdefault((names.quant_of(f.path), stem), []).append(f)
+        # one group per model: a split model's shards together
+        groups.setdefault((names.quant_of(f.path), names.without_shard(f.path)), []).append(f)
     out: list[QuantGroup] = []
     for (quant, _stem), members in groups.items():
         members.sort(key=lambda f: (names.shard(f.path) or (0, 0))[0])

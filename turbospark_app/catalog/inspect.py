@@ -11,6 +11,7 @@ from its quantization's name (Q4_0, IQ4_NL: all matrices; Q4_K_S / Q4_K_M: most 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..model.gguf.header import ModelFileError
@@ -18,8 +19,15 @@ from . import estimate
 from .hub import HubError, QuantGroup, RepoListing
 from .remote_header import architecture_problem, fetch_header
 
-# The share of a file's weights in a repacked type, by quantization name (the mix's main type).
-_REPACK_SHARE = {"Q4_0": 0.95, "IQ4_NL": 0.95, "Q4_K_S": 0.9, "Q4_K_M": 0.75, "Q8_0": 0.95}
+# The share of a file's weights in a repacked type, by quantization name, and that type.
+_REPACK_SHARE = {"Q4_0": ("Q4_0", 0.95), "IQ4_NL": ("IQ4_NL", 0.95), "Q4_K_S": ("Q4_K", 0.9),
+                 "Q4_K_M": ("Q4_K", 0.75), "Q8_0": ("Q8_0", 0.95)}
+
+
+def repack_guess(group: QuantGroup) -> int:
+    """The CPU repack copy of a quantization whose header was not read, from its name."""
+    kind, share = _REPACK_SHARE.get(group.quant.removeprefix("UD-"), ("", 0.0))
+    return int(group.size * share) if kind in estimate.repack_types() else 0
 
 
 @dataclass
@@ -77,11 +85,8 @@ def fit(report: RepoReport, group: QuantGroup, n_ctx: int | None = None,
     shape = report.shape
     if shape is None:
         return None
-    if report.shape_file != group.first.path:
-        share = _REPACK_SHARE.get(group.quant.removeprefix("UD-"), 0.0)
-        repack = int(group.size * share) if group.quant.removeprefix("UD-").split("_")[0] in \
-            {t.split("_")[0] for t in estimate.repack_types()} else 0
-        shape = estimate.ModelShape(**{**shape.__dict__, "repack_bytes": repack})
+    if report.shape_file != group.first.path:  # another quantization: its repack by its name
+        shape = dataclasses.replace(shape, repack_bytes=repack_guess(group))
     n_ctx = n_ctx or estimate.default_context(shape)
     return estimate.judge(estimate.need(shape, group.size, n_ctx), machine)
 

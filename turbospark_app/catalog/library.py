@@ -132,8 +132,8 @@ def _entry_model(path: Path, entry: dict[str, Any]) -> LocalModel:
     repo, quant = entry.get("repo"), entry.get("quant")
     files = [Path(p) for p in entry.get("files") or [str(path)]]
     if names.shard(path.name) and len(files) == 1:  # a split model found by scanning
-        stem = names._SHARD.sub("", path.name)
-        files = sorted(p for p in path.parent.glob("*.gguf") if names._SHARD.sub("", p.name) == stem)
+        stem = names.without_shard(path.name)
+        files = sorted(p for p in path.parent.glob("*.gguf") if names.without_shard(p.name) == stem)
     mmproj = Path(entry["mmproj"]) if entry.get("mmproj") else None
     every = [*files, *([mmproj] if mmproj else [])]
     size = sum(p.stat().st_size for p in every if p.is_file())

@@ -31,6 +31,11 @@ def shard(path: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def without_shard(path: str) -> str:
+    """The name a split model's shards share (`m-00002-of-00003.gguf` -> `m`); else `path`."""
+    return _SHARD.sub("", path)
+
+
 def quant_of(path: str) -> str:
     """The quantization a file's name says (`Q4_K_M`, `IQ2_XXS`, `BF16`), upper-case; "other"
     when it names none. The last match wins (`Qwen3-8B-Q8_0.gguf` -> Q8_0)."""
