@@ -71,7 +71,10 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "test", "pytest", "_pytest", "pytestqt", "hypothesis", "PyInstaller", "pip", "setuptools",
     "pkg_resources", "distutils", "lib2to3", "pydoc_data",
     # Optional imports of dependencies that the app never reaches.
-    "readline", "gguf.scripts", "requests", "tqdm", "huggingface_hub", "PIL", "IPython", "matplotlib",
+    "readline", "gguf.scripts", "requests", "PIL", "IPython", "matplotlib",
+    # huggingface_hub's Xet storage client (11 MB): optional, the catalog downloads over HTTP;
+    # fsspec serves only its HfFileSystem, which the catalog does not use.
+    "hf_xet", "fsspec",
     # llama-cpp-python's high-level layer (its Llama class, chat formats, OpenAI server): the app
     # loads only the C binding (model/llamacpp/library.py), so its __init__ never runs. The
     # Llama class imports the openai client lazily, which brought 14 MB (openai, its httpx2 and
@@ -79,7 +82,7 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "llama_cpp.server", "llama_cpp.llama", "llama_cpp.llama_chat_format", "llama_cpp.llama_cache",
     "llama_cpp.llama_speculative", "llama_cpp.llama_grammar", "llama_cpp.llama_tokenizer",
     "llama_cpp.llama_types", "llama_cpp._internals", "llama_cpp._logger", "llama_cpp.llava_cpp",
-    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai", "httpx2",
+    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai",
     "numpy.f2py", "numpy.distutils",
     # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
     "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
@@ -101,6 +104,10 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
     # The transcript's math (ui/math_render.py imports ziamath inside a function).
     "ziamath", "ziafont", "latex2mathml",
+    # The Hugging Face catalog (catalog/): huggingface_hub loads its API lazily by name, over
+    # httpx2 (and tqdm for its progress bars).
+    "huggingface_hub", "huggingface_hub.hf_api", "huggingface_hub.file_download",
+    "huggingface_hub.errors", "huggingface_hub.utils", "huggingface_hub.constants", "httpx2", "tqdm",
 )
 DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
 """Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""

@@ -135,7 +135,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"host"}),
     frozenset({"engine"}),
     frozenset({"model", "readings"}),
-    frozenset({"chat", "conversations"}),
+    frozenset({"chat", "conversations", "catalog"}),
     frozenset({"service", "tools"}),
     frozenset({"remote", "server"}),
     frozenset({"ui"}),

@@ -3,6 +3,9 @@
     turbospark                      the desktop app
     turbospark model fetch|path     the embedded default model
     turbospark model info [FILE]    the metadata of any GGUF, and whether llama.cpp runs it
+    turbospark model search TEXT    Hugging Face GGUF repos, each file's size and fit verdict
+    turbospark model get REPO[:Q]   download (resumable, verified) into the models folder
+    turbospark model list           the models folder; --model REPO:QUANT opens one by name
     turbospark chat --prompt ...    headless chat for scripting and QA
     turbospark serve [--port 8080]  the local OpenAI-compatible API, without the window
     turbospark --self-test          load the model, generate a few tokens, print a summary
@@ -111,10 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     model = sub.add_parser("model", help="the default model; the metadata of any GGUF (info FILE) "
-                           "and whether llama.cpp runs it")
-    model.add_argument("action", choices=["fetch", "path", "info"])
+                           "and whether llama.cpp runs it; Hugging Face: search TEXT, get "
+                           "REPO[:QUANT], list, token")
+    model.add_argument("action", choices=["fetch", "path", "info", "search", "get", "list", "token"])
     model.add_argument("operands", nargs="*", metavar="ARG",
-                       help="info: any GGUF FILE (default: --model, else the default model)")
+                       help="info: any GGUF FILE (default: --model, else the default model); "
+                       "search: words, a repo id or a Hub URL; get: REPO[:QUANT]")
+    model.add_argument("--sort", choices=["downloads", "recent", "likes", "trending"],
+                       default="downloads", help="search: the order of the repos (default: downloads)")
+    model.add_argument("--limit", type=int_at_least(1), default=10, metavar="N",
+                       help="search: at most N repos (default: 10)")
     _add_shared_flags(model, top=False)
 
     chat = sub.add_parser("chat", help="headless chat: stream a reply to stdout")
@@ -136,6 +145,8 @@ def _model_operands(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     (model_command says so, exit 2)."""
     ops = list(args.operands)
     args.file = None
+    if args.action in ("search", "get", "list", "token"):
+        return  # catalog_command checks its own operands
     if ops:
         if len(ops) > 1:
             parser.error(f"`model {args.action}` takes at most one FILE")
@@ -189,6 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         _refuse_unknown(parser, args, unknown)
     if args.command == "model":
         _model_operands(parser, args)
+    if getattr(args, "model", None):  # `--model REPO:QUANT`: a downloaded model by name
+        from .catalog_command import resolve_model_name
+
+        args.model = resolve_model_name(args.model)
+    if args.command == "model" and args.action in ("search", "get", "list", "token"):
+        from .catalog_command import run_catalog_command
+
+        return run_catalog_command(args)
     if args.command == "model":
         from .model_command import run_model_command
 

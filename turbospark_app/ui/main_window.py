@@ -23,6 +23,7 @@ from ..conversations.store import Store
 from .about import AboutDialog
 from .api_server import install_api_server
 from .bridge import EngineBridge
+from .catalog_menu import ModelsMenu
 from .conversation_menu import add_message_actions
 from .conversation_menu import watch as watch_menu
 from .conversation_pane import ConversationPane
@@ -111,6 +112,7 @@ class MainWindow(QMainWindow):
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.qa_panel)
         self.qa_panel.hide()
         self._build_menus()
+        self.catalog = ModelsMenu(self)  # Models › Find Models… (Hugging Face), My Models
         self.api = install_api_server(self)  # Server menu, status-bar item, QA panel table
 
         self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
@@ -516,6 +518,7 @@ class MainWindow(QMainWindow):
             self.qa_panel.poll_timer.stop()
             self.qa_panel.flush_timer.stop()
             self.remote.shutdown()
+            self.catalog.shutdown()
             self.api.shutdown()
             self.bridge.shutdown()
             self.store.close()

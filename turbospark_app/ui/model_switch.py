@@ -139,6 +139,9 @@ class ModelSwitcher(QObject):
         self._bridge.switch_backend(self.model_factory(target.path, **target.options),
                                     max_active=load_session_slots(self._settings))
         remember_model(self._settings, target.path)
+        from ..catalog.library import mark_used
+
+        mark_used(Path(target.path))  # My Models' "last used"
 
     # -- the outcome ------------------------------------------------------------------------
 

@@ -339,7 +339,18 @@ def read_header(path: str | os.PathLike[str]) -> GGUFHeader:
         data.close()
 
 
-def _walk(path: Path, data: Any, size: int) -> GGUFHeader:
+def read_header_prefix(name: str, data: bytes, file_size: int) -> GGUFHeader:
+    """Read the header of a GGUF of `file_size` bytes from its first bytes `data` (a ranged
+    download: nothing else of the file is here). The same checks as `read_header`, each count
+    bounded by the bytes at hand; the tensor layout is checked against `file_size`. A prefix that
+    ends inside the header raises ModelFileError "truncated file: the header ends early" (the
+    caller fetches more)."""
+    if data[:4] != GGUF_MAGIC:
+        raise ModelFileError(name, f"not a GGUF file (bad magic {bytes(data[:4])!r}, expected b'GGUF')")
+    return _walk(Path(name), data, len(data), file_size)
+
+
+def _walk(path: Path, data: Any, size: int, file_size: int | None = None) -> GGUFHeader:
     w = _Walk(path, data, size)
     w.take(4)
     version = w.scalar(4)
@@ -349,7 +360,7 @@ def _walk(path: Path, data: Any, size: int) -> GGUFHeader:
     n_kv = w.count("the metadata count", _MIN_KV_BYTES)
     if n_tensors * _MIN_TENSOR_BYTES > w.left:
         raise w.fail(_claim(n_tensors, "the tensor count", _MIN_TENSOR_BYTES, w.left))
-    header = GGUFHeader(path, size, version, DEFAULT_ALIGNMENT, 0)
+    header = GGUFHeader(path, size if file_size is None else file_size, version, DEFAULT_ALIGNMENT, 0)
     for i in range(n_kv):
         w.where = f"metadata entry #{i}"
         key = w.string(f"the key of metadata entry #{i}")
