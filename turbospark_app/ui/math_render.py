@@ -104,7 +104,7 @@ def _svg(source: str, display: bool, color: str, px: float) -> str | None:
         import ziamath
 
         ziamath.config.svg2 = False  # plain paths: QtSvg (SVG Tiny) draws no <symbol>
-        svg = ziamath.Math.fromlatex(source, size=px * (1.2 if display else 1.1), color=color,
+        svg = ziamath.Math.fromlatex(source, size=px * (1.25 if display else 1.2), color=color,
                                      inline=not display).svg()
     except Exception as e:  # noqa: BLE001 - a bad formula (ziamath raises anything): show the source
         log.debug("formula %r did not render: %s", source, e)
