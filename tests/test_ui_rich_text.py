@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextFormat
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QFileDialog
 from pygments.token import Keyword, Name
@@ -67,7 +67,15 @@ def test_a_reply_that_opens_with_a_fence_has_its_first_line_in_the_box(qtbot) ->
     assert background == view.document().find("second = 2").block().blockFormat().background()
     assert view.code_block_at(first.selectionStart()) == "first = 1\nsecond = 2"
     assert view.document().find("A heading").block().blockFormat().headingLevel() == 1
-    assert view.document().find("a quote").block().blockFormat().hasProperty(QTextFormat.Property.BlockQuoteLevel)
+    assert quote_bar(view, "a quote") == 3
+
+
+def quote_bar(view: Transcript, needle: str) -> float:
+    """The width of the bar left of the quote holding `needle` (0: not in a quote)."""
+    table = QTextCursor(view.document().find(needle)).currentTable()
+    if table is None or (table.rows(), table.columns()) != (1, 1):
+        return 0
+    return table.cellAt(0, 0).format().toTableCellFormat().leftBorder()
 
 
 def click_text(qtbot, view: Transcript, needle: str) -> None:
@@ -133,13 +141,17 @@ def test_dollar_amounts_stay_text(qtbot) -> None:
 
 
 def test_tables_lists_and_quotes(qtbot) -> None:
-    view = rendered(qtbot, "| Name | Score |\n|---|---:|\n| ada | 3 |\n| bob | 12 |\n\n- one\n- two\n\n> said")
+    view = rendered(qtbot, "| Name | Score |\n|---|---:|\n| ada | 3 |\n| bob | 12 |\n\n- one\n- two\n\n"
+                           "> said *this*\n> ```python\n> x = 1\n> ```\nafter")
     table = QTextCursor(view.document().find("ada")).currentTable()
     assert table is not None and (table.rows(), table.columns()) == (3, 2)
     assert table.format().border() == 1
     assert view.document().find("one").block().textList() is not None
     quote = view.document().find("said")
     assert quote.charFormat().foreground().color() == view.palette().color(view.palette().ColorRole.PlaceholderText)
+    assert quote_bar(view, "said") == 3 and quote_bar(view, "after") == 0
+    assert code_block_id(view.document().find("x = 1").block()) is not None  # code inside the quote
+    assert quote_bar(view, "x = 1") == 3
 
 
 class UrlCatcher(QObject):
