@@ -90,7 +90,8 @@ def insert_code_block(cursor: QTextCursor, code: str, lang: str, palette: QPalet
     link.setAnchor(True)
     link.setAnchorHref(f"ts:code:{code_id}")
     link.setForeground(palette.color(QPalette.ColorRole.Link))
-    cursor.insertText("Copy", link)
+    link.setBackground(mix(palette, 0.2))  # a small button on the header's ground
+    cursor.insertText("\u2002Copy\u2002", link)
     line = QTextBlockFormat(header)
     line.setTopMargin(0)
     line.setBackground(mix(palette, 0.045))
