@@ -127,6 +127,13 @@ def test_math_is_drawn_and_copies_as_latex(qtbot) -> None:
     assert display.block().blockFormat().alignment() & Qt.AlignmentFlag.AlignHCenter
 
 
+def test_a_math_fence_is_a_display_formula(qtbot) -> None:
+    view = rendered(qtbot, "Area:\n\n```math\nA = \\pi r^2\n```\n")
+    assert view.document().toPlainText().count("\ufffc") == 1 and "\\pi" not in view.document().toPlainText()
+    view.selectAll()
+    assert "$$A = \\pi r^2$$" in view.createMimeDataFromSelection().text()
+
+
 def test_a_formula_that_fails_shows_its_source(qtbot) -> None:
     view = rendered(qtbot, "Broken: $\\frac{1{$ here.")
     plain = view.document().toPlainText()

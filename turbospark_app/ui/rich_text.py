@@ -59,6 +59,11 @@ def insert_rich(document: QTextDocument, cursor: QTextCursor, text: str, palette
                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
     """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block."""
     for piece in split_fences(text):
+        if piece.kind == "code" and piece.lang.lower() == "math" and piece.body.strip():
+            _fresh_block(cursor)  # GitHub's ```math block: a display formula
+            markdown = _with_math(document, f"$$\n{piece.body}\n$$", palette, state, px, dpr)
+            _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+            continue
         if piece.kind == "code":
             _fresh_block(cursor)
             state.codes.append(piece.body)
