@@ -273,3 +273,22 @@ def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
     assert code.layout().lineCount() == 1  # one line, however long
     prose = view.document().find("Text that wraps").block()
     assert prose.layout().lineCount() > 1  # prose still wraps at the window's width
+
+
+def test_a_streaming_replys_finished_code_blocks_are_lexed_ahead(qtbot) -> None:
+    from turbospark_app.ui.highlight import TOKENS
+
+    code = "def ahead_43(n):\n    return [i * i for i in range(n)]"
+    text = f"Squares:\n```python\n{code}\n```\nand more prose"
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    before = TOKENS.prefetched
+    for i in range(0, len(text), 5):
+        view.append_delta(text[i:i + 5])
+        qtbot.wait(1)
+    qtbot.waitUntil(lambda: TOKENS.prefetched > before and TOKENS.has("python", code), timeout=10000)
+    misses = TOKENS.misses
+    view.end_reply(text, "")
+    assert TOKENS.misses == misses  # the final rendering found the block lexed
+    assert code_block_id(view.document().find("ahead_43").block()) is not None

@@ -7,7 +7,9 @@ guess that Pygments is not sure of is plain text: no colours beat wrong ones).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Iterator
 
@@ -57,33 +59,63 @@ def language_label(lang: str) -> str:
 
 
 class _TokenCache:
-    """(language, code) -> token runs; least recently used blocks go first."""
+    """(language, code) -> token runs; least recently used blocks go first. Thread-safe: a
+    streaming reply's finished blocks are lexed ahead on a worker thread (`prefetch`)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.items: OrderedDict[tuple[str, str], list[Run]] = OrderedDict()
         self.misses = 0
+        self.prefetched = 0
+        self._lock = threading.Lock()
+        self._pending: set[tuple[str, str]] = set()
+        self._pool: ThreadPoolExecutor | None = None
 
     def get(self, lang: str, code: str) -> list[Run]:
         key = (lang, code)
-        runs = self.items.get(key)
-        if runs is not None:
-            self.items.move_to_end(key)
-            return runs
-        self.misses += 1
+        with self._lock:
+            runs = self.items.get(key)
+            if runs is not None:
+                self.items.move_to_end(key)
+                return runs
+            self.misses += 1
         runs = list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code)))
         self.put(lang, code, runs)
         return runs
 
     def has(self, lang: str, code: str) -> bool:
         """True when the block's runs are cached."""
-        return (lang, code) in self.items
+        with self._lock:
+            return (lang, code) in self.items
 
     def put(self, lang: str, code: str, runs: list[Run]) -> None:
         """Keep a block's runs (lexed elsewhere, e.g. a slice at a time)."""
-        self.items[(lang, code)] = runs
-        if len(self.items) > self.size:
-            self.items.popitem(last=False)
+        with self._lock:
+            self.items[(lang, code)] = runs
+            if len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+    def prefetch(self, lang: str, code: str) -> None:
+        """Lex a block on a worker thread (Pygments is pure Python: the GUI thread keeps
+        painting), for the reply's final rendering to find its runs cached."""
+        key = (lang, code)
+        with self._lock:
+            if key in self.items or key in self._pending:
+                return
+            self._pending.add(key)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexer")
+        self._pool.submit(self._lex_ahead, lang, code)
+
+    def _lex_ahead(self, lang: str, code: str) -> None:
+        try:
+            runs = list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code)))
+        finally:
+            with self._lock:
+                self._pending.discard((lang, code))
+        self.put(lang, code, runs)
+        with self._lock:
+            self.prefetched += 1
 
 
 def merge_runs(tokens: Iterator[tuple[int, _TokenType, str]]) -> Iterator[Run]:
