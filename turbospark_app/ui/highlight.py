@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Iterator
 
@@ -20,6 +19,8 @@ from pygments.styles import get_style_by_name
 from pygments.token import Token, _TokenType
 from pygments.util import ClassNotFound
 from PySide6.QtGui import QColor, QFont, QTextCharFormat
+
+from .ahead import AheadWorker
 
 LIGHT_STYLE = "default"
 DARK_STYLE = "github-dark"
@@ -68,8 +69,7 @@ class _TokenCache:
         self.misses = 0
         self.prefetched = 0
         self._lock = threading.Lock()
-        self._pending: set[tuple[str, str]] = set()
-        self._pool: ThreadPoolExecutor | None = None
+        self._worker = AheadWorker("lexer")
 
     def get(self, lang: str, code: str) -> list[Run]:
         key = (lang, code)
@@ -98,22 +98,10 @@ class _TokenCache:
     def prefetch(self, lang: str, code: str) -> None:
         """Lex a block on a worker thread (Pygments is pure Python: the GUI thread keeps
         painting), for the reply's final rendering to find its runs cached."""
-        key = (lang, code)
-        with self._lock:
-            if key in self.items or key in self._pending:
-                return
-            self._pending.add(key)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lexer")
-        self._pool.submit(self._lex_ahead, lang, code)
+        self._worker.submit((lang, code), lambda: self.has(lang, code), lambda: self._lex_ahead(lang, code))
 
     def _lex_ahead(self, lang: str, code: str) -> None:
-        try:
-            runs = list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code)))
-        finally:
-            with self._lock:
-                self._pending.discard((lang, code))
-        self.put(lang, code, runs)
+        self.put(lang, code, list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code))))
         with self._lock:
             self.prefetched += 1
 
