@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turbospark_app.ui.markup import split_fences, split_math
+from turbospark_app.ui.markup import split_fences, split_math, split_quotes
 
 _ATOMS = st.sampled_from([
     "$", "$$", "\\(", "\\)", "\\[", "\\]", "\\$", "`", "``", "x", "a b", " ", "\n", "\n\n", "5", "10",
-    "\\frac{1}{2}", "^2", "```", "```py\n", "~~~\n", "\n```\n", "price", "-",
+    "\\frac{1}{2}", "^2", "```", "```py\n", "~~~\n", "\n```\n", "price", "-", "> ", "\n>", "   >",
 ])
 
 
@@ -37,6 +37,18 @@ def test_fence_pieces_lose_and_double_nothing(text: str) -> None:
         if p.kind == "code":
             assert p.raw.lstrip(" ")[:3] in ("```", "~~~")
             assert p.body in p.raw or not p.body.strip()
+
+
+@settings(deadline=None)
+@given(st.lists(_ATOMS, max_size=40).map("".join))
+def test_quote_pieces_lose_and_double_nothing(text: str) -> None:
+    pieces = split_quotes(text)
+    assert "".join(p.raw for p in pieces) == text
+    assert all(a.kind != b.kind for a, b in zip(pieces, pieces[1:]))  # runs are maximal
+    for p in pieces:
+        if p.kind == "quote":
+            assert all(line.lstrip(" ").startswith(">") for line in p.raw.splitlines())
+            assert len(p.body) < len(p.raw)
 
 
 @given(st.lists(st.tuples(st.sampled_from(["$", "US$", "$$"]), st.integers(0, 9999),

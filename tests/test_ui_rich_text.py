@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor, QTextFormat
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QTextCursor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QFileDialog
 from pygments.token import Keyword, Name
@@ -67,7 +67,15 @@ def test_a_reply_that_opens_with_a_fence_has_its_first_line_in_the_box(qtbot) ->
     assert background == view.document().find("second = 2").block().blockFormat().background()
     assert view.code_block_at(first.selectionStart()) == "first = 1\nsecond = 2"
     assert view.document().find("A heading").block().blockFormat().headingLevel() == 1
-    assert view.document().find("a quote").block().blockFormat().hasProperty(QTextFormat.Property.BlockQuoteLevel)
+    assert quote_bar(view, "a quote") == 3
+
+
+def quote_bar(view: Transcript, needle: str) -> float:
+    """The width of the bar left of the quote holding `needle` (0: not in a quote)."""
+    table = QTextCursor(view.document().find(needle)).currentTable()
+    if table is None or (table.rows(), table.columns()) != (1, 1):
+        return 0
+    return table.cellAt(0, 0).format().toTableCellFormat().leftBorder()
 
 
 def click_text(qtbot, view: Transcript, needle: str) -> None:
@@ -119,6 +127,13 @@ def test_math_is_drawn_and_copies_as_latex(qtbot) -> None:
     assert display.block().blockFormat().alignment() & Qt.AlignmentFlag.AlignHCenter
 
 
+def test_a_math_fence_is_a_display_formula(qtbot) -> None:
+    view = rendered(qtbot, "Area:\n\n```math\nA = \\pi r^2\n```\n")
+    assert view.document().toPlainText().count("\ufffc") == 1 and "\\pi" not in view.document().toPlainText()
+    view.selectAll()
+    assert "$$A = \\pi r^2$$" in view.createMimeDataFromSelection().text()
+
+
 def test_a_formula_that_fails_shows_its_source(qtbot) -> None:
     view = rendered(qtbot, "Broken: $\\frac{1{$ here.")
     plain = view.document().toPlainText()
@@ -133,13 +148,17 @@ def test_dollar_amounts_stay_text(qtbot) -> None:
 
 
 def test_tables_lists_and_quotes(qtbot) -> None:
-    view = rendered(qtbot, "| Name | Score |\n|---|---:|\n| ada | 3 |\n| bob | 12 |\n\n- one\n- two\n\n> said")
+    view = rendered(qtbot, "| Name | Score |\n|---|---:|\n| ada | 3 |\n| bob | 12 |\n\n- one\n- two\n\n"
+                           "> said *this*\n> ```python\n> x = 1\n> ```\nafter")
     table = QTextCursor(view.document().find("ada")).currentTable()
     assert table is not None and (table.rows(), table.columns()) == (3, 2)
     assert table.format().border() == 1
     assert view.document().find("one").block().textList() is not None
     quote = view.document().find("said")
     assert quote.charFormat().foreground().color() == view.palette().color(view.palette().ColorRole.PlaceholderText)
+    assert quote_bar(view, "said") == 3 and quote_bar(view, "after") == 0
+    assert code_block_id(view.document().find("x = 1").block()) is not None  # code inside the quote
+    assert quote_bar(view, "x = 1") == 3
 
 
 class UrlCatcher(QObject):
@@ -254,3 +273,22 @@ def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
     assert code.layout().lineCount() == 1  # one line, however long
     prose = view.document().find("Text that wraps").block()
     assert prose.layout().lineCount() > 1  # prose still wraps at the window's width
+
+
+def test_a_streaming_replys_finished_code_blocks_are_lexed_ahead(qtbot) -> None:
+    from turbospark_app.ui.highlight import TOKENS
+
+    code = "def ahead_43(n):\n    return [i * i for i in range(n)]"
+    text = f"Squares:\n```python\n{code}\n```\nand more prose"
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    before = TOKENS.prefetched
+    for i in range(0, len(text), 5):
+        view.append_delta(text[i:i + 5])
+        qtbot.wait(1)
+    qtbot.waitUntil(lambda: TOKENS.prefetched > before and TOKENS.has("python", code), timeout=10000)
+    misses = TOKENS.misses
+    view.end_reply(text, "")
+    assert TOKENS.misses == misses  # the final rendering found the block lexed
+    assert code_block_id(view.document().find("ahead_43").block()) is not None

@@ -12,6 +12,8 @@ While a reply streams it is plain text; `StreamColours` colours the lines inside
 fences as they are written: once per event-loop turn it looks at the paragraphs from the first
 one not yet complete to the end; a line is lexed once, when it is complete (the line still being
 written is in the fixed font on the code ground), whatever the reply's length, and never again.
+When a fence closes, the whole block is lexed on a worker thread (`highlight.TOKENS.prefetch`),
+so the reply's final rendering finds its colours cached.
 """
 
 from __future__ import annotations
@@ -90,7 +92,8 @@ def insert_code_block(cursor: QTextCursor, code: str, lang: str, palette: QPalet
     link.setAnchor(True)
     link.setAnchorHref(f"ts:code:{code_id}")
     link.setForeground(palette.color(QPalette.ColorRole.Link))
-    cursor.insertText("Copy", link)
+    link.setBackground(mix(palette, 0.2))  # a small button on the header's ground
+    cursor.insertText("\u2002Copy\u2002", link)
     line = QTextBlockFormat(header)
     line.setTopMargin(0)
     line.setBackground(mix(palette, 0.045))
@@ -156,6 +159,7 @@ class StreamColours:
         """A reply's text starts at `start` (-1: none streams)."""
         self.line_start = start  # the first paragraph not yet complete
         self._open_line: tuple[int, str] = (-1, "")  # the last paragraph's number and kind, as formatted
+        self._code_lines: list[str] = []  # the open fence's finished lines
         self.fence: tuple[str, str] | None = None  # (run, language) open at that paragraph
 
     def update(self, palette: QPalette) -> None:
@@ -176,9 +180,12 @@ class StreamColours:
                     kind = "fence"
                     if not last:
                         self.fence = (opened[0], opened[2])
+                        self._code_lines = []
             elif fence_closes(text, self.fence[0]):
                 kind = "fence"
                 if not last:
+                    if self.fence[1] and self._code_lines:  # the block is whole: lex it ahead
+                        TOKENS.prefetch(self.fence[1], "\n".join(self._code_lines))
                     self.fence = None
             else:
                 kind = "code"
@@ -189,6 +196,7 @@ class StreamColours:
                     self._apply(block, [] if fmt is None else [_range(0, _OPEN_END, fmt)])
                 break
             if kind == "code":
+                self._code_lines.append(text)
                 self._apply(block, self._code_ranges(text, self.fence[1] if self.fence else "", palette))
             else:
                 fmt = self._palette_formats(palette)[kind]

@@ -7,6 +7,7 @@ guess that Pygments is not sure of is plain text: no colours beat wrong ones).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 from typing import Iterator
@@ -18,6 +19,8 @@ from pygments.styles import get_style_by_name
 from pygments.token import Token, _TokenType
 from pygments.util import ClassNotFound
 from PySide6.QtGui import QColor, QFont, QTextCharFormat
+
+from .ahead import AheadWorker
 
 LIGHT_STYLE = "default"
 DARK_STYLE = "github-dark"
@@ -57,33 +60,50 @@ def language_label(lang: str) -> str:
 
 
 class _TokenCache:
-    """(language, code) -> token runs; least recently used blocks go first."""
+    """(language, code) -> token runs; least recently used blocks go first. Thread-safe: a
+    streaming reply's finished blocks are lexed ahead on a worker thread (`prefetch`)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.items: OrderedDict[tuple[str, str], list[Run]] = OrderedDict()
         self.misses = 0
+        self.prefetched = 0
+        self._lock = threading.Lock()
+        self._worker = AheadWorker("lexer")
 
     def get(self, lang: str, code: str) -> list[Run]:
         key = (lang, code)
-        runs = self.items.get(key)
-        if runs is not None:
-            self.items.move_to_end(key)
-            return runs
-        self.misses += 1
+        with self._lock:
+            runs = self.items.get(key)
+            if runs is not None:
+                self.items.move_to_end(key)
+                return runs
+            self.misses += 1
         runs = list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code)))
         self.put(lang, code, runs)
         return runs
 
     def has(self, lang: str, code: str) -> bool:
         """True when the block's runs are cached."""
-        return (lang, code) in self.items
+        with self._lock:
+            return (lang, code) in self.items
 
     def put(self, lang: str, code: str, runs: list[Run]) -> None:
         """Keep a block's runs (lexed elsewhere, e.g. a slice at a time)."""
-        self.items[(lang, code)] = runs
-        if len(self.items) > self.size:
-            self.items.popitem(last=False)
+        with self._lock:
+            self.items[(lang, code)] = runs
+            if len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+    def prefetch(self, lang: str, code: str) -> None:
+        """Lex a block on a worker thread (Pygments is pure Python: the GUI thread keeps
+        painting), for the reply's final rendering to find its runs cached."""
+        self._worker.submit((lang, code), lambda: self.has(lang, code), lambda: self._lex_ahead(lang, code))
+
+    def _lex_ahead(self, lang: str, code: str) -> None:
+        self.put(lang, code, list(merge_runs(lexer_for(lang).get_tokens_unprocessed(code))))
+        with self._lock:
+            self.prefetched += 1
 
 
 def merge_runs(tokens: Iterator[tuple[int, _TokenType, str]]) -> Iterator[Run]:

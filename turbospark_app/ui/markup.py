@@ -12,16 +12,17 @@ inline code spans or fenced code is math, and `\\$` is a dollar sign.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Piece:
-    """`kind`: "text" (Markdown), "code" (a fenced block) or "math"."""
+    """`kind`: "text" (Markdown), "code" (a fenced block), "quote" or "math"."""
 
     kind: str
     raw: str  # the exact source characters
-    body: str = ""  # code: the code (fences and their indent removed); math: the LaTeX
+    body: str = ""  # code: the code (fences and their indent removed); math: the LaTeX; quote: the text
     lang: str = ""  # code: the fence's language word ("" when none)
     display: bool = False  # math: a display formula ($$, \[)
 
@@ -91,6 +92,36 @@ def _dedent(line: str, indent: int) -> str:
     while k < indent and k < len(line) and line[k] == " ":
         k += 1
     return line[k:]
+
+
+_QUOTE = re.compile(r" {0,3}>")
+
+
+def split_quotes(text: str) -> list[Piece]:
+    """Markdown text (no fences) into "text" and "quote" pieces: a quote is a run of lines that
+    start with `>` (after up to three spaces); its body is those lines without the marker (and
+    one space after it). A line without the marker ends the quote (no lazy continuation)."""
+    pieces: list[Piece] = []
+    buf: list[str] = []
+    quoting = False
+    for line in text.splitlines(keepends=True):
+        is_quote = _QUOTE.match(line) is not None
+        if buf and is_quote != quoting:
+            pieces.append(_quote_piece(buf) if quoting else Piece("text", "".join(buf)))
+            buf = []
+        quoting = is_quote
+        buf.append(line)
+    if buf:
+        pieces.append(_quote_piece(buf) if quoting else Piece("text", "".join(buf)))
+    return pieces
+
+
+def _quote_piece(lines: list[str]) -> Piece:
+    body = []
+    for line in lines:
+        rest = line[_QUOTE.match(line).end():]  # type: ignore[union-attr]
+        body.append(rest[1:] if rest.startswith(" ") else rest)
+    return Piece("quote", "".join(lines), "".join(body))
 
 
 def split_math(text: str) -> list[Piece]:

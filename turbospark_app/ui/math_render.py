@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from PySide6.QtCore import QByteArray, QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
+
+from .ahead import AheadWorker
 
 log = logging.getLogger(__name__)
 _CACHE = 512
@@ -48,9 +49,8 @@ class MathRenderer:
         self.size = size
         self._cache: OrderedDict[tuple[str, bool, str, float, float], MathImage | None] = OrderedDict()
         self._svgs: dict[SvgKey, str | None] = {}  # made by either thread (under _lock)
-        self._pending: set[SvgKey] = set()
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._worker = AheadWorker("math")
         self.renders = 0
         self.prefetched = 0
 
@@ -59,19 +59,16 @@ class MathRenderer:
         keeps painting meanwhile), for a `render` to come: a streaming reply's formulas are
         sent here as their paragraphs end, so the reply's final rendering finds them made."""
         key = (source, display, color, px)
+        self._worker.submit(key, lambda: self._made(key), lambda: self._make_svg(key, True))
+
+    def _made(self, key: SvgKey) -> bool:
         with self._lock:
-            if key in self._svgs or key in self._pending:
-                return
-            self._pending.add(key)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="math")
-        self._pool.submit(self._make_svg, key, True)
+            return key in self._svgs
 
     def _make_svg(self, key: SvgKey, ahead: bool) -> str | None:
         svg = _svg(*key)
         with self._lock:
             self._svgs[key] = svg
-            self._pending.discard(key)
             if len(self._svgs) > 4 * self.size:
                 self._svgs.pop(next(iter(self._svgs)))
             if ahead:
@@ -104,7 +101,7 @@ def _svg(source: str, display: bool, color: str, px: float) -> str | None:
         import ziamath
 
         ziamath.config.svg2 = False  # plain paths: QtSvg (SVG Tiny) draws no <symbol>
-        svg = ziamath.Math.fromlatex(source, size=px * (1.2 if display else 1.1), color=color,
+        svg = ziamath.Math.fromlatex(source, size=px * (1.25 if display else 1.2), color=color,
                                      inline=not display).svg()
     except Exception as e:  # noqa: BLE001 - a bad formula (ziamath raises anything): show the source
         log.debug("formula %r did not render: %s", source, e)

@@ -22,13 +22,14 @@ from PySide6.QtGui import (
     QTextDocument,
     QTextDocumentFragment,
     QTextFormat,
+    QTextFrameFormat,
     QTextLength,
     QTextTableFormat,
 )
 
-from .code_blocks import ColourQueue, insert_code_block, mix, mono_format
+from .code_blocks import ColourQueue, code_block_id, insert_code_block, mix, mono_format
 from .formatting import with_line_breaks
-from .markup import split_fences, split_math
+from .markup import split_fences, split_math, split_quotes
 from .math_render import MATH, MathImage
 
 MATH_SCHEME = "tsmath"
@@ -58,15 +59,70 @@ def insert_rich(document: QTextDocument, cursor: QTextCursor, text: str, palette
                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
     """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block."""
     for piece in split_fences(text):
+        if piece.kind == "code" and piece.lang.lower() == "math" and piece.body.strip():
+            _fresh_block(cursor)  # GitHub's ```math block: a display formula
+            markdown = _with_math(document, f"$$\n{piece.body}\n$$", palette, state, px, dpr)
+            _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+            continue
         if piece.kind == "code":
             _fresh_block(cursor)
             state.codes.append(piece.body)
             insert_code_block(cursor, piece.body, piece.lang, palette, len(state.codes) - 1, small,
                               state.colours)
-        elif piece.raw.strip():
+            continue
+        for part in split_quotes(piece.raw):
+            if not part.raw.strip():
+                continue
             _fresh_block(cursor)
-            markdown = _with_math(document, piece.raw, palette, state, px, dpr)
-            _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
+            if part.kind == "quote":
+                _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
+            else:
+                markdown = _with_math(document, part.raw, palette, state, px, dpr)
+                _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
+
+
+def _insert_quote(document: QTextDocument, cursor: QTextCursor, body: str, palette: QPalette,
+                  state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
+    """A quote as GitHub draws it: a bar on the left, the text (whatever it holds: code, math,
+    lists) in a muted colour. A one-cell table, as only a table cell has a border on one side."""
+    table_format = QTextTableFormat()
+    table_format.setBorder(0)
+    table_format.setBorderCollapse(True)
+    table_format.setCellPadding(0)
+    table_format.setCellSpacing(0)
+    table_format.setTopMargin(4)
+    table_format.setBottomMargin(4)
+    table_format.setWidth(QTextLength(QTextLength.Type.PercentageLength, 100))
+    table = cursor.insertTable(1, 1, table_format)
+    cell = table.cellAt(0, 0)
+    cell_format = cell.format().toTableCellFormat()
+    cell_format.setLeftBorder(3)
+    cell_format.setLeftBorderBrush(mix(palette, 0.3))
+    cell_format.setLeftBorderStyle(QTextFrameFormat.BorderStyle.BorderStyle_Solid)
+    cell_format.setTopBorder(0)
+    cell_format.setRightBorder(0)
+    cell_format.setBottomBorder(0)
+    cell_format.setLeftPadding(10)
+    cell.setFormat(cell_format)
+    inner = cell.firstCursorPosition()
+    insert_rich(document, inner, body, palette, state, small, px, dpr)
+    muted = QTextCharFormat()
+    muted.setForeground(palette.color(QPalette.ColorRole.PlaceholderText))
+    block = document.findBlock(cell.firstPosition())
+    while block.isValid() and block.position() <= cell.lastPosition():
+        if code_block_id(block) is None:  # code keeps its colours
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                it += 1
+                fmt = frag.charFormat()
+                if frag.isValid() and not fmt.isAnchor() and not fmt.isImageFormat():
+                    c = QTextCursor(document)
+                    c.setPosition(frag.position())
+                    c.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
+                    c.mergeCharFormat(muted)
+        block = block.next()
+    cursor.setPosition(table.lastPosition() + 1)
 
 
 def prefetch_math(text: str, palette: QPalette, px: float) -> int:
