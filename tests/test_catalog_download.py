@@ -101,6 +101,7 @@ def test_a_restarted_download_fetches_only_what_is_missing(standin: HubStandin) 
     kept = part.stat().st_size
     assert half <= kept <= half + (10 << 20)  # huggingface_hub reports in 10 MB chunks
     assert download.bytes_left(job) == job.total - kept
+    standin.settle()
     standin.served.clear()
     path = download.run(_job(SMOL, "Q4_1"))  # "restart": a new job, as after relaunching
     assert standin.served[SMOL_FILE] == job.total - kept

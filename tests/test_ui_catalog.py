@@ -81,7 +81,13 @@ def test_search_pick_download_and_the_model_answers(ui, qtbot, hub_env: HubStand
     assert dialog.progress_label.text() == f"Downloaded to {path}"
     pane = w.area.current_pane()
     send(qtbot, pane, "What is the capital of France?")
-    wait_idle(qtbot, pane, timeout=60000)
+    # the model answers: its first words are saved as they stream (a busy machine decodes
+    # slowly, so the reply is stopped there rather than waited for to its end)
+    cid = pane.conversation_id
+    qtbot.waitUntil(lambda: not pane.busy or any(m.role == "assistant" and m.content.strip()
+                                                 for m in w.store.messages(cid)), timeout=120000)
+    pane.stop()
+    wait_idle(qtbot, pane, timeout=30000)
     assert pane.messages[-1].role == "assistant" and pane.messages[-1].content.strip()
     # My Models lists it, open now, with its last use
     w.catalog.open_my_models()
@@ -108,6 +114,7 @@ def test_cancel_keeps_the_part_and_a_second_download_resumes(ui, qtbot, hub_env:
     assert not (folder / "smollm2-135m-instruct-q4_1.gguf").exists()
     kept = (folder / ".smollm2-135m-instruct-q4_1.gguf.part").stat().st_size
     hub_env.slow.clear()
+    hub_env.settle()
     hub_env.served.clear()
     opened: list[str] = []
     dialog._open_model = opened.append
@@ -158,3 +165,22 @@ def test_my_models_open_reveal_delete_asks(ui, qtbot, hub_env: HubStandin, tiny_
     qtbot.waitUntil(lambda: not path.exists(), timeout=5000)
     assert "turbospark-test/tiny-vision-GGUF:Q8_0" not in [m.name for m in mine.models]
     assert library.list_models() == mine.models
+
+
+def test_picking_another_quantization_reads_its_own_header(ui, qtbot, hub_env: HubStandin, tiny_chat: Path) -> None:
+    w = real_window(ui, tiny_chat)
+    w.catalog.open_find()
+    dialog = w.catalog.find_dialog
+    _search(qtbot, dialog, "tiny-llama")
+    _pick_repo(qtbot, dialog, "turbospark-test/tiny-llama-GGUF")
+    groups = dialog._report.listing.groups
+    read_first = dialog._report.shape_file
+    other = next(i for i, g in enumerate(groups) if g.first.path != read_first)
+    hub_env.requests.clear()
+    dialog.files.selectRow(other)
+    path = groups[other].first.path
+    qtbot.waitUntil(lambda: dialog._exact.get(path) is not None and dialog._exact[path].shape_file == path,
+                    timeout=15000)
+    ranged = [h.get("range") for m, p, _q, h in hub_env.requests if p.endswith(path) and m == "GET"]
+    assert ranged and ranged[0].startswith("bytes=0-")
+    assert dialog.files.item(other, 2).text().startswith("fits — needs")
