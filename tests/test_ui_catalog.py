@@ -118,12 +118,24 @@ def test_cancel_keeps_the_part_and_a_second_download_resumes(ui, qtbot, hub_env:
     hub_env.served.clear()
     opened: list[str] = []
     dialog._open_model = opened.append
+    assert dialog.download_button.text() == "Resume Download"
+    # My Models lists the incomplete download; Open there brings Find Models back on it
+    w.catalog.open_my_models()
+    mine = w.catalog.my_models
+    [partial] = mine.partials
+    assert partial.have == kept and "incomplete" in mine.table.item(len(mine.models), 0).text()
+    mine.table.selectRow(len(mine.models))
+    mine.open_selected()
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.download_button.text() == "Resume Download", timeout=30000)
+    hub_env.served.clear()  # (reopening the repo read its header's first MBs again)
     dialog.download_button.click()
     assert "resuming" in dialog.progress_label.text()
     qtbot.waitUntil(lambda: dialog.download_task is None, timeout=180000)  # 98 MB fetched and hashed
     size = hub_env.repos[SMOL].files[0].size
     assert hub_env.served["smollm2-135m-instruct-q4_1.gguf"] == size - kept
     assert opened == [str(folder / "smollm2-135m-instruct-q4_1.gguf")]
+    mine.refresh()
+    assert mine.partials == [] and dialog.download_button.text() == "Open"
 
 
 def test_an_unrunnable_architecture_is_marked_and_cannot_be_downloaded(ui, qtbot, hub_env: HubStandin, tiny_chat: Path) -> None:

@@ -311,8 +311,10 @@ class FindModelsDialog(QDialog):
         report = self._report
         running = self.download_task is not None
         self.download_button.setEnabled(bool(group and report and report.runnable and not running))
-        here = group is not None and report is not None and self._local_path(report, group) is not None
-        self.download_button.setText("Open" if here else "Download")
+        job = download.plan(report.listing, group, config.models_folder()) if group and report else None
+        left = download.bytes_left(job) if job is not None else 0
+        here, partly = job is not None and left == 0, job is not None and 0 < left < job.total
+        self.download_button.setText("Open" if here else "Resume Download" if partly else "Download")
         if group is None or report is None:
             self.details.setText("")
             return

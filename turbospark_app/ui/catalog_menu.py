@@ -62,10 +62,19 @@ class ModelsMenu(QObject):
         self.find_dialog.activateWindow()
         self.find_dialog.search_edit.setFocus()
 
+    def resume(self, repo_id: str, quant: str) -> None:
+        """An incomplete download from My Models: Find Models on its repo and quantization
+        (Download there resumes it)."""
+        self.open_find()
+        assert self.find_dialog is not None
+        self.find_dialog.search_edit.setText(f"{repo_id}:{quant}")
+        self.find_dialog.open_repo(repo_id, quant)
+
     def open_my_models(self) -> None:
         """Models › My Models"""
         if self.my_models is None:
-            self.my_models = MyModelsDialog(self.window, self.open_model, self._current, self.open_find)
+            self.my_models = MyModelsDialog(self.window, self.open_model, self._current, self.open_find,
+                                            resume=self.resume)
         else:
             self.my_models.refresh()
         self.my_models.show()
