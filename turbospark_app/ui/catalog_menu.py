@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QLabel
 
 from ..catalog import library
 from .catalog_dialog import FindModelsDialog
@@ -22,6 +23,7 @@ class ModelsMenu(QObject):
         self.window = window
         self.find_dialog: FindModelsDialog | None = None
         self.my_models: MyModelsDialog | None = None
+        self.status_label: QLabel | None = None
         bar = window.menuBar()
         menu = window.menuBar().addMenu("&Models")
         after_file = bar.actions()[1] if len(bar.actions()) > 2 else None
@@ -81,10 +83,15 @@ class ModelsMenu(QObject):
         self.my_models.raise_()
 
     def _status(self, text: str) -> None:
-        if text:
-            self.window.status.showMessage(text)
-        else:
-            self.window.status.clearMessage()
+        """A download's progress in the status bar, in an item of its own (a status message
+        would hide the model's name while it runs); gone when it ends."""
+        if self.status_label is None:
+            self.status_label = QLabel(self.window.status)
+            self.status_label.setObjectName("downloadStatus")
+            self.window.status.insertPermanentWidget(0, self.status_label)
+        self.status_label.setText(text.replace("Downloading ", "↓ ", 1))
+        self.status_label.setToolTip(text)
+        self.status_label.setVisible(bool(text))
 
     def shutdown(self) -> None:
         if self.find_dialog is not None:
