@@ -76,7 +76,7 @@ def test_search_pick_download_and_the_model_answers(ui, qtbot, hub_env: HubStand
         qtbot.waitUntil(lambda: dialog.progress.isVisible(), timeout=5000)
         qtbot.waitUntil(lambda: w.catalog.status_label is not None and "MB/s" in w.catalog.status_label.text(),
                         timeout=10000)
-        assert w.catalog.status_label.text().startswith(f"↓ {SMOL}:Q4_1: ")
+        assert w.catalog.status_label.text().startswith("↓ SmolLM2-135M-Instruct-GGUF:Q4_1 ")
     path = config.models_folder() / "HuggingFaceTB" / "SmolLM2-135M-Instruct-GGUF" / "smollm2-135m-instruct-q4_1.gguf"
     assert w.bridge.model_info["path"] == str(path)
     assert any(s.startswith(f"Downloading {SMOL}:Q4_1: ") and "MB/s" in s for s in status)

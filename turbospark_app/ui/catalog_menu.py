@@ -88,8 +88,12 @@ class ModelsMenu(QObject):
         if self.status_label is None:
             self.status_label = QLabel(self.window.status)
             self.status_label.setObjectName("downloadStatus")
+            self.status_label.setMaximumWidth(460)
             self.window.status.insertPermanentWidget(0, self.status_label)
-        self.status_label.setText(text.replace("Downloading ", "↓ ", 1))
+        # "Downloading owner/repo:Q: 38% · 37.7 of 98.4 MB · ..." -> "↓ repo:Q 38% · ...": short,
+        # so the model's name beside it keeps its room
+        head, _, rest = text.removeprefix("Downloading ").partition(": ")
+        self.status_label.setText(f"↓ {head.rsplit('/', 1)[-1]} {rest}" if rest else text)
         self.status_label.setToolTip(text)
         self.status_label.setVisible(bool(text))
 
