@@ -86,6 +86,14 @@ class HubStandin:
     corrupt: set[str] = field(default_factory=set)
     slow: dict[str, float] = field(default_factory=dict)
     port: int = 0
+    bodies: int = 0  # file bodies being sent now
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until no body is being sent (a cancelled client's stream ends server-side a
+        moment later), so `served` counts only what comes next."""
+        deadline = time.monotonic() + timeout
+        while self.bodies and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def add(self, repo: StandinRepo) -> StandinRepo:
         self.repos[repo.repo_id] = repo
@@ -275,6 +283,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
+        self.hub.bodies += 1
+        try:
+            self._body(f, start, end, size)
+        finally:
+            self.hub.bodies -= 1
+
+    def _body(self, f: StandinFile, start: int, end: int, size: int) -> None:
         cut = self.hub.cut_once.pop(f.path, None)
         stop_at = int(size * cut) if cut is not None else None
         pace = self.hub.slow.get(f.path, 0.0)

@@ -71,6 +71,7 @@ def test_get_downloads_resumes_lists_and_opens_by_name(env: dict[str, str], stan
     assert not (folder / "smollm2-135m-instruct-q4_1.gguf").exists()
     kept = part.stat().st_size
     standin.slow.clear()
+    standin.settle()
     standin.served.clear()
     standin.requests.clear()
     second = turbospark(env, "model", "get", f"{SMOL}:Q4_1")

@@ -101,11 +101,14 @@ def test_a_restarted_download_fetches_only_what_is_missing(standin: HubStandin) 
     kept = part.stat().st_size
     assert half <= kept <= half + (10 << 20)  # huggingface_hub reports in 10 MB chunks
     assert download.bytes_left(job) == job.total - kept
+    [partial] = library.partial_downloads()  # My Models shows it, resumable
+    assert (partial.name, partial.have, partial.size, partial.path) == (f"{SMOL}:Q4_1", kept, job.total, final)
+    standin.settle()
     standin.served.clear()
     path = download.run(_job(SMOL, "Q4_1"))  # "restart": a new job, as after relaunching
     assert standin.served[SMOL_FILE] == job.total - kept
     assert library.is_verified(path, job.files[0].sha256)
-    assert not part.exists()
+    assert not part.exists() and library.partial_downloads() == []
 
 
 job_progress: dict[str, int] = {"done": 0}

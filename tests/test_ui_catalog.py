@@ -74,14 +74,24 @@ def test_search_pick_download_and_the_model_answers(ui, qtbot, hub_env: HubStand
                           check_params_cb=lambda state: state == "ready"):
         qtbot.mouseClick(dialog.download_button, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: dialog.progress.isVisible(), timeout=5000)
+        qtbot.waitUntil(lambda: w.catalog.status_label is not None and "MB/s" in w.catalog.status_label.text(),
+                        timeout=10000)
+        assert w.catalog.status_label.text().startswith("↓ SmolLM2-135M-Instruct-GGUF:Q4_1 ")
     path = config.models_folder() / "HuggingFaceTB" / "SmolLM2-135M-Instruct-GGUF" / "smollm2-135m-instruct-q4_1.gguf"
     assert w.bridge.model_info["path"] == str(path)
     assert any(s.startswith(f"Downloading {SMOL}:Q4_1: ") and "MB/s" in s for s in status)
-    assert status[-1] == ""  # the status bar message is cleared at the end
+    assert status[-1] == ""  # the status bar item goes at the end
+    assert w.catalog.status_label.isHidden() and w.status.text("model").startswith("smollm2")
     assert dialog.progress_label.text() == f"Downloaded to {path}"
     pane = w.area.current_pane()
     send(qtbot, pane, "What is the capital of France?")
-    wait_idle(qtbot, pane, timeout=60000)
+    # the model answers: its first words are saved as they stream (a busy machine decodes
+    # slowly, so the reply is stopped there rather than waited for to its end)
+    cid = pane.conversation_id
+    qtbot.waitUntil(lambda: not pane.busy or any(m.role == "assistant" and m.content.strip()
+                                                 for m in w.store.messages(cid)), timeout=120000)
+    pane.stop()
+    wait_idle(qtbot, pane, timeout=30000)
     assert pane.messages[-1].role == "assistant" and pane.messages[-1].content.strip()
     # My Models lists it, open now, with its last use
     w.catalog.open_my_models()
@@ -108,15 +118,28 @@ def test_cancel_keeps_the_part_and_a_second_download_resumes(ui, qtbot, hub_env:
     assert not (folder / "smollm2-135m-instruct-q4_1.gguf").exists()
     kept = (folder / ".smollm2-135m-instruct-q4_1.gguf.part").stat().st_size
     hub_env.slow.clear()
+    hub_env.settle()
     hub_env.served.clear()
     opened: list[str] = []
     dialog._open_model = opened.append
+    assert dialog.download_button.text() == "Resume Download"
+    # My Models lists the incomplete download; Open there brings Find Models back on it
+    w.catalog.open_my_models()
+    mine = w.catalog.my_models
+    [partial] = mine.partials
+    assert partial.have == kept and "incomplete" in mine.table.item(len(mine.models), 0).text()
+    mine.table.selectRow(len(mine.models))
+    mine.open_selected()
+    qtbot.waitUntil(lambda: not dialog.busy and dialog.download_button.text() == "Resume Download", timeout=30000)
+    hub_env.served.clear()  # (reopening the repo read its header's first MBs again)
     dialog.download_button.click()
     assert "resuming" in dialog.progress_label.text()
     qtbot.waitUntil(lambda: dialog.download_task is None, timeout=180000)  # 98 MB fetched and hashed
     size = hub_env.repos[SMOL].files[0].size
     assert hub_env.served["smollm2-135m-instruct-q4_1.gguf"] == size - kept
     assert opened == [str(folder / "smollm2-135m-instruct-q4_1.gguf")]
+    mine.refresh()
+    assert mine.partials == [] and dialog.download_button.text() == "Open"
 
 
 def test_an_unrunnable_architecture_is_marked_and_cannot_be_downloaded(ui, qtbot, hub_env: HubStandin, tiny_chat: Path) -> None:
@@ -158,3 +181,22 @@ def test_my_models_open_reveal_delete_asks(ui, qtbot, hub_env: HubStandin, tiny_
     qtbot.waitUntil(lambda: not path.exists(), timeout=5000)
     assert "turbospark-test/tiny-vision-GGUF:Q8_0" not in [m.name for m in mine.models]
     assert library.list_models() == mine.models
+
+
+def test_picking_another_quantization_reads_its_own_header(ui, qtbot, hub_env: HubStandin, tiny_chat: Path) -> None:
+    w = real_window(ui, tiny_chat)
+    w.catalog.open_find()
+    dialog = w.catalog.find_dialog
+    _search(qtbot, dialog, "tiny-llama")
+    _pick_repo(qtbot, dialog, "turbospark-test/tiny-llama-GGUF")
+    groups = dialog._report.listing.groups
+    read_first = dialog._report.shape_file
+    other = next(i for i, g in enumerate(groups) if g.first.path != read_first)
+    hub_env.requests.clear()
+    dialog.files.selectRow(other)
+    path = groups[other].first.path
+    qtbot.waitUntil(lambda: dialog._exact.get(path) is not None and dialog._exact[path].shape_file == path,
+                    timeout=15000)
+    ranged = [h.get("range") for m, p, _q, h in hub_env.requests if p.endswith(path) and m == "GET"]
+    assert ranged and ranged[0].startswith("bytes=0-")
+    assert dialog.files.item(other, 2).text().startswith("fits — needs")

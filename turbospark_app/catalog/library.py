@@ -199,3 +199,44 @@ def delete(model: LocalModel) -> list[Path]:
             folder = folder.parent
     _save(data)
     return gone
+
+
+@dataclass(frozen=True)
+class PartialDownload:
+    """A download stopped half way (cancelled, cut, the app closed): the next `get` of it resumes."""
+
+    repo: str
+    quant: str
+    path: Path  # the final name it will have
+    part: Path
+    have: int
+    size: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.repo}:{self.quant}"
+
+
+def partial_downloads() -> list[PartialDownload]:
+    """Every `.part` in the models folder(s) with the record of what it belongs to."""
+    out: list[PartialDownload] = []
+    for folder in _folders():
+        for meta in folder.rglob(".*.part.json"):
+            part = meta.with_name(meta.name.removesuffix(".json"))
+            try:
+                record = json.loads(meta.read_text(encoding="utf-8"))
+                have = part.stat().st_size if part.exists() else 0
+            except (OSError, ValueError):
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("repo"), str):
+                continue
+            final = part.with_name(part.name.removeprefix(".").removesuffix(".part"))
+            out.append(PartialDownload(record["repo"], names.quant_of(str(record.get("path", final.name))),
+                                       final, part, have, int(record.get("size") or 0)))
+    return sorted(out, key=lambda p: p.name.lower())
+
+
+def discard_partial(partial: PartialDownload) -> None:
+    """Delete what a stopped download fetched (frees the space; it starts over next time)."""
+    partial.part.unlink(missing_ok=True)
+    partial.part.with_name(partial.part.name + ".json").unlink(missing_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from typing import Any, Sequence
 
@@ -200,8 +201,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _refuse_unknown(parser, args, unknown)
     if args.command == "model":
         _model_operands(parser, args)
-    if getattr(args, "model", None):  # `--model REPO:QUANT`: a downloaded model by name
-        from .catalog_command import resolve_model_name
+    model = getattr(args, "model", None)
+    if model and not os.path.exists(os.path.expanduser(model)):  # `--model REPO:QUANT`, by name
+        from .catalog_command import resolve_model_name  # (a file's path skips the import)
 
         args.model = resolve_model_name(args.model)
     if args.command == "model" and args.action in ("search", "get", "list", "token"):

@@ -64,6 +64,7 @@ class FindModelsDialog(QDialog):
         self._tasks: set[HubTask] = set()
         self._report: inspect.RepoReport | None = None
         self._fits: dict[str, estimate.Fit | None] = {}
+        self._exact: dict[str, inspect.RepoReport] = {}  # a quantization's own header, once read
         self.download_task: DownloadTask | None = None
         self.last_error = ""
 
@@ -234,6 +235,7 @@ class FindModelsDialog(QDialog):
     def _show_repo(self, report: inspect.RepoReport, quant: str | None = None) -> None:
         self._report = report
         self._fits.clear()
+        self._exact = {report.shape_file: report} if report.shape_file else {}
         lst = report.listing
         ctx = f"context {report.context_length:,}" if report.context_length else "context ?"
         source = "the Hub's GGUF metadata" if report.source == "hub" else "the file's header (first MBs)"
@@ -265,7 +267,8 @@ class FindModelsDialog(QDialog):
             return None
         key = f"{group.first.path}@{self.context.value()}"
         if key not in self._fits:
-            self._fits[key] = inspect.fit(self._report, group, self.context.value())
+            report = self._exact.get(group.first.path, self._report)
+            self._fits[key] = inspect.fit(report, group, self.context.value())
         return self._fits[key]
 
     def _fill_files(self) -> None:
@@ -308,11 +311,15 @@ class FindModelsDialog(QDialog):
         report = self._report
         running = self.download_task is not None
         self.download_button.setEnabled(bool(group and report and report.runnable and not running))
-        here = group is not None and report is not None and self._local_path(report, group) is not None
-        self.download_button.setText("Open" if here else "Download")
+        job = download.plan(report.listing, group, config.models_folder()) if group and report else None
+        left = download.bytes_left(job) if job is not None else 0
+        here, partly = job is not None and left == 0, job is not None and 0 < left < job.total
+        self.download_button.setText("Open" if here else "Resume Download" if partly else "Download")
         if group is None or report is None:
             self.details.setText("")
             return
+        if report.runnable and report.shape is not None and group.first.path not in self._exact:
+            self._read_header_of(report, group)  # the exact figures of this very file
         fit = self._fit(group)
         lines = [f"<b>{group.quant}</b> · {len(group.files)} file{'s' if len(group.files) > 1 else ''}"]
         proj = report.listing.projector_for(group)
@@ -321,6 +328,24 @@ class FindModelsDialog(QDialog):
         if fit is not None:
             lines.append(f"<b>{fit.verdict}</b> — " + " · ".join(fit.lines()))
         self.details.setText("<br>".join(lines))
+
+    def _read_header_of(self, report: inspect.RepoReport, group: hub.QuantGroup) -> None:
+        """Read `group`'s own header in a worker; its fit then replaces the estimate by name."""
+        self._exact[group.first.path] = report  # asked once; the real one replaces it
+
+        def read() -> inspect.RepoReport:
+            return inspect.inspect_repo(report.listing, group)
+
+        def done(exact: inspect.RepoReport) -> None:
+            if self._report is None or self._report.listing is not report.listing:
+                return  # another repo is shown now
+            if exact.shape is not None:
+                self._exact[group.first.path] = exact
+                self._fits = {k: v for k, v in self._fits.items() if not k.startswith(group.first.path + "@")}
+                self._fill_files()
+                self._file_chosen()
+
+        self._run(read, done, f"Could not read {group.first.name}")
 
     # -- download -----------------------------------------------------------------------------
 

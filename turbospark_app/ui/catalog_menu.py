@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QLabel
 
 from ..catalog import library
 from .catalog_dialog import FindModelsDialog
@@ -22,6 +23,7 @@ class ModelsMenu(QObject):
         self.window = window
         self.find_dialog: FindModelsDialog | None = None
         self.my_models: MyModelsDialog | None = None
+        self.status_label: QLabel | None = None
         bar = window.menuBar()
         menu = window.menuBar().addMenu("&Models")
         after_file = bar.actions()[1] if len(bar.actions()) > 2 else None
@@ -62,20 +64,38 @@ class ModelsMenu(QObject):
         self.find_dialog.activateWindow()
         self.find_dialog.search_edit.setFocus()
 
+    def resume(self, repo_id: str, quant: str) -> None:
+        """An incomplete download from My Models: Find Models on its repo and quantization
+        (Download there resumes it)."""
+        self.open_find()
+        assert self.find_dialog is not None
+        self.find_dialog.search_edit.setText(f"{repo_id}:{quant}")
+        self.find_dialog.open_repo(repo_id, quant)
+
     def open_my_models(self) -> None:
         """Models › My Models"""
         if self.my_models is None:
-            self.my_models = MyModelsDialog(self.window, self.open_model, self._current, self.open_find)
+            self.my_models = MyModelsDialog(self.window, self.open_model, self._current, self.open_find,
+                                            resume=self.resume)
         else:
             self.my_models.refresh()
         self.my_models.show()
         self.my_models.raise_()
 
     def _status(self, text: str) -> None:
-        if text:
-            self.window.status.showMessage(text)
-        else:
-            self.window.status.clearMessage()
+        """A download's progress in the status bar, in an item of its own (a status message
+        would hide the model's name while it runs); gone when it ends."""
+        if self.status_label is None:
+            self.status_label = QLabel(self.window.status)
+            self.status_label.setObjectName("downloadStatus")
+            self.status_label.setMaximumWidth(460)
+            self.window.status.insertPermanentWidget(0, self.status_label)
+        # "Downloading owner/repo:Q: 38% · 37.7 of 98.4 MB · ..." -> "↓ repo:Q 38% · ...": short,
+        # so the model's name beside it keeps its room
+        head, _, rest = text.removeprefix("Downloading ").partition(": ")
+        self.status_label.setText(f"↓ {head.rsplit('/', 1)[-1]} {rest}" if rest else text)
+        self.status_label.setToolTip(text)
+        self.status_label.setVisible(bool(text))
 
     def shutdown(self) -> None:
         if self.find_dialog is not None:

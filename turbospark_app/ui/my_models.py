@@ -45,13 +45,16 @@ class MyModelsDialog(QDialog):
 
     def __init__(self, parent: QWidget | None, open_model: Callable[[str], None],
                  current: Callable[[], str | None], find: Callable[[], None],
-                 reveal_fn: Callable[[Path], None] = reveal) -> None:
+                 reveal_fn: Callable[[Path], None] = reveal,
+                 resume: Callable[[str, str], None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("myModelsDialog")
         self.setWindowTitle("My Models")
         self.resize(900, 420)
         self._open_model, self._current, self._reveal = open_model, current, reveal_fn
+        self._resume = resume
         self.models: list[library.LocalModel] = []
+        self.partials: list[library.PartialDownload] = []  # listed after the models
         self.confirm: QMessageBox | None = None
         self.folder_label = QLabel(self)
         self.folder_label.setObjectName("myModelsFolderLabel")
@@ -103,27 +106,57 @@ class MyModelsDialog(QDialog):
             for col, item in enumerate((QTableWidgetItem(name), size, QTableWidgetItem(when),
                                         QTableWidgetItem(str(m.path)))):
                 self.table.setItem(row, col, item)
+        self.partials = library.partial_downloads()
+        for d in self.partials:
+            row = self.table.rowCount()
+            self.table.insertRow(row)
+            pct = f"{100 * d.have / d.size:.0f}%" if d.size else "?"
+            for col, text in enumerate((f"{d.name}  (incomplete: Open resumes it)",
+                                        f"{bytes_label(d.have)} of {bytes_label(d.size)} ({pct})", "–",
+                                        str(d.path))):
+                self.table.setItem(row, col, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
-        if self.models:
+        if self.models or self.partials:
             self.table.selectRow(0)
 
     def selected(self) -> library.LocalModel | None:
+        """The model picked (None for an incomplete download)."""
         rows = self.table.selectionModel().selectedRows()
-        return self.models[rows[0].row()] if rows else None
+        return self.models[rows[0].row()] if rows and rows[0].row() < len(self.models) else None
+
+    def selected_partial(self) -> library.PartialDownload | None:
+        rows = self.table.selectionModel().selectedRows()
+        i = rows[0].row() - len(self.models) if rows else -1
+        return self.partials[i] if 0 <= i < len(self.partials) else None
 
     def open_selected(self) -> None:
-        m = self.selected()
+        m, d = self.selected(), self.selected_partial()
         if m is not None:
             self._open_model(str(m.path))
+        elif d is not None and self._resume is not None:
+            self._resume(d.repo, d.quant)  # Find Models on that repo and quantization
 
     def reveal_selected(self) -> None:
-        m = self.selected()
-        if m is not None:
-            self._reveal(m.path)
+        m, d = self.selected(), self.selected_partial()
+        if m is not None or d is not None:
+            self._reveal(m.path if m is not None else d.part)
 
     def delete_selected(self) -> None:
-        """Ask, then delete the model's files (an added file is only taken off the list)."""
+        """Ask, then delete the model's files (an added file is only taken off the list), or
+        what an incomplete download fetched."""
         m = self.selected()
+        d = self.selected_partial()
+        if m is None and d is not None:
+            box = QMessageBox(QMessageBox.Icon.Question, "My Models",
+                              f"Delete the incomplete download of {d.name} ({bytes_label(d.have)})? "
+                              "Downloading it again starts over.",
+                              QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+            box.setObjectName("deleteModelBox")
+            box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+            box.accepted.connect(lambda: (library.discard_partial(d), self.refresh()))
+            self.confirm = box
+            box.open()
+            return
         if m is None:
             return
         if m.added and not str(m.path).startswith(str(config.models_folder())):
