@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import __version__
 from .hub import HubError, HubFile, QuantGroup, RepoListing, explain, file_url, quiet, request_headers
+from . import library
 from .config import hub_token
 
 SPACE_MARGIN = 64 << 20  # left free on the disk after the download
@@ -113,8 +114,6 @@ def _part_meta(path: Path) -> Path:
 
 def _have(job: DownloadJob, f: HubFile) -> bool:
     """The final file is there already and whole (a verified earlier download)."""
-    from . import library
-
     path = job.path_of(f)
     return path.is_file() and library.is_verified(path, f.sha256)
 
@@ -264,8 +263,6 @@ def _fetch_one(job: DownloadJob, f: HubFile, meter: _Meter) -> None:
     os.chmod(part, 0o644)
     os.replace(part, final)
     meta.unlink(missing_ok=True)
-    from . import library
-
     library.mark_verified(final, got)
 
 
@@ -296,9 +293,9 @@ def run(job: DownloadJob, *, on_progress: ProgressCallback | None = None,
     finally:
         lock.release()
         Path(lock.lock_file).unlink(missing_ok=True)
-    from . import library
-
-    library.record_download(job)
+    library.record_download(job.model_path, repo=job.repo_id, commit=job.commit, quant=job.quant,
+                            files=[job.path_of(f) for f in job.files],
+                            mmproj=job.path_of(job.projector) if job.projector else None)
     report(Progress("done", job.files[0].name, job.total, job.total, 0.0, 0.0))
     return job.model_path
 

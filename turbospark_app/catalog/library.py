@@ -15,14 +15,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..host.keystore import default_folder
 from . import names
 from .config import models_folder, previous_folders
-
-if TYPE_CHECKING:
-    from .download import DownloadJob
 
 INDEX_FILE = "models.json"
 
@@ -75,15 +72,14 @@ def mark_verified(path: Path, sha256: str) -> None:
     _save(data)
 
 
-def record_download(job: "DownloadJob") -> None:
-    """Remember where a finished download came from."""
+def record_download(model_path: Path, *, repo: str, commit: str | None, quant: str,
+                    files: list[Path], mmproj: Path | None) -> None:
+    """Remember where a finished download came from (`download.run` calls it)."""
     data = _load()
-    entry = data["models"].get(_key(job.model_path), {})
-    entry.update(repo=job.repo_id, commit=job.commit, quant=job.quant,
-                 files=[_key(job.path_of(f)) for f in job.files],
-                 mmproj=_key(job.path_of(job.projector)) if job.projector else None,
-                 downloaded=time.time())
-    data["models"][_key(job.model_path)] = entry
+    entry = data["models"].get(_key(model_path), {})
+    entry.update(repo=repo, commit=commit, quant=quant, files=[_key(f) for f in files],
+                 mmproj=_key(mmproj) if mmproj else None, downloaded=time.time())
+    data["models"][_key(model_path)] = entry
     _save(data)
 
 
