@@ -220,10 +220,29 @@ def _draw(weights: np.ndarray, rng: np.random.Generator) -> int:
     return min(i, weights.size - 1)
 
 
+def _argmax_checked(logits: np.ndarray) -> int:
+    """`argmax(checked_logits(logits))` in ONE pass over a float32 vector: argmax propagates NaN
+    as max does (the first NaN's index), so the value it lands on tells the same errors."""
+    x = np.asarray(logits)
+    if x.dtype != np.float32 or x.ndim != 1 or x.size == 0:
+        return int(np.argmax(checked_logits(x)))  # (the same checks, on the converted vector)
+    i = int(np.argmax(x))
+    top = x[i]
+    if np.isnan(top):
+        raise SelectionError("the model produced NaN logits: cannot choose a token")
+    if top == np.inf:
+        raise SelectionError("the model produced +inf logits: cannot choose a token")
+    if top == -np.inf:
+        raise SelectionError("every logit is -inf: no token can be chosen")
+    return i
+
+
 def _build(shaping: Shaping, rng: np.random.Generator) -> Sampler:
     # A temperature so small that 1/T overflows float32 is greedy too (else 0 * inf = NaN).
     greedy = shaping.temperature == 0 or 1.0 / shaping.temperature > float(np.finfo(np.float32).max)
     bias = bias_of(shaping)
+    if greedy and not shaping.logit_bias and not penalties_active(shaping):
+        return lambda logits, history: _argmax_checked(logits)  # nothing changes a logit
 
     def sample(logits: np.ndarray, history: Sequence[int]) -> int:
         x = apply_penalties(bias(checked_logits(logits)), shaping, history)

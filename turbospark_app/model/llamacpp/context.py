@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
 
 from ...engine.errors import EngineError
+from ...engine.host_gauge import HostGauge
 from ..choice.kv_cache import KVCacheTypes
 from . import library
 from .batch import Batch
@@ -108,6 +110,7 @@ class LlamaCppContext:
         self._abort = C.ggml_abort_callback(self._poll_cancel)  # kept alive with the context
         self._no_abort = C.ggml_abort_callback()  # NULL
         self._lock = threading.Lock()
+        self.host = HostGauge()  # the wall time between decode steps' llama_decode calls
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -130,7 +133,9 @@ class LlamaCppContext:
             C.llama_set_abort_callback(self.handle, self._abort, None)
         try:
             with capturing() as lines:
+                start = time.perf_counter()
                 code = int(C.llama_decode(self.handle, batch.struct))
+                self.host.observe(batch.step_rows if code == 0 else 0, start, time.perf_counter())
         finally:
             if polled:
                 C.llama_set_abort_callback(self.handle, self._no_abort, None)
