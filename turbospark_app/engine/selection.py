@@ -82,14 +82,18 @@ def checked_logits(logits: np.ndarray) -> np.ndarray:
         x = x.astype(np.float32)
     if x.ndim != 1 or x.size == 0:
         raise SelectionError(f"logits must be a non-empty vector (got shape {x.shape})")
-    top = x.max()  # one pass: max propagates NaN
+    _check_top(x.max())  # one pass: max propagates NaN
+    return x
+
+
+def _check_top(top: np.floating) -> None:
+    """SelectionError when the highest logit (NaN if any is) leaves no token to choose."""
     if np.isnan(top):
         raise SelectionError("the model produced NaN logits: cannot choose a token")
     if top == np.inf:
         raise SelectionError("the model produced +inf logits: cannot choose a token")
     if top == -np.inf:
         raise SelectionError("every logit is -inf: no token can be chosen")
-    return x
 
 
 def penalties_active(shaping: Shaping) -> bool:
@@ -227,13 +231,7 @@ def _argmax_checked(logits: np.ndarray) -> int:
     if x.dtype != np.float32 or x.ndim != 1 or x.size == 0:
         return int(np.argmax(checked_logits(x)))  # (the same checks, on the converted vector)
     i = int(np.argmax(x))
-    top = x[i]
-    if np.isnan(top):
-        raise SelectionError("the model produced NaN logits: cannot choose a token")
-    if top == np.inf:
-        raise SelectionError("the model produced +inf logits: cannot choose a token")
-    if top == -np.inf:
-        raise SelectionError("every logit is -inf: no token can be chosen")
+    _check_top(x[i])
     return i
 
 
