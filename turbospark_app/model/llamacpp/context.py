@@ -36,6 +36,7 @@ from .model import LlamaCppModel
 Cancel = Callable[[], bool]
 
 DEFAULT_BATCH = 512  # tokens per llama_decode (n_batch = n_ubatch): llama-server's n_ubatch
+MAX_VIEWS = 256  # logits rows' arrays kept: a decode step's rows come back at the same addresses
 
 
 def ggml_type(C: Any, name: str) -> int:
@@ -111,6 +112,7 @@ class LlamaCppContext:
         self._no_abort = C.ggml_abort_callback()  # NULL
         self._lock = threading.Lock()
         self.host = HostGauge()  # the wall time between decode steps' llama_decode calls
+        self._views: dict[int, np.ndarray] = {}  # logits row address -> its array (logits())
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -158,7 +160,13 @@ class LlamaCppContext:
         if not ptr:
             raise DecodeError(f"llama.cpp has no logits for batch row {i}")
         addr = ctypes.cast(ptr, ctypes.c_void_p).value
-        return np.frombuffer((ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
+        view = self._views.get(addr)
+        if view is None:  # (a view of an address is the same array whenever it is made)
+            if len(self._views) >= MAX_VIEWS:
+                self._views.clear()
+            view = self._views[addr] = np.frombuffer(
+                (ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
+        return view
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -230,6 +238,7 @@ class LlamaCppContext:
         with self._lock:
             handle, self._handle = self._handle, None
             self._mem = None
+            self._views = {}
         if handle is not None:
             self._C.llama_free(handle)
 
