@@ -120,10 +120,11 @@ def test_flag_wins_over_environment_over_setting() -> None:
 
 @pytest.mark.real_model
 def test_the_default_model_with_q8_0_reports_its_kv_bytes(default_model_path: Path) -> None:
-    from turbospark_app.chat.backend import load_backend
+    from turbospark_app.cli.serve_command import backend_factory
 
-    backend = load_backend(default_model_path, session_slots=1, max_context=512,
-                           cache_types=KVCacheTypes("q8_0", "q8_0"))
+    # (`turbospark serve`'s loader: what its --cache-type-k / -v reach)
+    backend = backend_factory(str(default_model_path), 1, None, max_context=512,
+                              cache_types=KVCacheTypes("q8_0", "q8_0"))()
     try:
         info = backend.model_info()
         assert info["kv_cache"]["label"] == "q8_0" and info["kv_cache"]["flash_attention"]

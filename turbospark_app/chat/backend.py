@@ -236,7 +236,9 @@ class LlamaChatBackend:
             sessions = [dict(s) for s in self._sessions]
             last_turn = None if self._last_turn is None else dict(self._last_turn)
         saved = self.pool.saved
-        model = self._model_info if saved is None else {**self._model_info, "state_cache": saved.describe()}
+        model = {**self._model_info, "host_overhead": self.context.host.describe()}
+        if saved is not None:
+            model["state_cache"] = saved.describe()
         return system_info(
             model=model,
             sessions=sessions,

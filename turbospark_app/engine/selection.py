@@ -82,14 +82,18 @@ def checked_logits(logits: np.ndarray) -> np.ndarray:
         x = x.astype(np.float32)
     if x.ndim != 1 or x.size == 0:
         raise SelectionError(f"logits must be a non-empty vector (got shape {x.shape})")
-    top = x.max()  # one pass: max propagates NaN
+    _check_top(x.max())  # one pass: max propagates NaN
+    return x
+
+
+def _check_top(top: np.floating) -> None:
+    """SelectionError when the highest logit (NaN if any is) leaves no token to choose."""
     if np.isnan(top):
         raise SelectionError("the model produced NaN logits: cannot choose a token")
     if top == np.inf:
         raise SelectionError("the model produced +inf logits: cannot choose a token")
     if top == -np.inf:
         raise SelectionError("every logit is -inf: no token can be chosen")
-    return x
 
 
 def penalties_active(shaping: Shaping) -> bool:
@@ -220,10 +224,23 @@ def _draw(weights: np.ndarray, rng: np.random.Generator) -> int:
     return min(i, weights.size - 1)
 
 
+def _argmax_checked(logits: np.ndarray) -> int:
+    """`argmax(checked_logits(logits))` in ONE pass over a float32 vector: argmax propagates NaN
+    as max does (the first NaN's index), so the value it lands on tells the same errors."""
+    x = np.asarray(logits)
+    if x.dtype != np.float32 or x.ndim != 1 or x.size == 0:
+        return int(np.argmax(checked_logits(x)))  # (the same checks, on the converted vector)
+    i = int(np.argmax(x))
+    _check_top(x[i])
+    return i
+
+
 def _build(shaping: Shaping, rng: np.random.Generator) -> Sampler:
     # A temperature so small that 1/T overflows float32 is greedy too (else 0 * inf = NaN).
     greedy = shaping.temperature == 0 or 1.0 / shaping.temperature > float(np.finfo(np.float32).max)
     bias = bias_of(shaping)
+    if greedy and not shaping.logit_bias and not penalties_active(shaping):
+        return lambda logits, history: _argmax_checked(logits)  # nothing changes a logit
 
     def sample(logits: np.ndarray, history: Sequence[int]) -> int:
         x = apply_penalties(bias(checked_logits(logits)), shaping, history)

@@ -49,7 +49,7 @@ from ..service import Failed, Finished, Started, Token
 from .formatting import nested, seconds_label
 from .power_controls import MEMORY_CHOICES, THERMAL_CHOICES
 from .qa_data import QAData, StopRecord
-from .qa_engine import kv_cache_text
+from .qa_engine import host_overhead_text, kv_cache_text
 from .qa_export import write_evidence
 from .theme import is_dark
 
@@ -187,8 +187,12 @@ class QAPanel(QDockWidget):
         self.kv_label = QLabel(objectName="qaKVCache")
         self.kv_label.setToolTip("The KV cache's types (Settings › Engine, --cache-type-k / -v), "
                                  "its bytes per token, allocated, and held by the conversations now")
+        self.host_label = QLabel(objectName="qaHostOverhead")
+        self.host_label.setToolTip("Wall time between decode steps outside llama_decode (sampling, "
+                                   "stop strings, detokenizing, events, the API's writes): medians of "
+                                   "the last steps, per number of streams in a step")
         for label in (self.cap_label, self.reuse_label, self.evictions_label, self.stops_label,
-                      self.batch_label, self.kv_label):
+                      self.batch_label, self.kv_label, self.host_label):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         figures = QFormLayout()
         figures.addRow("Cap now", self.cap_label)
@@ -197,6 +201,7 @@ class QAPanel(QDockWidget):
         figures.addRow("Stop latency", self.stops_label)
         figures.addRow("Decode batch", self.batch_label)
         figures.addRow("KV cache", self.kv_label)
+        figures.addRow("Host overhead", self.host_label)
         self.stop_table = QTableWidget(0, 5)
         self.stop_table.setObjectName("qaStopTable")
         self.stop_table.setHorizontalHeaderLabels(["at", "conversation", "during", "tokens", "Stop → ended"])
@@ -253,6 +258,7 @@ class QAPanel(QDockWidget):
         self._show_cap(info)
         self._show_batch(info)
         self.kv_label.setText(kv_cache_text(info))
+        self.host_label.setText(host_overhead_text(info))
         self._dirty = True
 
     def _show_batch(self, info: dict[str, Any]) -> None:

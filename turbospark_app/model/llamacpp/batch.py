@@ -39,6 +39,7 @@ class Batch:
         self.struct.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p))
         self.struct.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
         self.struct.n_tokens = 0
+        self.step_rows = 0  # rows of a decode step (one token per stream, logits each); 0 = other
 
     def fill_span(self, tokens: Sequence[int], position: int, seq: int, outputs: str) -> None:
         """Rows for `tokens` of sequence `seq` at [position, position + len): `outputs` "none",
@@ -53,6 +54,7 @@ class Batch:
         if outputs == "last":
             self.logits[n - 1] = 1
         self.struct.n_tokens = n
+        self.step_rows = 1 if n == 1 and outputs != "none" else 0
 
     def fill_rows(self, tokens: Sequence[int], positions: Sequence[int], seqs: Sequence[int]) -> None:
         """One decode row per entry (each its own sequence), every row's logits computed."""
@@ -64,6 +66,7 @@ class Batch:
         self.seq[:n] = seqs
         self.logits[:n] = 1
         self.struct.n_tokens = n
+        self.step_rows = n
 
     @property
     def n_tokens(self) -> int:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
 
 from ...engine.errors import EngineError
+from ...engine.host_gauge import HostGauge
 from ..choice.kv_cache import KVCacheTypes
 from . import library
 from .batch import Batch
@@ -34,6 +36,7 @@ from .model import LlamaCppModel
 Cancel = Callable[[], bool]
 
 DEFAULT_BATCH = 512  # tokens per llama_decode (n_batch = n_ubatch): llama-server's n_ubatch
+MAX_VIEWS = 256  # logits rows' arrays kept: a decode step's rows come back at the same addresses
 
 
 def ggml_type(C: Any, name: str) -> int:
@@ -108,6 +111,8 @@ class LlamaCppContext:
         self._abort = C.ggml_abort_callback(self._poll_cancel)  # kept alive with the context
         self._no_abort = C.ggml_abort_callback()  # NULL
         self._lock = threading.Lock()
+        self.host = HostGauge()  # the wall time between decode steps' llama_decode calls
+        self._views: dict[int, np.ndarray] = {}  # logits row address -> its array (logits())
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -130,7 +135,9 @@ class LlamaCppContext:
             C.llama_set_abort_callback(self.handle, self._abort, None)
         try:
             with capturing() as lines:
+                start = time.perf_counter()
                 code = int(C.llama_decode(self.handle, batch.struct))
+                self.host.observe(batch.step_rows if code == 0 else 0, start, time.perf_counter())
         finally:
             if polled:
                 C.llama_set_abort_callback(self.handle, self._no_abort, None)
@@ -153,7 +160,13 @@ class LlamaCppContext:
         if not ptr:
             raise DecodeError(f"llama.cpp has no logits for batch row {i}")
         addr = ctypes.cast(ptr, ctypes.c_void_p).value
-        return np.frombuffer((ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
+        view = self._views.get(addr)
+        if view is None:  # (a view of an address is the same array whenever it is made)
+            if len(self._views) >= MAX_VIEWS:
+                self._views.clear()
+            view = self._views[addr] = np.frombuffer(
+                (ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
+        return view
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -225,6 +238,7 @@ class LlamaCppContext:
         with self._lock:
             handle, self._handle = self._handle, None
             self._mem = None
+            self._views = {}
         if handle is not None:
             self._C.llama_free(handle)
 
