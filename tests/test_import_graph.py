@@ -117,7 +117,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"host"}),
     frozenset({"engine"}),
     frozenset({"model", "readings"}),
-    frozenset({"chat", "conversations"}),
+    frozenset({"chat", "conversations", "documents"}),
     frozenset({"service"}),
     frozenset({"remote", "server"}),
     frozenset({"ui"}),

@@ -1,5 +1,5 @@
 """The `turbospark` command line: the entry point, `chat`, `serve`, `model`, the self-test.
-May import: every layer below: ui, server, remote, service, conversations, chat, readings,
+May import: every layer below: ui, server, remote, service, conversations, documents, chat, readings,
 model, engine, host.
 
     main           the entry point: the desktop app by default, plus the subcommands
