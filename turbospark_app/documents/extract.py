@@ -5,7 +5,6 @@ message says what is wrong with that file; nothing else stops.
 
 from __future__ import annotations
 
-import html
 import html.parser
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +135,7 @@ def html_to_text(source: str) -> str:
     parser = _HTMLText()
     parser.feed(source)
     parser.close()
-    return html.unescape(parser.text()) if "&" in parser.text() else parser.text()
+    return parser.text()  # character references were decoded by the parser
 
 
 def extract(path: Path | str, *, pdf: "object | None" = None, pdf_timeout: float = 60.0) -> Extracted:
