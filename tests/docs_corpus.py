@@ -108,6 +108,11 @@ class Fact:
     question: str
     needle: str  # text the retrieved chunk must hold
 
+    def found_in(self, path: str, page: int | None, text: str) -> bool:
+        """Whether a retrieved chunk is this fact's passage (a PDF's lines may wrap anywhere)."""
+        return (Path(path).name == self.file and (self.page is None or page == self.page)
+                and self.needle in " ".join(text.split()))
+
 
 def _filler(rng: random.Random, topic: str, n: int) -> str:
     out = []
@@ -140,8 +145,8 @@ def write_corpus(folder: Path, n_markdown: int = 24, n_pdf: int = 12, seed: int 
     for i in range(n_markdown):
         topic = TOPICS[i % len(TOPICS)]
         sentence, question, needle = fact_sentence(i)
-        sections = [f"## {t.title()}\n\n{_filler(rng, t, rng.randint(8, 30))}"
-                    for t in rng.sample(TOPICS, 5)]
+        sections = [f"## {t.title()}\n\n{_filler(rng, t, rng.randint(4, 14))}"
+                    for t in rng.sample(TOPICS, 4)]
         at = rng.randrange(len(sections))
         sections[at] += f"\n\n{_filler(rng, topic, 2)} {sentence} {_filler(rng, topic, 2)}"
         name = f"notes-{i:02d}.md"
@@ -151,7 +156,7 @@ def write_corpus(folder: Path, n_markdown: int = 24, n_pdf: int = 12, seed: int 
         i = n_markdown + j
         topic = TOPICS[j % len(TOPICS)]
         sentence, question, needle = fact_sentence(i)
-        pages = [_filler(rng, topic, rng.randint(10, 25)) for _ in range(rng.randint(3, 6))]
+        pages = [_filler(rng, topic, rng.randint(6, 14)) for _ in range(rng.randint(3, 5))]
         page = rng.randrange(len(pages))
         pages[page] += " " + sentence + " " + _filler(rng, topic, 3)
         name = f"report-{j:02d}.pdf"

@@ -57,6 +57,15 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chat-template", choices=["chatml"], default=None,
                    help="use the built-in ChatML template instead of the model's own (offered when "
                    "the model's template is refused at load and its vocabulary has ChatML's tokens)")
+    p.add_argument("--attach", type=Path, action="append", default=None, metavar="FILE",
+                   help="a document for the conversation (PDF, Markdown, text, code, HTML; "
+                   "repeatable): whole when it fits the context with room for the reply, else the "
+                   "passages retrieved for each question; the reply is followed by its Sources")
+    p.add_argument("--collection", action="append", default=None, metavar="NAME",
+                   help="answer from an indexed collection (`turbospark docs index`; repeatable)")
+    p.add_argument("--embedder", metavar="GGUF", default=None,
+                   help="the embedding GGUF for --attach (default: TURBOSPARK_EMBEDDER, else "
+                   "all-MiniLM-L6-v2)")
     from .remote_args import add_remote_arguments
 
     add_remote_arguments(p)

@@ -192,6 +192,10 @@ def chat_command(args: argparse.Namespace) -> int:
         if schema is None:
             return 2
     if getattr(args, "endpoint", None):
+        if getattr(args, "attach", None) or getattr(args, "collection", None):
+            print("turbospark: --attach and --collection run with the local model only (not with "
+                  "--endpoint)", file=sys.stderr)
+            return 2
         if schema_path is not None:
             print("turbospark: --json-schema runs on the local model only (not with --endpoint)", file=sys.stderr)
             return 2
@@ -248,6 +252,13 @@ def chat_command(args: argparse.Namespace) -> int:
         if settings is None:
             return 2
     conv = Conversation(backend, settings, raw=raw)
+    docs = None
+    if getattr(args, "attach", None) or getattr(args, "collection", None):
+        from .chat_docs import open_documents
+
+        docs = open_documents(args, backend)
+        if docs is None:
+            return 2
     if getattr(args, "leave_at_once", False):  # the process itself, not a caller in-process
         # The load's objects (~50,000) go to the permanent generation: a full collection during
         # a turn took 13-48 ms holding the GIL, and Ctrl-C's handler needs the GIL to run.
@@ -256,10 +267,19 @@ def chat_command(args: argparse.Namespace) -> int:
     cancel = ctrl_c.cancelled.is_set
 
     def one_turn(user_text: str) -> RawDecodeResult:
-        result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        prepared = docs.prepare(user_text) if docs is not None else None
+        result, ttft = conv.turn(prepared.text if prepared else user_text, sys.stdout, cancel)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")
+        if prepared is not None:
+            from .chat_docs import figures_line, sources_footer
+
+            # The history keeps the question alone: the next turn brings its own sources.
+            conv.messages[-2] = ChatMessage("user", user_text)
+            if prepared.sources:
+                sys.stdout.write(sources_footer(prepared.sources) + "\n")
+                print(figures_line(prepared), file=sys.stderr)
         if not args.quiet_summary:
             print(summary_line(result, ttft), file=sys.stderr)
         return result

@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chat_arguments(chat)
 
+    docs = sub.add_parser("docs", help="document collections: index a folder, list, search; fetch "
+                          "the embedding model")
+    _add_shared_flags(docs, top=False)
+    from .docs_command import add_docs_arguments
+
+    add_docs_arguments(docs)
+
     serve = sub.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
     _add_shared_flags(serve, top=False)
     from .serve_command import add_serve_arguments
@@ -194,6 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             if args.preload is not None:
                 args.preload.close()  # a model the command did not take (it ended first)
+    if args.command == "docs":
+        from .docs_command import docs_command
+
+        return docs_command(args)
     if args.command == "serve":
         from .serve_command import serve_command
 
