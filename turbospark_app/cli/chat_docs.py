@@ -19,8 +19,9 @@ class DocsTurns:
     """The documents of a headless chat; `prepare(question)` gives a turn's text and sources."""
 
     def __init__(self, backend: Any, attachments: Attachments | None, retriever: Any,
-                 collections: list[str]) -> None:
+                 collections: list[str], max_new: int = 256) -> None:
         self.backend = backend
+        self.max_new = max_new
         self.attachments = attachments
         self.retriever = retriever
         self.collections = collections
@@ -29,7 +30,9 @@ class DocsTurns:
         return len(self.backend.tokenizer.encode(text))
 
     def prepare(self, question: str) -> Prepared:
-        return prepare_turn(question, self.attachments, self.retriever, self.collections, self.count)
+        budget = self.backend.max_context - self.max_new - ROOM - self.count(question)
+        return prepare_turn(question, self.attachments, self.retriever, self.collections, self.count,
+                            budget=max(0, budget))
 
     def chips(self) -> list[str]:
         return [a.chip() for a in self.attachments.items] if self.attachments else []
@@ -66,7 +69,7 @@ def open_documents(args: argparse.Namespace, backend: Any) -> DocsTurns | None:
             return None
         retriever = Retriever(store, embedder)
     attachments = None
-    docs = DocsTurns(backend, None, retriever, names)
+    docs = DocsTurns(backend, None, retriever, names, args.max_new)
     if attach:
         budget = backend.max_context - args.max_new - ROOM
         attachments = Attachments(attach, embedder, docs.count, budget)

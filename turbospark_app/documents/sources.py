@@ -104,7 +104,12 @@ class Attachment:
         if self.doc is not None and self.doc.n_pages:
             parts.append(f"{self.doc.n_pages} pages")
         parts.append(f"{self.tokens:,} tokens")
-        parts.append("whole" if self.resolved == "whole" else f"retrieved: {self.used} of {self.chunks} chunks")
+        if self.resolved == "whole":
+            parts.append("whole")
+        elif self.used:
+            parts.append(f"retrieved: {self.used} of {self.chunks} chunks")
+        else:  # no question asked yet
+            parts.append(f"retrieved ({self.chunks} chunks)")
         return " · ".join(parts)
 
 
@@ -186,8 +191,10 @@ def collection_sources(retriever: Retriever, collection: str, question: str, k: 
 
 
 def prepare_turn(question: str, attachments: Attachments | None, retriever: Retriever | None,
-                 collections: Sequence[str], count_chat: CountTokens, k: int = TOP_K) -> Prepared:
-    """The text and sources of a turn with attachments and/or collections."""
+                 collections: Sequence[str], count_chat: CountTokens, k: int = TOP_K,
+                 budget: int | None = None) -> Prepared:
+    """The text and sources of a turn with attachments and/or collections; the last retrieved
+    sources are dropped while the text is more than `budget` chat tokens over the question's."""
     start = time.perf_counter()
     prepared = attachments.prepare(question, k) if attachments is not None else Prepared(question, [])
     for name in collections:
@@ -197,6 +204,13 @@ def prepare_turn(question: str, attachments: Attachments | None, retriever: Retr
         prepared.search.append(result)
         prepared.retrieved += len(result.hits)
     prepared.text = prompt_with_sources(question, prepared.sources)
+    if budget is not None:
+        limit = budget + count_chat(question)
+        while (prepared.sources and prepared.sources[-1].mode == "retrieved"
+               and count_chat(prepared.text) > limit):
+            prepared.sources.pop()
+            prepared.retrieved -= 1
+            prepared.text = prompt_with_sources(question, prepared.sources)
     prepared.seconds = time.perf_counter() - start
     prepared.added_tokens = count_chat(prepared.text) - count_chat(question) if prepared.sources else 0
     return prepared
