@@ -99,6 +99,9 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
     # llama.cpp's binding (model/llamacpp/library.py imports it inside a function).
     "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
+    # PDF text for documents (documents/pdf_worker.py imports it in the child, inside a function;
+    # pyinstaller-hooks-contrib's hooks bring PDFium's library).
+    "pypdfium2", "pypdfium2_raw",
 )
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 

@@ -174,6 +174,12 @@ def _preload(args: argparse.Namespace) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
+    if getattr(sys, "frozen", False):
+        import multiprocessing
+
+        # A frozen app is its own Python: the PDF reader's spawned child (documents.pdf_worker)
+        # starts as this executable with multiprocessing's flags, handled here.
+        multiprocessing.freeze_support()
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == [PROBE_FLAG] and len(raw) == 2:  # the loader's child (llamacpp.probe): no parser
         from ..model.llamacpp.probe import child_main
