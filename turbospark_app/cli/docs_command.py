@@ -15,7 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..documents.indexer import IndexProgress
+    from ..documents.store import DocumentStore
 
 
 def add_docs_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,12 +51,12 @@ class IndexBar:
         self.stream = stream or sys.stderr
         self._last = ""
 
-    def __call__(self, p: object) -> None:
-        left = p.seconds_left  # type: ignore[attr-defined]
-        text = (f"{_bar(p.files_done, p.files_total)} {p.files_done}/{p.files_total} files · "  # type: ignore[attr-defined]
-                f"{p.chunks:,} chunks · {p.tokens_per_s / 1000:.1f}k tok/s"  # type: ignore[attr-defined]
-                + (f" · ~{left:.0f} s left" if left is not None and p.files_done < p.files_total else "")  # type: ignore[attr-defined]
-                + (f" · {p.current}" if p.current else ""))  # type: ignore[attr-defined]
+    def __call__(self, p: IndexProgress) -> None:
+        left = p.seconds_left
+        text = (f"{_bar(p.files_done, p.files_total)} {p.files_done}/{p.files_total} files · "
+                f"{p.chunks:,} chunks · {p.tokens_per_s / 1000:.1f}k tok/s"
+                + (f" · ~{left:.0f} s left" if left is not None and p.files_done < p.files_total else "")
+                + (f" · {p.current}" if p.current else ""))
         if text == self._last:
             return
         self._last = text
@@ -102,7 +106,7 @@ def _open_embedder(args: argparse.Namespace) -> object:
     return open_embedder(args.embedder, threads=choose_threads(getattr(args, "threads", None)).count)
 
 
-def _index(store: object, ops: list[str], args: argparse.Namespace) -> int:
+def _index(store: DocumentStore, ops: list[str], args: argparse.Namespace) -> int:
     from ..documents.indexer import Indexer
 
     if not ops:
@@ -116,7 +120,7 @@ def _index(store: object, ops: list[str], args: argparse.Namespace) -> int:
     name = args.name or sources[0].resolve().name
     embedder = _open_embedder(args)
     bar = IndexBar()
-    result = Indexer(store, embedder).index(name, sources, root=str(sources[0].resolve()),  # type: ignore[arg-type]
+    result = Indexer(store, embedder).index(name, sources, root=str(sources[0].resolve()),
                                             on_progress=bar)
     bar.finish()
     for error in result.errors:
@@ -127,35 +131,35 @@ def _index(store: object, ops: list[str], args: argparse.Namespace) -> int:
     return 0 if not result.errors else 1
 
 
-def _list(store: object, ops: list[str]) -> int:
+def _list(store: DocumentStore, ops: list[str]) -> int:
     if not ops:
-        for c in store.collections():  # type: ignore[attr-defined]
-            docs = store.documents(c.id)  # type: ignore[attr-defined]
+        for c in store.collections():
+            docs = store.documents(c.id)
             bad = sum(d.status == "error" for d in docs)
             print(f"{c.name}\t{len(docs)} files\t{sum(d.chunks for d in docs)} chunks"
                   + (f"\t{bad} errors" if bad else "") + f"\t{c.root or ''}")
         return 0
-    coll = store.collection(ops[0])  # type: ignore[attr-defined]
+    coll = store.collection(ops[0])
     if coll is None:
         print(f"turbospark: no collection named {ops[0]!r}", file=sys.stderr)
         return 1
-    for d in store.documents(coll.id):  # type: ignore[attr-defined]
+    for d in store.documents(coll.id):
         detail = d.error if d.status == "error" else (
             f"{d.chunks} chunks, {d.tokens:,} tokens" + (f", {d.pages} pages" if d.pages else ""))
         print(f"{d.status}\t{d.path}\t{detail}")
     return 0
 
 
-def _search(store: object, ops: list[str], args: argparse.Namespace) -> int:
+def _search(store: DocumentStore, ops: list[str], args: argparse.Namespace) -> int:
     from ..documents.retrieve import Retriever
 
     if len(ops) != 2:
         print("turbospark: `docs search` takes NAME QUESTION", file=sys.stderr)
         return 2
-    if store.collection(ops[0]) is None:  # type: ignore[attr-defined]
+    if store.collection(ops[0]) is None:
         print(f"turbospark: no collection named {ops[0]!r}", file=sys.stderr)
         return 1
-    result = Retriever(store, _open_embedder(args)).search(ops[0], ops[1], k=args.top)  # type: ignore[arg-type]
+    result = Retriever(store, _open_embedder(args)).search(ops[0], ops[1], k=args.top)
     print(f"{len(result.hits)} of {result.candidates} chunks in {result.seconds * 1000:.1f} ms")
     for i, h in enumerate(result.hits, 1):
         where = Path(h.chunk.path).name + (f", page {h.chunk.page}" if h.chunk.page else "")

@@ -8,8 +8,12 @@ from __future__ import annotations
 import html.parser
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .pages import ExtractError, Page
+
+if TYPE_CHECKING:
+    from .pdf_worker import PdfWorker
 
 MAX_TEXT_BYTES = 32 << 20  # a text file past this is refused (a 1 GB log is not a document)
 MAX_PDF_BYTES = 512 << 20
@@ -138,7 +142,7 @@ def html_to_text(source: str) -> str:
     return parser.text()  # character references were decoded by the parser
 
 
-def extract(path: Path | str, *, pdf: "object | None" = None, pdf_timeout: float = 60.0) -> Extracted:
+def extract(path: Path | str, *, pdf: PdfWorker | None = None, pdf_timeout: float = 60.0) -> Extracted:
     """The text of `path`. `pdf`: a `pdf_worker.PdfWorker` to reuse (one is started and stopped
     for this file otherwise). Raises ExtractError."""
     path = Path(path)
@@ -147,7 +151,7 @@ def extract(path: Path | str, *, pdf: "object | None" = None, pdf_timeout: float
         raise ExtractError(path, f"{path.suffix or 'a file without an extension'} is not a supported "
                            "document type (PDF, Markdown, text, code, HTML)")
     if kind == "pdf":
-        from .pdf_worker import PdfWorker
+        from .pdf_worker import PdfWorker  # noqa: F811 (the run-time import)
 
         try:
             size = path.stat().st_size
@@ -158,7 +162,7 @@ def extract(path: Path | str, *, pdf: "object | None" = None, pdf_timeout: float
         if size > MAX_PDF_BYTES:
             raise ExtractError(path, f"too large ({_human(size)}; the limit is {_human(MAX_PDF_BYTES)})")
         if pdf is not None:
-            pages = pdf.extract(path, timeout=pdf_timeout)  # type: ignore[attr-defined]
+            pages = pdf.extract(path, timeout=pdf_timeout)
         else:
             with PdfWorker() as worker:
                 pages = worker.extract(path, timeout=pdf_timeout)

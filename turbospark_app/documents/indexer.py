@@ -21,7 +21,7 @@ from .embedder import EmbedderLike, embedder_id
 from .extract import Extracted, extract, kind_of
 from .pages import ExtractError
 from .pdf_worker import PdfWorker
-from .store import DocumentStore
+from .store import DocumentRow, DocumentStore
 
 EMBED_BATCH = 32  # chunks embedded together (across small documents)
 
@@ -153,7 +153,7 @@ class Indexer:
                                 kind=kind_of(path), pages=None, error=message)
         progress.errors.append(message)
 
-    def _prepare(self, coll_id: int, path: Path, row: object, progress: IndexProgress,
+    def _prepare(self, coll_id: int, path: Path, row: DocumentRow | None, progress: IndexProgress,
                  worker: PdfWorker) -> _Pending | None:
         """A file to embed, or None when it was skipped or recorded as an error."""
         try:
@@ -161,7 +161,7 @@ class Indexer:
         except FileNotFoundError:
             self._error(coll_id, path, f"{path.name}: the file is gone (deleted or moved)", progress)
             return None
-        if row is not None and (row.size, row.mtime_ns) == (st.st_size, st.st_mtime_ns):  # type: ignore[attr-defined]
+        if row is not None and (row.size, row.mtime_ns) == (st.st_size, st.st_mtime_ns):
             progress.skipped += 1
             return None
         try:
@@ -172,8 +172,8 @@ class Indexer:
         except OSError as exc:
             self._error(coll_id, path, f"{path.name}: cannot be read: {exc.strerror or exc}", progress)
             return None
-        if row is not None and row.sha256 == sha and row.status == "indexed":  # type: ignore[attr-defined]
-            self.store.touch_document(row.id, st.st_size, st.st_mtime_ns)  # type: ignore[attr-defined]
+        if row is not None and row.sha256 == sha and row.status == "indexed":
+            self.store.touch_document(row.id, st.st_size, st.st_mtime_ns)
             progress.skipped += 1
             return None
         try:
