@@ -6,6 +6,8 @@ model, engine, host.
     chat_command   `turbospark chat` (headless); remote_chat: `chat --endpoint`
     serve_command  `turbospark serve` (the local OpenAI-compatible API)
     model_command  `turbospark model fetch|path|info`
+    docs_command   `turbospark docs index|list|search|remove|fetch-embedder` (collections);
+                   chat_docs: `chat --attach FILE` / `--collection NAME` and the Sources list
     arg_types      argparse type functions and the console's line reader
     progress       a long model load's steps on stderr (chat and serve); interrupt: Ctrl-C in chat
     self_test      `turbospark --self-test` for an installed or frozen app

@@ -8,6 +8,7 @@ May import: engine, chat, documents, service (no Qt; `turbospark serve` is `cli.
     jobs       the jobs bridge to the engine thread and the board the status route reads
     responder  one request as a job: stream or not, cancelled in `finally:`
     routes     the endpoints; app: ApiServer (start/stop on the running loop)
+    embeddings POST /v1/embeddings over the documents' embedder (opened on first use)
 """
 
 from typing import TYPE_CHECKING, Any
