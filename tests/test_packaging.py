@@ -429,10 +429,11 @@ def test_frozen_app_self_test_cold_and_warm(
         )
 
 
-BUNDLE_CEILING_BYTES = 250_000_000 if sys.platform == "darwin" else 255_000_000
+BUNDLE_CEILING_BYTES = 250_000_000 if sys.platform == "darwin" else 262_000_000
 """The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB; with ONNX Runtime
 292 MB). #29 asks 250 MB of the macOS .app; the Linux folder also carries numpy's OpenBLAS and
-gfortran (28 MB; macOS numpy uses Accelerate): 251 MB measured, 255 allowed."""
+gfortran (28 MB; macOS numpy uses Accelerate): 251 MB measured, 255 allowed; then PDFium for
+documents (#42, pypdfium2: +8.7 MB installed): 258.4 MB measured, 262 allowed."""
 
 
 @pytest.mark.slow
