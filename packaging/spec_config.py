@@ -108,6 +108,9 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     # httpx2 (and tqdm for its progress bars).
     "huggingface_hub", "huggingface_hub.hf_api", "huggingface_hub.file_download",
     "huggingface_hub.errors", "huggingface_hub.utils", "huggingface_hub.constants", "httpx2", "tqdm",
+    # PDF text for documents (documents/pdf_worker.py imports it in the child, inside a function;
+    # pyinstaller-hooks-contrib's hooks bring PDFium's library).
+    "pypdfium2", "pypdfium2_raw",
 )
 DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
 """Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""

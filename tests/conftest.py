@@ -28,6 +28,18 @@ def default_model_path() -> Path:
         pytest.skip(f"default model not available: {exc} (`make test` fetches it first)")
 
 
+@pytest.fixture(scope="session")
+def embedder_path() -> Path:
+    """The fetched, converted, verified default embedder (all-MiniLM-L6-v2 f16 GGUF), or skip."""
+    from turbospark_app.model.embedder_fetch import ensure_embedder
+    from turbospark_app.model.fetch import FetchError
+
+    try:
+        return ensure_embedder(download=False)
+    except FetchError as exc:
+        pytest.skip(f"embedding model not available: {exc} (`make test` fetches it first)")
+
+
 @pytest.fixture
 def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """Point TurboSpark's data, cache and config folders at fresh folders under tmp_path."""

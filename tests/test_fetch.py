@@ -175,7 +175,7 @@ def _fake_pip(monkeypatch, tmp_path, body: str) -> Path:
     script = f"import os, sys, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
     script += textwrap.dedent(body)
     argv = [sys.executable, "-c", script]
-    monkeypatch.setattr(fetch, "pip_download_argv", lambda dest, raw_progress=True: argv)
+    monkeypatch.setattr(fetch, "pip_download_argv", lambda dest, raw_progress=True, **_: argv)
     return pid_file
 
 

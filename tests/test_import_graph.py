@@ -135,7 +135,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"host"}),
     frozenset({"engine"}),
     frozenset({"model", "readings"}),
-    frozenset({"chat", "conversations", "catalog"}),
+    frozenset({"chat", "conversations", "catalog", "documents"}),
     frozenset({"service", "tools"}),
     frozenset({"remote", "server"}),
     frozenset({"ui"}),

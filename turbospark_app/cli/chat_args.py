@@ -67,6 +67,15 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
                    "whose template has no tools)")
     p.add_argument("--max-tool-steps", type=int_at_least(1), default=10, metavar="N",
                    help="tool steps per message before the loop is ended (default 10)")
+    p.add_argument("--attach", type=Path, action="append", default=None, metavar="FILE",
+                   help="a document for the conversation (PDF, Markdown, text, code, HTML; "
+                   "repeatable): whole when it fits the context with room for the reply, else the "
+                   "passages retrieved for each question; the reply is followed by its Sources")
+    p.add_argument("--collection", action="append", default=None, metavar="NAME",
+                   help="answer from an indexed collection (`turbospark docs index`; repeatable)")
+    p.add_argument("--embedder", metavar="GGUF", default=None,
+                   help="the embedding GGUF for --attach (default: TURBOSPARK_EMBEDDER, else "
+                   "all-MiniLM-L6-v2)")
     from .remote_args import add_remote_arguments
 
     add_remote_arguments(p)

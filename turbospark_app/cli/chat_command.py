@@ -216,6 +216,10 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
     from ..model.legacy import report_once
 
     if getattr(args, "endpoint", None):
+        if getattr(args, "attach", None) or getattr(args, "collection", None):
+            print("turbospark: --attach and --collection run with the local model only (not with "
+                  "--endpoint)", file=sys.stderr)
+            return 2
         if schema_path is not None:
             print("turbospark: --json-schema runs on the local model only (not with --endpoint)", file=sys.stderr)
             return 2
@@ -274,6 +278,13 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
         if settings is None:
             return 2
     conv = Conversation(backend, settings, raw=raw)
+    docs = None
+    if getattr(args, "attach", None) or getattr(args, "collection", None):
+        from .chat_docs import open_documents
+
+        docs = open_documents(args, backend)
+        if docs is None:
+            return 2
     if getattr(args, "leave_at_once", False):  # the process itself, not a caller in-process
         # The load's objects (~50,000) go to the permanent generation: a full collection during
         # a turn took 13-48 ms holding the GIL, and Ctrl-C's handler needs the GIL to run.
@@ -282,15 +293,28 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
     cancel = ctrl_c.cancelled.is_set
 
     def one_turn(user_text: str) -> RawDecodeResult:
+        prepared = docs.prepare(user_text) if docs is not None else None
+        sent_text = prepared.text if prepared else user_text
+        asked_at = len(conv.messages)  # where this turn's user message goes
         if tools is not None:
             from .chat_tools import agent_turn
 
-            result, ttft = agent_turn(conv, tools, user_text, sys.stdout, cancel), None
+            # A document's text in the prompt suspends "always allow" (text the user did not write)
+            result, ttft = agent_turn(conv, tools, sent_text, sys.stdout, cancel,
+                                      untrusted_text=prepared is not None), None
         else:
-            result, ttft = conv.turn(user_text, sys.stdout, cancel)
+            result, ttft = conv.turn(sent_text, sys.stdout, cancel)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")
+        if prepared is not None:
+            from .chat_docs import figures_line, sources_footer
+
+            # The history keeps the question alone: the next turn brings its own sources.
+            conv.messages[asked_at] = ChatMessage("user", user_text)
+            if prepared.sources:
+                sys.stdout.write(sources_footer(prepared.sources) + "\n")
+                print(figures_line(prepared), file=sys.stderr)
         if not args.quiet_summary:
             print(summary_line(result, ttft), file=sys.stderr)
         return result

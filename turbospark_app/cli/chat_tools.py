@@ -75,9 +75,10 @@ class CliTools:
 
 
 def agent_turn(conv: Any, tools: CliTools, user_text: str, out: TextIO,
-               cancel: Callable[[], bool]) -> Any:
+               cancel: Callable[[], bool], *, untrusted_text: bool = False) -> Any:
     """One user message through the loop: the reply streams to `out`; returns the last step's
-    RawDecodeResult (the summary line's figures). Raises EngineError / StructuredError."""
+    RawDecodeResult (the summary line's figures). `untrusted_text`: an attached document is in
+    `user_text` (every call asks). Raises EngineError / StructuredError."""
     from ..chat.api import ChatMessage
     from ..tools.runner import run_agent_turn
 
@@ -92,7 +93,8 @@ def agent_turn(conv: Any, tools: CliTools, user_text: str, out: TextIO,
 
     result = run_agent_turn(conv.backend, pending, conv.settings, tools.hub, tools.loop, tools.ask,
                             tools.approvals, cancel, choice=tools.choice, step_limit=tools.step_limit,
-                            session_id=conv.session_id, on_delta=delta, on_calls=calls, on_update=tools.show)
+                            session_id=conv.session_id, on_delta=delta, on_calls=calls, on_update=tools.show,
+                            untrusted_text=untrusted_text)
     if result.note:
         print(f"\nturbospark: {result.note}", file=sys.stderr)
     conv.messages = [*result.messages, ChatMessage("assistant", result.text, result.token_ids)]

@@ -133,6 +133,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_chat_arguments(chat)
 
+    docs = sub.add_parser("docs", help="document collections: index a folder, list, search; fetch "
+                          "the embedding model")
+    _add_shared_flags(docs, top=False)
+    from .docs_command import add_docs_arguments
+
+    add_docs_arguments(docs)
+
     serve = sub.add_parser("serve", help="serve the OpenAI-compatible API (no window)")
     _add_shared_flags(serve, top=False)
     from .serve_command import add_serve_arguments
@@ -190,6 +197,12 @@ def _preload(args: argparse.Namespace) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `turbospark` with `argv`, or with the process's own arguments when None (the console
     script, `python -m turbospark_app`, the frozen app's launcher)."""
+    if getattr(sys, "frozen", False):
+        import multiprocessing
+
+        # A frozen app is its own Python: the PDF reader's spawned child (documents.pdf_worker)
+        # starts as this executable with multiprocessing's flags, handled here.
+        multiprocessing.freeze_support()
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] == [PROBE_FLAG] and len(raw) == 2:  # the loader's child (llamacpp.probe): no parser
         from ..model.llamacpp.probe import child_main
@@ -226,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             if args.preload is not None:
                 args.preload.close()  # a model the command did not take (it ended first)
+    if args.command == "docs":
+        from .docs_command import docs_command
+
+        return docs_command(args)
     if args.command == "serve":
         from .serve_command import serve_command
 

@@ -10,6 +10,8 @@ May import: engine, host.
                  performance cores by default), speculation
     legacy.py    the weight cache an earlier version left on disk, reported once
     fetch.py     the embedded default model
+    embedder_fetch.py  the default embedding model (all-MiniLM-L6-v2), fetched from its PyPI
+                 wheel and converted once to a GGUF by bert_gguf.py
 
 Importing this package is cheap on purpose (the first-run dialog and `turbospark model` import
 it before anything heavy): the names below are loaded from their submodules on first use.

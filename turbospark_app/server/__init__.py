@@ -1,5 +1,5 @@
 """The local OpenAI-compatible API (aiohttp) over the engine thread.
-May import: engine, chat, service (no Qt; `turbospark serve` is `cli.serve_command`).
+May import: engine, chat, documents, service (no Qt; `turbospark serve` is `cli.serve_command`).
 
     config     ServerConfig: bind, key, CORS origins, queue bound, timings
     security   Host / Origin / key / content-type middleware, errors in the OpenAI shape
@@ -8,6 +8,7 @@ May import: engine, chat, service (no Qt; `turbospark serve` is `cli.serve_comma
     jobs       the jobs bridge to the engine thread and the board the status route reads
     responder  one request as a job: stream or not, cancelled in `finally:`
     routes     the endpoints; app: ApiServer (start/stop on the running loop)
+    embeddings POST /v1/embeddings over the documents' embedder (opened on first use)
 """
 
 from typing import TYPE_CHECKING, Any

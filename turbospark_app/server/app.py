@@ -17,6 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from .config import ServerConfig, is_loopback
+from .embeddings import EmbedderFactory, EmbeddingsRoute
 from .jobs import Engine, JobBoard
 from .responder import Timing
 from .routes import Routes
@@ -31,8 +32,12 @@ LAG_SAMPLES = 600  # the last minute
 class ApiServer:
     """Start/stop the OpenAI-compatible API on the running loop."""
 
-    def __init__(self, engine: Engine, config: ServerConfig) -> None:
+    def __init__(self, engine: Engine, config: ServerConfig,
+                 embedder: EmbedderFactory | None = None) -> None:
+        """`embedder`: opens the embedding model /v1/embeddings runs (default: the documents'
+        embedder, opened on the first request)."""
         config.check()
+        self.embeddings = EmbeddingsRoute(embedder)
         self.engine = engine
         self.config = config
         self.timing = Timing(config.ping_interval, config.stall_timeout)
@@ -58,6 +63,7 @@ class ApiServer:
         app = web.Application(client_max_size=self.config.max_body_bytes,
                               middlewares=[security_middleware(self.config)])
         Routes(self).add_to(app)
+        self.embeddings.add_to(app)
         return app
 
     async def start(self) -> None:

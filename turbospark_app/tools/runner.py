@@ -94,10 +94,12 @@ def run_agent_turn(
     on_delta: Callable[[str], None] | None = None,
     on_calls: Callable[[list[PendingCall]], None] | None = None,
     on_update: Callable[[PendingCall], None] | None = None,
-    sent: Callable[[], None] | None = None,
+    sent: Callable[[], None] | None = None, untrusted_text: bool = False,
 ) -> AgentResult:
     """One user message's loop on `backend` (a LlamaChatBackend: template, tokenizer, prompts).
-    Raises EngineError / StructuredError before the first step runs (nothing recorded)."""
+    `untrusted_text`: text the user did not write (a document) is in the prompt, so every call
+    asks, "always allow" or not. Raises EngineError / StructuredError before the first step runs
+    (nothing recorded)."""
     offered, problems = loop.run(hub.offer(), cancel)
     template = backend.template
     template_tools = template is not None and supports_tools(template)
@@ -153,7 +155,8 @@ def run_agent_turn(
         if on_calls is not None:
             on_calls(pending)
         try:
-            loop.run(run_calls(hub, pending, ask, approvals, on_update=on_update, sent=sent), cancel)
+            loop.run(run_calls(hub, pending, ask, approvals, untrusted_text=untrusted_text,
+                               on_update=on_update, sent=sent), cancel)
         except asyncio.CancelledError:
             parts += step_parts(reply, kept_ids, pending)
             return AgentResult("", None, parts, steps, StopReason.CANCELLED, note,

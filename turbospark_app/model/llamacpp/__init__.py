@@ -6,5 +6,7 @@
     context     the KV memory of every slot (one sequence each), llama_decode, Stop, state
     batch       a llama_batch over numpy arrays
     producer    the engine's producer over one sequence, and the batched decode step
+    embedding   an embedding model's own context: texts -> pooled, L2-normalised vectors,
+                every batch capped and packed before llama.cpp sees it
     vocab       llama.cpp's tokenizer: the app's, for every file llama.cpp loads
 """
