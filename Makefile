@@ -14,10 +14,11 @@ $(BIN)/python:
 # llama-cpp-python (the engine) comes from PyPI as source and is compiled here, once: about 3-4
 # minutes on 2 cores (pip keeps the built wheel in its cache, so later venvs take seconds). Its
 # CPU code is pinned to a portable level (a native build of these VMs' AVX-512 dies elsewhere,
-# and the other way round), the multimodal library is left out; macOS builds with Metal.
+# and the other way round), the multimodal library (libmtmd: image input) is built; macOS builds
+# with Metal.
 UNAME_S := $(shell uname -s)
 UNAME_M := $(shell uname -m)
-LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=ON -DGGML_NATIVE=OFF
 ifeq ($(UNAME_S),Darwin)
 LLAMA_CMAKE_ARGS += -DGGML_METAL=ON -DGGML_METAL_EMBED_LIBRARY=ON -DCMAKE_OSX_ARCHITECTURES=$(UNAME_M)
 else ifeq ($(UNAME_M),x86_64)
@@ -28,6 +29,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade --quiet pip
 	@echo "Installing TurboSpark; the first install compiles llama.cpp (a few minutes)..."
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[test,package]'
+	@# pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS: a wheel built earlier without
+	@# libmtmd would be reused silently. Image input needs libmtmd, so check it loads, else rebuild.
+	@if ! $(BIN)/python -c 'import llama_cpp.mtmd_cpp' >/dev/null 2>&1; then \
+		echo "The cached llama-cpp-python has no libmtmd (image input): rebuilding it (a few minutes)..."; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir \
+			--force-reinstall --no-deps "$$($(BIN)/python -c 'import importlib.metadata as m; print("llama-cpp-python==" + m.version("llama-cpp-python"))')" && \
+		$(BIN)/python -c 'import llama_cpp.mtmd_cpp' || { echo "libmtmd still does not load" >&2; exit 1; }; \
+	fi
 	touch $@
 
 model: $(STAMP)

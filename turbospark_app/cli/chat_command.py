@@ -23,7 +23,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from ..chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
 from ..engine import (
@@ -102,10 +102,11 @@ class Conversation:
         self.messages: list[ChatMessage] = []
 
     def turn(
-        self, user_text: str, out: TextIO, cancel: Callable[[], bool]
+        self, user_text: str, out: TextIO, cancel: Callable[[], bool], images: Sequence[Any] = (),
     ) -> tuple[RawDecodeResult, float | None]:
-        """Run one turn, streaming the reply into `out`. Raises EngineError (nothing recorded)."""
-        pending = [*self.messages, ChatMessage("user", user_text)]
+        """Run one turn, streaming the reply into `out`; `images` go with the user's text (shown
+        to the model first). Raises EngineError (nothing recorded)."""
+        pending = [*self.messages, ChatMessage("user", user_text, images=tuple(images))]
         # `raw` only when set, as the engine thread does (backends that never run raw).
         turn = self.backend.prepare_turn(self.session_id, pending, self.settings,
                                          **({"raw": True} if self.raw else {}))
@@ -185,6 +186,19 @@ def chat_command(args: argparse.Namespace) -> int:
         print(f"turbospark: --script {args.script} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
               f"offset {e.start})", file=sys.stderr)
         return 2
+    images: list[Any] = []
+    if getattr(args, "image", None):  # read before the model loads: a bad image is said at once
+        from ..media.images import ImageError, load_image
+
+        try:
+            images = [load_image(p) for p in args.image]
+        except ImageError as e:
+            print(f"turbospark: --image: {e}", file=sys.stderr)
+            return 2
+        if getattr(args, "raw", False) or getattr(args, "endpoint", None):
+            print("turbospark: --image needs the local model's chat (not --raw or --endpoint)",
+                  file=sys.stderr)
+            return 2
     schema_path = getattr(args, "json_schema", None)
     schema: Any = None
     if schema_path is not None:  # read before the model loads: a bad file is said at once
@@ -213,6 +227,7 @@ def chat_command(args: argparse.Namespace) -> int:
             gpu_layers=gpu_layers,
             state_cache_bytes=state_cache_bytes(getattr(args, "cache_ram", None)),
             preload=preload,
+            mmproj=getattr(args, "mmproj", None) or "auto",
         )
 
     path = None
@@ -238,6 +253,9 @@ def chat_command(args: argparse.Namespace) -> int:
             print("turbospark: the default model is not here yet: run `turbospark model fetch`",
                   file=sys.stderr)
         return 2
+    if images and not getattr(backend, "has_vision", False):
+        print(f"turbospark: --image: {path.name} takes no images: {getattr(backend, 'vision_reason', '')}", file=sys.stderr)
+        return 2
     raw = bool(getattr(args, "raw", False)) or not getattr(backend, "has_chat_template", True)
     if raw and not getattr(args, "raw", False):
         print(f"turbospark: {path.name} has no chat template (a base model): raw completion, "
@@ -256,7 +274,8 @@ def chat_command(args: argparse.Namespace) -> int:
     cancel = ctrl_c.cancelled.is_set
 
     def one_turn(user_text: str) -> RawDecodeResult:
-        result, ttft = conv.turn(user_text, sys.stdout, cancel)
+        shown = list(images) if not conv.messages else []  # the images go with the first message
+        result, ttft = conv.turn(user_text, sys.stdout, cancel, shown)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")

@@ -35,6 +35,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens per engine step (smaller = faster disconnect in prefill)")
     p.add_argument("--stall-timeout", type=float_in(0.0, low_open=True), default=ServerConfig.stall_timeout, metavar="S",
                    help="drop a streaming client that reads nothing for S seconds")
+    p.add_argument("--allow-image-urls", action="store_true",
+                   help="fetch http(s) image URLs in requests (off: images must be data: URLs; a "
+                   "server that fetches what it is handed can be pointed at your network)")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -44,6 +47,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         api_key=args.api_key or os.environ.get("TURBOSPARK_API_KEY") or None,
         allowed_origins=tuple(args.allowed_origin), max_queue=args.max_queue,
         prefill_chunk=args.prefill_chunk, stall_timeout=args.stall_timeout,
+        allow_image_urls=bool(getattr(args, "allow_image_urls", False)),
     )
     config.check()
     return config
@@ -51,12 +55,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
                     speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
-                    max_context: int | None = None, cache_ram_mb: float | None = None) -> Callable[[], Any]:
+                    max_context: int | None = None, cache_ram_mb: float | None = None,
+                    mmproj: str | None = "auto") -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
     (KV cells; None = the model's context up to 4096); `cache_ram_mb`: RAM for the states of
-    conversations whose slot was taken (None = 1024 MB)."""
+    conversations whose slot was taken (None = 1024 MB); `mmproj`: the vision projector ("auto":
+    a matching mmproj*.gguf beside the model; "off")."""
 
     def load() -> Any:
         from ..chat.backend import load_backend, state_cache_bytes
@@ -67,7 +73,8 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             speculation=speculation, threads=threads, gpu_layers=gpu_layers,
-                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb))
+                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb),
+                            mmproj=mmproj)
 
     return load
 
@@ -182,7 +189,7 @@ def serve_command(args: argparse.Namespace) -> int:
     factory = backend_factory(getattr(args, "model", None), slots,
                               kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
                               threads, gpu_layers, getattr(args, "ctx_size", None),
-                              getattr(args, "cache_ram", None))
+                              getattr(args, "cache_ram", None), getattr(args, "mmproj", None) or "auto")
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:
