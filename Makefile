@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test model bench bench-peer check-peer screenshot package dmg clean
+.PHONY: run test model bench bench-peer check-peer check-vision-peer screenshot package dmg clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
@@ -94,6 +94,11 @@ bench-peer: $(STAMP) model $(PEER_BUILD_STAMP)
 # Greedy golden replies of both servers, where they part and the top-2 logprob gap there (check_peer.py).
 check-peer: $(STAMP) model $(PEER_BUILD_STAMP)
 	$(BIN)/python benchmarks/check_peer.py --llama-server $(PEER_DIR)/bin/llama-server $(CHECK_PEER_ARGS)
+
+# Greedy replies with an image against llama-server --mmproj, on the synthetic projectors
+# (benchmarks/check_vision_peer.py: the default model with mlp, a synthetic Gemma 3 with gemma3).
+check-vision-peer: $(STAMP) model $(PEER_BUILD_STAMP)
+	$(BIN)/python benchmarks/check_vision_peer.py --llama-server $(PEER_DIR)/bin/llama-server
 
 # The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
 # self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where

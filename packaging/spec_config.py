@@ -79,7 +79,7 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "llama_cpp.server", "llama_cpp.llama", "llama_cpp.llama_chat_format", "llama_cpp.llama_cache",
     "llama_cpp.llama_speculative", "llama_cpp.llama_grammar", "llama_cpp.llama_tokenizer",
     "llama_cpp.llama_types", "llama_cpp._internals", "llama_cpp._logger", "llama_cpp.llava_cpp",
-    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai", "httpx2", "pygments",
+    "llama_cpp.llama_cpp_ext", "openai", "httpx2", "pygments",
     "numpy.f2py", "numpy.distutils",
     # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
     "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
@@ -99,6 +99,8 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
     # llama.cpp's binding (model/llamacpp/library.py imports it inside a function).
     "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
+    # libmtmd's binding: image input (model/llamacpp/vision.py imports it on first use).
+    "llama_cpp.mtmd_cpp",
 )
 """Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 
@@ -117,9 +119,9 @@ QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
 
 QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
     # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
-    # The UI shows no image files (its icons are drawn or PNG, which QtGui reads itself); SVG
-    # stays for icon themes, ICO for Windows.
-    "imageformats": ("qpdf", "qgif", "qicns", "qjpeg", "qtga", "qtiff", "qwbmp", "qwebp"),
+    # Images for vision models are PNG (QtGui's own), JPEG, WebP or GIF (media/images.py): those
+    # plugins stay; SVG stays for icon themes, ICO for Windows.
+    "imageformats": ("qpdf", "qicns", "qtga", "qtiff", "qwbmp"),
     "platforminputcontexts": ("qtvirtualkeyboardplugin",),
     # Embedded/remote platforms: the desktop app runs on xcb, wayland, cocoa or offscreen.
     "platforms": ("qeglfs", "qlinuxfb", "qminimalegl", "qvnc", "qvkkhrdisplay"),
@@ -229,6 +231,8 @@ def _llama_lib_wanted(name: str) -> bool:
         return True
     if name.startswith("libllama.so"):
         return name == "libllama.so"  # opened by name; nothing links against it
+    if name.startswith("libmtmd.so"):
+        return name == "libmtmd.so"  # (the same: mtmd_cpp opens it by name)
     return bool(re.fullmatch(r"lib[\w.-]+?\.so\.\d+", name))
 
 

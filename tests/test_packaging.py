@@ -124,6 +124,7 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
     assert cfg._llama_lib_wanted("libggml-cpu.so.0") and not cfg._llama_lib_wanted("libggml-cpu.so")
     assert not cfg._llama_lib_wanted("libggml-cpu.so.0.25.3")
     assert cfg._llama_lib_wanted("libggml-metal.dylib")
+    assert cfg._llama_lib_wanted("libmtmd.so") and not cfg._llama_lib_wanted("libmtmd.so.0")  # image input
 
 
 @pytest.mark.parametrize(
@@ -141,7 +142,8 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
         ("PySide6/Qt/plugins/platforms/libqvnc.so", False),
         ("PySide6/Qt/plugins/styles/libqmacstyle.dylib", True),
         ("PySide6/Qt/plugins/imageformats/libqpdf.so", False),
-        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", False),
+        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", True),  # images for vision models
+        ("PySide6/Qt/plugins/imageformats/libqtiff.so", False),
         ("PySide6/Qt/plugins/imageformats/libqsvg.so", True),
         ("PySide6/Qt/plugins/platformthemes/libqgtk3.so", False),
         ("PySide6/Qt/plugins/platformthemes/libqxdgdesktopportal.so", True),

@@ -282,12 +282,13 @@ def test_cli_chat_image_flag(pair: Path, tmp_path: Path) -> None:
     b.write_bytes(png(48, 40, seed=7))
     one = _cli("chat", "--model", str(pair), "--image", str(a), "--prompt", ASK, "--max-new", "8")
     assert one.returncode == 0, one.stderr
+    assert "image: 4 tok, encoded in " in one.stderr
     again = _cli("chat", "--model", str(pair), "--image", str(a), "--prompt", ASK, "--max-new", "8")
     assert again.stdout == one.stdout and one.stdout.strip()
     two = _cli("chat", "--model", str(pair), "--image", str(a), "--image", str(b), "--prompt", ASK,
                "--max-new", "8")
     assert two.returncode == 0, two.stderr
-    assert "[prompt " in two.stderr
+    assert "image: 8 tok, encoded in " in two.stderr
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"not a picture")
     refused = _cli("chat", "--model", str(pair), "--image", str(bad), "--prompt", ASK)

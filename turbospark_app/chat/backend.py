@@ -220,6 +220,10 @@ class LlamaChatBackend:
         tap = None
         if turn.settings.top_logprobs is not None:
             producer = tap = LogprobTap(producer, turn.settings.top_logprobs)
+        inner = innermost(producer)
+        figures = getattr(inner, "image_figures", None)
+        if figures is not None:
+            figures.clear()
         try:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
                     self.vocab_size, cancel)
@@ -231,6 +235,9 @@ class LlamaChatBackend:
                 stream = stream_raw_completion(*args, speculation=spec)
             result = yield from (stream if tap is None else tap.scored(stream))
             result.restored_tokens = min(producer.restored, result.reused_prefix_tokens)
+            if figures:
+                result.image_tokens = sum(n for n, _ in figures)
+                result.image_encode_seconds = sum(s for _, s in figures)
             self._record_turn(turn, producer, result)
             return result
         finally:
@@ -303,6 +310,8 @@ class LlamaChatBackend:
             "kv_position": result.kv_position,
             "session_slot_evicted": result.session_slot_evicted,
             "peak_memory_pressure": result.peak_memory_pressure.name.lower(),
+            "image_tokens": result.image_tokens,
+            "image_encode_seconds": result.image_encode_seconds,
         }
         with self._snapshot_lock:
             self._last_turn = stats

@@ -83,6 +83,8 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
         parts.append(f"draft {result.accepted_tokens}/{result.drafted_tokens} accepted")
     if result.restored_tokens:
         parts.append(f"restored {result.restored_tokens} from RAM")
+    if result.image_tokens:
+        parts.append(f"image: {result.image_tokens} tok, encoded in {result.image_encode_seconds:.2f} s")
     if result.session_slot_evicted:
         parts.append("slot evicted")
     parts.append(f"stop {result.reason.value}")

@@ -61,6 +61,7 @@ class LlamaCppProducer:
         self._piece_rate = 0.0  # prefill tokens/s of the last pieces (GPU chunking)
         self.projector = projector  # the model's vision projector, None: text only
         self._embd_batch: EmbdBatch | None = None
+        self.image_figures: list[tuple[int, float]] = []  # (cells, encode seconds) per image fed
         context.clear_seq(seq)
 
     # -- state --------------------------------------------------------------------------------
@@ -196,7 +197,9 @@ class LlamaCppProducer:
                               f"{seg.n_tokens} cells is not supported")
         if cancel is not None and cancel():
             return False
+        began = time.perf_counter()
         rows = self.projector.encode(seg)
+        self.image_figures.append((seg.n_tokens, time.perf_counter() - began))
         if cancel is not None and cancel():
             return False
         if self._embd_batch is None:
