@@ -84,6 +84,39 @@ def test_prompt_lookup_never_drafts_an_image() -> None:
     assert drafter.propose(history, 4) == ()
 
 
+class _Template:
+    def render(self, messages, add_generation_prompt=True, **extra):
+        return "".join(f"<{m['role']}>{m['content']}|" for m in messages) + ("<assistant>" if add_generation_prompt else "")
+
+
+class _Chars:
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+
+class _Vision:
+    marker = "<__media_test__>"
+
+    def image_ids(self, image) -> list[int]:
+        return [7, -1, -2, -3, 8] if image == "A" else [-9]
+
+
+def test_images_take_the_place_of_their_markers_in_the_prompt() -> None:
+    from turbospark_app.chat.prompt import build_prompt_ids
+    from turbospark_app.engine.errors import EngineError
+
+    messages = [ChatMessage("user", "hi", images=("A", "B")), ChatMessage("assistant", "ok", (111,)),
+                ChatMessage("user", "x")]
+    ids = build_prompt_ids(_Template(), _Chars(), messages, vision=_Vision())
+    text = [ord(c) for c in "<user>"] + [7, -1, -2, -3, 8, -9] + [ord(c) for c in "hi|<assistant>"]
+    assert ids[: len(text)] == text and 111 in ids
+    with pytest.raises(EngineError, match="takes no images"):
+        build_prompt_ids(_Template(), _Chars(), messages)
+    with pytest.raises(EngineError, match="media marker"):
+        build_prompt_ids(_Template(), _Chars(), [ChatMessage("user", "<__media_test__>", images=("A",))],
+                         vision=_Vision())
+
+
 def test_the_synthetic_projector_is_the_same_bytes_every_time(tmp_path: Path, default_model_path: Path) -> None:
     a = mmproj_for(default_model_path, tmp_path / "a.gguf")
     b = mmproj_for(default_model_path, tmp_path / "b.gguf")

@@ -24,7 +24,6 @@ import ctypes
 import hashlib
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +162,7 @@ class Projector:
         self._segments: OrderedDict[int, ImageSegment] = OrderedDict()
         self._by_image: dict[str, list[int | ImageSegment]] = {}
         self._embd: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.last_encode: list[tuple[int, float]] = []  # (tokens, seconds) of the images encoded
+        self._retired: list[int] = []  # chunks no longer listed, to free on the engine thread
 
     @classmethod
     def open(cls, model: LlamaCppModel, path: str | Path, *, threads: int = 4,
@@ -239,7 +238,9 @@ class Projector:
                     self._segments.move_to_end(p.pseudo_ids[0])
             while len(self._segments) > _KEEP_SEGMENTS:
                 _, old = self._segments.popitem(last=False)
-                self._M.mtmd_input_chunk_free(old.chunk)
+                self._by_image.pop(old.key.split(":")[0], None)
+                # Freed by the engine thread (`encode`), which may be using it right now.
+                self._retired.append(old.chunk)
         return [i for p in parts for i in ((p,) if isinstance(p, int) else p.pseudo_ids)]
 
     def _tokenize(self, image: Any) -> list[int | ImageSegment]:
@@ -300,12 +301,16 @@ class Projector:
 
     def encode(self, seg: ImageSegment) -> np.ndarray:
         """The chunk's embeddings (n_tokens, n_embd) float32, encoded once and kept a while."""
+        with self._lock:  # chunks retired since: free them (not the one being encoded)
+            retired = [c for c in self._retired if c != seg.chunk]
+            self._retired = [c for c in self._retired if c == seg.chunk]
+        for chunk in retired:
+            self._M.mtmd_input_chunk_free(chunk)
         got = self._embd.get(seg.key)
         if got is not None:
             self._embd.move_to_end(seg.key)
             return got
         M = self._M
-        began = time.perf_counter()
         with capturing() as lines:
             code = M.mtmd_encode_chunk(self.handle, seg.chunk)
         if code != 0:
@@ -320,7 +325,6 @@ class Projector:
             seg.n_tokens, self.n_embd).copy()  # valid only until the next encode
         if not np.isfinite(rows).all():
             raise VisionUnavailable("the projector's embeddings of the image are not finite numbers")
-        self.last_encode.append((seg.n_tokens, time.perf_counter() - began))
         self._embd[seg.key] = rows
         while len(self._embd) > _KEEP_EMBEDDINGS:
             self._embd.popitem(last=False)
@@ -331,10 +335,11 @@ class Projector:
         with self._lock:
             handle, self._handle = self._handle, None
             segments = list(self._segments.values())
+            retired, self._retired = self._retired, []
             self._segments.clear()
             self._by_image.clear()
-        for seg in segments:
-            self._M.mtmd_input_chunk_free(seg.chunk)
+        for chunk in [seg.chunk for seg in segments] + retired:
+            self._M.mtmd_input_chunk_free(chunk)
         if handle is not None:
             self._M.mtmd_free(handle)
 
