@@ -84,8 +84,9 @@ def _info(path: Path, mmproj: str | None = None) -> int:
     verified = None
     if path == default_model_path():
         verified = "sha256 ok" if is_verified(path) else "not verified"
-    print("\n".join(model_info(description, verified)))
-    print(f"vision: {vision_line(path, description, mmproj)}")
+    lines = model_info(description, verified)
+    lines.insert(len(lines) - 1, f"vision: {vision_line(path, description, mmproj)}")  # the verdict stays last
+    print("\n".join(lines))
     if description.runnable:
         return 0
     # The same words `chat` and Open Model give for this file (ModelFileError's text)

@@ -119,6 +119,8 @@ def _report(event: Any, progress: Callable[[str, float], None] | None = None,
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
               f"({engine_label(event.model_info) or 'llama.cpp'}, {event.load_seconds:.1f} s, "
               f"context {event.max_context})", file=sys.stderr, flush=True)
+        if event.model_info.get("vision_label"):
+            print(f"turbospark: vision: {event.model_info['vision_label']}", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
         if outcome is not None:
