@@ -37,12 +37,13 @@ def text_n_embd(path: str | Path) -> int:
     return int(r.fields[f"{arch}.embedding_length"].parts[-1][0])
 
 
-def write_mmproj(out: str | Path, n_text: int, projector: str = "mlp") -> Path:
-    """Write the projector for a text model of width `n_text`; returns `out`."""
+def write_mmproj(out: str | Path, n_text: int, projector: str = "mlp", image_size: int | None = None) -> Path:
+    """Write the projector for a text model of width `n_text`; returns `out`. `image_size`
+    (pixels, a multiple of the patch size; gemma3: of 4 patches) makes more tokens per image."""
     if projector not in SHAPES:
         raise SystemExit(f"unsupported projector type {projector!r} (mlp or gemma3)")
     rng = np.random.default_rng(SEED)
-    image_size, patch = SHAPES[projector]
+    image_size, patch = (image_size or SHAPES[projector][0]), SHAPES[projector][1]
     n_pos = (image_size // patch) ** 2
 
     def rnd(*shape: int, std: float = 0.02) -> np.ndarray:  # numpy (out, in); GGUF ne=[in, out]

@@ -296,6 +296,21 @@ def test_a_non_causal_gemma3_image_decodes_in_one_batch(tmp_path: Path) -> None:
         r1, out1, _, _ = run(b, "g1", [ChatMessage("user", ASK, images=(IMG_A,))], max_new=6)
         r2, out2, _, _ = run(b, "g2", [ChatMessage("user", ASK, images=(IMG_A,))], max_new=6)
         assert out1 == out2 and len(out1) > 0
+        assert r1.image_tokens == 4
+    finally:
+        b.close()
+    # 768 px / 8 px patches pooled by 4: 576 tokens that attend to each other, more than one
+    # batch of 512 holds (llama.cpp would assert and kill the process): refused before it.
+    (tmp_path / "big").mkdir()
+    big = synthetic_mmproj.write_mmproj(tmp_path / "big" / "mmproj-big.gguf", synthetic_mmproj.text_n_embd(model),
+                                        "gemma3", image_size=768)
+    b = load_backend(model, session_slots=1, max_context=1024, mmproj=big)
+    try:
+        assert b.has_vision, b.vision_reason
+        with pytest.raises(VisionUnavailable, match="576 tokens .* must fit one batch of 512"):
+            b.prepare_turn("g3", [ChatMessage("user", ASK, images=(IMG_A,))], TurnSettings())
+        r, out, _, _ = run(b, "g4", [ChatMessage("user", "Hi")], max_new=2)  # and it goes on
+        assert len(out) > 0
     finally:
         b.close()
 
