@@ -224,6 +224,33 @@ def test_a_parked_conversation_comes_back_with_its_image(backend) -> None:
 
 
 @needs_mtmd
+def test_stop_during_an_image_commits_none_of_it(backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from turbospark_app.engine import StopReason
+    from turbospark_app.model.llamacpp.vision import Projector
+
+    stop = {"now": False}
+    encode = Projector.encode
+
+    def encode_then_stop(self, seg):  # Stop pressed while the projector encodes
+        out = encode(self, seg)
+        stop["now"] = True
+        return out
+
+    monkeypatch.setattr(Projector, "encode", encode_then_stop)
+    messages = [ChatMessage("user", ASK, images=(IMG_B,))]
+    settings = TurnSettings(generation=GenerationConfig(max_new_tokens=8))
+    turn = backend.prepare_turn("stop-img", messages, settings)
+    result = drive_raw_completion(backend.stream_turn(turn, lambda: stop["now"]), settings.generation.rate,
+                                  lambda: stop["now"], lambda e: None)
+    assert result.reason is StopReason.CANCELLED and result.new_tokens == 0
+    start = next(i for i, t in enumerate(turn.prompt_ids) if t < 0)
+    assert result.kv_position <= start  # nothing of the image (nor what followed) was kept
+    monkeypatch.setattr(Projector, "encode", encode)
+    again, ids, _, _ = run(backend, "stop-img", messages)
+    assert again.reused_prefix_tokens <= start and len(ids) > 0
+
+
+@needs_mtmd
 def test_token_by_token_prefill_feeds_the_image_whole(backend) -> None:
     messages = [ChatMessage("user", ASK, images=(IMG_A,))]
     chunked = run(backend, "tbt-1", messages)[1]
