@@ -24,7 +24,6 @@ import numpy as np
 
 from .config import GenerationConfig, RateConfig
 from .constraint import constrained, draft_within
-from .kv_prefix import media_span_end
 from .errors import (
     ContextOverflow,
     EmptyPrompt,
@@ -33,6 +32,7 @@ from .errors import (
     ProducerError,
     ZeroBudget,
 )
+from .kv_prefix import media_span_end
 from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
 from .power import MemoryPressure, ThermalLevel, stepped_cap
 from .producer import LogitProducer

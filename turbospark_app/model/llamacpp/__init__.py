@@ -7,4 +7,6 @@
     batch       a llama_batch over numpy arrays
     producer    the engine's producer over one sequence, and the batched decode step
     vocab       llama.cpp's tokenizer: the app's, for every file llama.cpp loads
+    vision      libmtmd (image input, imported on first use): a model's projector, images as
+                pseudo-ids the token mirror holds, their encode
 """

@@ -12,6 +12,11 @@ each, with a look at the flag between them. Either way a stopped chunk is trimme
 nothing of it stays committed. Recurrent models (Mamba, RWKV) cannot drop part of a sequence:
 there a stop clears the sequence (the next turn reads its prompt again) and `can_trim` is False,
 so nothing speculates on them.
+
+Images (`vision.py`): a chunk may hold an image's pseudo-ids (negative, derived from its sha256),
+whole; the producer encodes it with the model's projector and decodes the embedding rows at
+those cells (a non-causal image in one batch). The mirror keeps the pseudo-ids, so prefix reuse
+matches the same image at the same place; a trim or a reused prefix never ends inside one.
 """
 
 from __future__ import annotations
