@@ -415,6 +415,7 @@ def test_frozen_app_self_test_cold_and_warm(
     assert int(fields["prompt tokens"]) > 0
     assert fields["qt platform"] == "offscreen"
     assert int(fields["ui modules imported"]) >= 1
+    assert fields["vision"] == "libmtmd; images: gif jpeg png webp"  # image input was bundled
     assert fields["engine"].startswith("llama.cpp · ")  # the bundled llama.cpp ran it
     assert not (tmp_path / "cache" / "weights").exists()  # llama.cpp maps the GGUF: no cache
     assert not list((tmp_path / "data").rglob("*.gguf"))  # nothing fetched: the bundled model ran
