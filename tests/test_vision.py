@@ -381,3 +381,14 @@ def test_cli_model_info_says_vision(pair: Path, tmp_path: Path) -> None:
     no = _cli("model", "info", str(pair), "--mmproj", str(wrong))
     line = next(ln for ln in no.stdout.splitlines() if ln.startswith("vision: "))
     assert line == "vision: no (mmproj-640.gguf projects to 640, the model's width is 576)"
+
+
+def test_a_remote_engine_gets_the_images_as_content_parts() -> None:
+    from turbospark_app.remote.runner import chat_body
+    from turbospark_app.service.events import TurnRequest
+
+    request = TurnRequest("c", (ChatMessage("user", ASK, images=(IMG_A,)),))
+    content = chat_body(request, "m")["messages"][-1]["content"]
+    assert [p["type"] for p in content] == ["image_url", "text"] and content[1]["text"] == ASK
+    back = decode_data_url(content[0]["image_url"]["url"])
+    assert (back.width, back.height, back.rgb) == (IMG_A.width, IMG_A.height, IMG_A.rgb)

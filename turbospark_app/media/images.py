@@ -47,6 +47,22 @@ class ImageInput:
             raise ImageError(f"image {self.name or self.sha256[:12]}: {len(self.rgb)} bytes of pixels "
                              f"do not make {self.width} x {self.height} RGB")
 
+    def to_png(self) -> bytes:
+        """The pixels as a PNG file (lossless: decoding it gives these pixels back)."""
+        from PySide6.QtCore import QBuffer, QIODevice
+        from PySide6.QtGui import QImage
+
+        image = QImage(self.rgb, self.width, self.height, self.width * 3, QImage.Format.Format_RGB888)
+        buf = QBuffer()
+        buf.open(QIODevice.OpenModeFlag.WriteOnly)
+        if not image.save(buf, "PNG"):
+            raise ImageError(f"image {self.label} could not be written as PNG")
+        return bytes(buf.data().data())
+
+    def data_url(self) -> str:
+        """`data:image/png;base64,...`: the image as an OpenAI `image_url` part sends it."""
+        return "data:image/png;base64," + base64.b64encode(self.to_png()).decode("ascii")
+
     @property
     def label(self) -> str:
         return f"{self.name or self.sha256[:12]} ({self.width} x {self.height})"
