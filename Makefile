@@ -29,17 +29,23 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade --quiet pip
 	@echo "Installing TurboSpark; the first install compiles llama.cpp (a few minutes)..."
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[test,package]'
-	@# pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS: a wheel built earlier without
-	@# libmtmd would be reused silently. Image input needs libmtmd, so check it loads, else rebuild.
+	touch $@
+
+# Image input needs libmtmd. pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS: a wheel
+# built earlier without libmtmd (LLAVA_BUILD=OFF, this Makefile's old setting) comes back silently,
+# and a venv installed before the switch lacks it too. So check that it loads, and otherwise
+# rebuild llama-cpp-python once, bypassing the cache (a few minutes).
+MTMD_STAMP := $(VENV)/.mtmd-stamp
+$(MTMD_STAMP): $(STAMP)
 	@if ! $(BIN)/python -c 'import llama_cpp.mtmd_cpp' >/dev/null 2>&1; then \
-		echo "The cached llama-cpp-python has no libmtmd (image input): rebuilding it (a few minutes)..."; \
+		echo "This llama-cpp-python has no libmtmd (image input): rebuilding it (a few minutes)..."; \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir \
 			--force-reinstall --no-deps "$$($(BIN)/python -c 'import importlib.metadata as m; print("llama-cpp-python==" + m.version("llama-cpp-python"))')" && \
 		$(BIN)/python -c 'import llama_cpp.mtmd_cpp' || { echo "libmtmd still does not load" >&2; exit 1; }; \
 	fi
 	touch $@
 
-model: $(STAMP)
+model: $(MTMD_STAMP)
 	$(BIN)/turbospark model fetch
 
 run: $(STAMP) model
