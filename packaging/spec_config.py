@@ -301,6 +301,11 @@ def keep_toc_entry(dest: str, used: Iterable[str] | None = None) -> bool:
         return False
     if "translations" in parts and parts[-1].endswith(".qm"):
         return False  # the UI is English and installs no QTranslator: Qt never reads them (7 MB)
+    if "/".join(parts[-3:]) == "llama_cpp/lib/libllama.so.0":
+        # libmtmd names libllama by soname, so PyInstaller collects this second copy (3.9 MB);
+        # never loaded: libllama.so (the same soname) is loaded before libmtmd, and the dynamic
+        # loader matches the soname against it.
+        return False
     return True
 
 

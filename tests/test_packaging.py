@@ -155,6 +155,8 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
         ("PySide6/Qt/translations/qtdeclarative_de.qm", False),
         ("numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", True),
         ("libQt6Quick.so.6", False),  # PyInstaller's top-level alias of the same library
+        ("llama_cpp/lib/libllama.so.0", False),  # libmtmd's soname link to libllama: already loaded
+        ("llama_cpp/lib/libllama.so", True),
     ],
 )
 def test_collected_files_are_filtered(cfg: ModuleType, dest: str, kept: bool) -> None:
