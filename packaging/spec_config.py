@@ -77,12 +77,13 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "hf_xet", "fsspec",
     # llama-cpp-python's high-level layer (its Llama class, chat formats, OpenAI server): the app
     # loads only the C binding (model/llamacpp/library.py), so its __init__ never runs. The
-    # Llama class imports the openai client lazily, which brought 14 MB (openai, its httpx2 and
-    # pygments, which the transcript now uses itself); openai is a test dependency here.
+    # Llama class imports the openai client lazily, which brought 14 MB (openai, with httpx2 and
+    # pygments, which the catalog and the transcript now use themselves); openai is a test
+    # dependency here.
     "llama_cpp.server", "llama_cpp.llama", "llama_cpp.llama_chat_format", "llama_cpp.llama_cache",
     "llama_cpp.llama_speculative", "llama_cpp.llama_grammar", "llama_cpp.llama_tokenizer",
     "llama_cpp.llama_types", "llama_cpp._internals", "llama_cpp._logger", "llama_cpp.llava_cpp",
-    "llama_cpp.mtmd_cpp", "llama_cpp.llama_cpp_ext", "openai",
+    "llama_cpp.llama_cpp_ext", "openai",
     "numpy.f2py", "numpy.distutils",
     # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
     "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
@@ -111,6 +112,8 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     # PDF text for documents (documents/pdf_worker.py imports it in the child, inside a function;
     # pyinstaller-hooks-contrib's hooks bring PDFium's library).
     "pypdfium2", "pypdfium2_raw",
+    # libmtmd's binding: image input (model/llamacpp/vision.py imports it on first use).
+    "llama_cpp.mtmd_cpp",
 )
 DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
 """Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""
@@ -131,9 +134,9 @@ QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
 
 QT_PLUGINS_EXCLUDED: dict[str, tuple[str, ...]] = {
     # The PDF image format pulls in QtPdf + QtNetwork; the virtual keyboard pulls in QtQuick/QML.
-    # The UI shows no image files (its icons are drawn or PNG, which QtGui reads itself); SVG
-    # stays for icon themes, ICO for Windows.
-    "imageformats": ("qpdf", "qgif", "qicns", "qjpeg", "qtga", "qtiff", "qwbmp", "qwebp"),
+    # Images for vision models are PNG (QtGui's own), JPEG, WebP or GIF (media/images.py): those
+    # plugins stay; SVG stays for icon themes, ICO for Windows.
+    "imageformats": ("qpdf", "qicns", "qtga", "qtiff", "qwbmp"),
     "platforminputcontexts": ("qtvirtualkeyboardplugin",),
     # Embedded/remote platforms: the desktop app runs on xcb, wayland, cocoa or offscreen.
     "platforms": ("qeglfs", "qlinuxfb", "qminimalegl", "qvnc", "qvkkhrdisplay"),
@@ -243,6 +246,8 @@ def _llama_lib_wanted(name: str) -> bool:
         return True
     if name.startswith("libllama.so"):
         return name == "libllama.so"  # opened by name; nothing links against it
+    if name.startswith("libmtmd.so"):
+        return name == "libmtmd.so"  # (the same: mtmd_cpp opens it by name)
     return bool(re.fullmatch(r"lib[\w.-]+?\.so\.\d+", name))
 
 
@@ -318,6 +323,11 @@ def keep_toc_entry(dest: str, used: Iterable[str] | None = None) -> bool:
         return False
     if "translations" in parts and parts[-1].endswith(".qm"):
         return False  # the UI is English and installs no QTranslator: Qt never reads them (7 MB)
+    if "/".join(parts[-3:]) == "llama_cpp/lib/libllama.so.0":
+        # libmtmd names libllama by soname, so PyInstaller collects this second copy (3.9 MB);
+        # never loaded: libllama.so (the same soname) is loaded before libmtmd, and the dynamic
+        # loader matches the soname against it.
+        return False
     return True
 
 

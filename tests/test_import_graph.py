@@ -134,7 +134,7 @@ def test_importing_bundle_loads_only_leaf_modules() -> None:
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"host"}),
     frozenset({"engine"}),
-    frozenset({"model", "readings"}),
+    frozenset({"model", "readings", "media"}),
     frozenset({"chat", "conversations", "catalog", "documents"}),
     frozenset({"service", "tools"}),
     frozenset({"remote", "server"}),

@@ -133,6 +133,7 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
     assert cfg._llama_lib_wanted("libggml-cpu.so.0") and not cfg._llama_lib_wanted("libggml-cpu.so")
     assert not cfg._llama_lib_wanted("libggml-cpu.so.0.25.3")
     assert cfg._llama_lib_wanted("libggml-metal.dylib")
+    assert cfg._llama_lib_wanted("libmtmd.so") and not cfg._llama_lib_wanted("libmtmd.so.0")  # image input
 
 
 @pytest.mark.parametrize(
@@ -150,7 +151,8 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
         ("PySide6/Qt/plugins/platforms/libqvnc.so", False),
         ("PySide6/Qt/plugins/styles/libqmacstyle.dylib", True),
         ("PySide6/Qt/plugins/imageformats/libqpdf.so", False),
-        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", False),
+        ("PySide6/Qt/plugins/imageformats/libqjpeg.so", True),  # images for vision models
+        ("PySide6/Qt/plugins/imageformats/libqtiff.so", False),
         ("PySide6/Qt/plugins/imageformats/libqsvg.so", True),
         ("PySide6/Qt/plugins/platformthemes/libqgtk3.so", False),
         ("PySide6/Qt/plugins/platformthemes/libqxdgdesktopportal.so", True),
@@ -162,6 +164,8 @@ def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
         ("PySide6/Qt/translations/qtdeclarative_de.qm", False),
         ("numpy/_core/_multiarray_umath.cpython-311-x86_64-linux-gnu.so", True),
         ("libQt6Quick.so.6", False),  # PyInstaller's top-level alias of the same library
+        ("llama_cpp/lib/libllama.so.0", False),  # libmtmd's soname link to libllama: already loaded
+        ("llama_cpp/lib/libllama.so", True),
     ],
 )
 def test_collected_files_are_filtered(cfg: ModuleType, dest: str, kept: bool) -> None:
@@ -423,6 +427,7 @@ def test_frozen_app_self_test_cold_and_warm(
     assert int(fields["prompt tokens"]) > 0
     assert fields["qt platform"] == "offscreen"
     assert int(fields["ui modules imported"]) >= 1
+    assert fields["vision"] == "libmtmd; images: gif jpeg png webp"  # image input was bundled
     assert fields["engine"].startswith("llama.cpp · ")  # the bundled llama.cpp ran it
     assert not (tmp_path / "cache" / "weights").exists()  # llama.cpp maps the GGUF: no cache
     assert not list((tmp_path / "data").rglob("*.gguf"))  # nothing fetched: the bundled model ran

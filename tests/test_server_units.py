@@ -105,7 +105,10 @@ def test_chat_params_defaults_and_extensions() -> None:
       "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
     ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content[0].image_url"),
+    ({"messages": [{"role": "user", "content": [{"type": "audio"}]}]}, "messages[0].content"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]},
+     "messages[0].content[0].image_url"),
     ({"messages": MSG, "stream_options": {"include_usage": True}}, "stream_options"),
     ({"messages": MSG, "seed": 1.5}, "seed"),
 ])

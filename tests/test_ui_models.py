@@ -91,8 +91,10 @@ def test_info_view_rows_and_template() -> None:
     info = {"name": "SmolLM2", "path": "/m/s.gguf", "architecture": "llama", "n_params": 134_515_008,
             "quantization": "Q4_1", "context_length": 8192, "max_context": 2048, "n_layers": 30, "dim": 576,
             "n_heads": 9, "n_kv_heads": 3, "vocab_size": 49152, "file_size_bytes": 98_362_432,
-            "load_seconds": 1.234, "chat_template": "{{ messages }}", "chat_template_is_fallback": False}
+            "load_seconds": 1.234, "chat_template": "{{ messages }}", "chat_template_is_fallback": False,
+            "vision_label": "no (no mmproj*.gguf beside the model in /m)"}
     rows = dict(info_rows(info))
+    assert rows["Vision"] == "no (no mmproj*.gguf beside the model in /m)"
     assert rows["Parameters"] == "134.5 M (134,515,008)" and rows["Quantization"] == "Q4_1"
     assert rows["Context length"] == "8,192 tokens (this app uses 2,048)"
     assert rows["File size"] == "94 MB (98,362,432 bytes)" and rows["Loaded in"] == "1.23 s"

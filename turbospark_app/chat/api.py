@@ -32,6 +32,9 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     reasoning: str | None = None
+    # Images with a user message (`media.images.ImageInput`), shown to the model before its
+    # text; only a backend whose model has a vision projector takes them.
+    images: tuple[Any, ...] = ()
 
 
 def reply_token_ids(reason: StopReason, generated_ids: Sequence[int]) -> tuple[int, ...] | None:

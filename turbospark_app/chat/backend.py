@@ -44,6 +44,8 @@ from ..model.llamacpp.context import DEFAULT_BATCH, LlamaCppContext
 from ..model.llamacpp.model import ALL_LAYERS, LlamaCppModel
 from ..model.llamacpp.probe import forget, verdict
 from ..model.llamacpp.producer import LlamaCppProducer, produce_batch
+from ..model.llamacpp.vision import Projector, VisionUnavailable
+from .vision import open_projector, vision_label
 from ..model.llamacpp.vocab import load_tokenizer, tokenizer_spec
 from ..model.text.chat_template import ChatTemplate
 from ..model.text.consistency import checked_template
@@ -86,8 +88,13 @@ class LlamaChatBackend:
         memory: MemoryMonitor | None = None,
         load_seconds: float = 0.0,
         state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
+        projector: Projector | None = None,
+        vision_reason: str = "",
     ) -> None:
         self.model = model
+        # Image input: the model's projector, or why there is none ("vision: no (...)").
+        self.projector = projector
+        self.vision_reason = vision_reason
         self.context = context
         self.tokenizer = tokenizer
         self.template = template
@@ -108,7 +115,7 @@ class LlamaChatBackend:
         self._sessions: list[dict[str, Any]] = self.pool.describe()
         self._last_turn: dict[str, Any] | None = None
         self._model_info = self._describe_model()
-        self.prompts = PromptBuilder(template, tokenizer, self.max_context)
+        self.prompts = PromptBuilder(template, tokenizer, self.max_context, vision=projector)
         # Speculation's off-switch while other streams decode (the engine thread wires it):
         # True = crowded, decode plainly so the steps batch.
         self.crowded: Callable[[], bool] = lambda: False
@@ -137,8 +144,12 @@ class LlamaChatBackend:
         `continue_final`: the last message is a reply to continue (left open, see prompt).
         `raw`: raw completion, the texts concatenated without roles (see prompt); always so
         for a model without a chat template, the only way it runs."""
-        if not messages or not messages[-1].content.strip():
+        if not messages or not (messages[-1].content.strip() or messages[-1].images):
             raise EmptyPrompt()
+        if any(m.images for m in messages):
+            self.check_images()
+            if raw or self.template is None:
+                raise VisionUnavailable("images need a chat template: raw completion takes text only")
         if raw or self.template is None:
             ids = self.prompts.raw_conversation_ids(messages, continue_final=continue_final)
         else:
@@ -155,6 +166,17 @@ class LlamaChatBackend:
         check_rate(settings.generation.rate)
         validate_shaping(settings.generation.shaping)
         return PreparedTurn(session_id, tuple(prompt_ids), settings)
+
+    @property
+    def has_vision(self) -> bool:
+        """The model takes images (a projector is open)."""
+        return self.projector is not None
+
+    def check_images(self) -> None:
+        """VisionUnavailable naming the model (and why) when it takes no images."""
+        if self.projector is None:
+            raise VisionUnavailable(f"the model {self.model_path.name} takes no images: "
+                                    f"{self.vision_reason or 'it has no vision projector'}")
 
     def pick_session(self, prompt_ids: Sequence[int], prefix: str, fallback: str) -> str:
         """The session whose idle slot shares the longest token prefix with `prompt_ids`,
@@ -183,7 +205,8 @@ class LlamaChatBackend:
         seqs = iter(range(slots))
         bpt = self.kv_bytes_per_token
         saved = StateCache(state_bytes) if state_bytes > 0 else None
-        return SessionPool(lambda: LlamaCppProducer(self.context, next(seqs), kv_bytes_per_token=bpt),
+        return SessionPool(lambda: LlamaCppProducer(self.context, next(seqs), kv_bytes_per_token=bpt,
+                                                    projector=self.projector),
                            slots=slots, max_kv_bytes=self.context.n_ctx * bpt if bpt else None,
                            saved=saved)
 
@@ -198,6 +221,10 @@ class LlamaChatBackend:
         tap = None
         if turn.settings.top_logprobs is not None:
             producer = tap = LogprobTap(producer, turn.settings.top_logprobs)
+        inner = innermost(producer)
+        figures = getattr(inner, "image_figures", None)
+        if figures is not None:
+            figures.clear()
         try:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
                     self.vocab_size, cancel)
@@ -209,6 +236,9 @@ class LlamaChatBackend:
                 stream = stream_raw_completion(*args, speculation=spec)
             result = yield from (stream if tap is None else tap.scored(stream))
             result.restored_tokens = min(producer.restored, result.reused_prefix_tokens)
+            if figures:
+                result.image_tokens = sum(n for n, _ in figures)
+                result.image_encode_seconds = sum(s for _, s in figures)
             self._record_turn(turn, producer, result)
             return result
         finally:
@@ -251,6 +281,8 @@ class LlamaChatBackend:
         """Free the context and the weights (a model switch; the backend is not used after)."""
         self.pool.release_all()
         self.context.close()
+        if self.projector is not None:  # it points at the model: freed first
+            self.projector.close()
         self.model.close()
 
     # -- internals --------------------------------------------------------------------------
@@ -281,6 +313,8 @@ class LlamaChatBackend:
             "kv_position": result.kv_position,
             "session_slot_evicted": result.session_slot_evicted,
             "peak_memory_pressure": result.peak_memory_pressure.name.lower(),
+            "image_tokens": result.image_tokens,
+            "image_encode_seconds": result.image_encode_seconds,
         }
         with self._snapshot_lock:
             self._last_turn = stats
@@ -314,6 +348,9 @@ class LlamaChatBackend:
             gpu_layers=facts.gpu_layers,
             threads=ctx.threads,
             tokenizer=getattr(self.tokenizer, "kind", "llama.cpp"),
+            vision=self.projector is not None,
+            mmproj=None if self.projector is None else str(self.projector.path),
+            vision_label=vision_label(self.projector, self.vision_reason),
         )
         return info
 
@@ -395,6 +432,7 @@ def load_backend(
     state_cache_bytes: int = DEFAULT_STATE_CACHE_MB << 20,
     preload: Any = None,
     cache_types: KVCacheTypes = KVCacheTypes(),
+    mmproj: str | Path | None = "auto",
 ) -> LlamaChatBackend:
     """Open a GGUF with llama.cpp and build the backend. Raises EngineError (ModelFileError
     for the file, TokenizerError / TemplateError for its tokenizer and template).
@@ -414,7 +452,9 @@ def load_backend(
     states of conversations whose slot was taken (engine.state_cache; 0 = none kept).
     `preload`: a `chat.preload.Preload` of this file, whose model is taken when it loaded.
     `cache_types`: the KV cache's K and V types (CacheTypeError, before anything loads, for one
-    the model's head size does not fit)."""
+    the model's head size does not fit).
+    `mmproj`: the vision projector: "auto" (a matching mmproj*.gguf beside the model), a file,
+    or None (no images); one that does not fit leaves the model text-only, with the reason."""
     from ..model.choice.threads import performance_cores
 
     path = Path(model_path)
@@ -482,12 +522,13 @@ def load_backend(
         context.close()
         model.close()
         raise
+    projector, vision_reason = open_projector(model, path, mmproj, n_threads, DEFAULT_BATCH)
     report(LOADING, 1.0)
     backend = LlamaChatBackend(
         model, context, tokenizer, template,
         model_path=path, config=config, session_slots=session_slots,
         thermal=thermal, memory=memory, load_seconds=time.perf_counter() - start,
-        state_cache_bytes=state_cache_bytes,
+        state_cache_bytes=state_cache_bytes, projector=projector, vision_reason=vision_reason,
     )
     backend.speculation = speculation
     return backend

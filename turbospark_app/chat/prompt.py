@@ -78,6 +78,48 @@ class EncoderLike(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
 
+class VisionLike(Protocol):
+    """A model's projector as prompts see it (`model.llamacpp.vision.Projector`)."""
+
+    marker: str
+
+    def image_ids(self, image: Any) -> list[int]: ...
+
+
+class Images:
+    """The images of a conversation in prompt order, and the marker that stands for each in
+    the rendered template until the text is tokenized."""
+
+    def __init__(self, vision: VisionLike | None, messages: Sequence[ChatMessage]) -> None:
+        self.vision = vision
+        self.queue = [img for m in messages for img in m.images]
+        if self.queue and vision is None:
+            raise EngineError("this model takes no images (it has no vision projector)")
+        if vision is not None:
+            for m in messages:
+                if vision.marker in m.content:
+                    raise EngineError("a message contains the media marker text")
+
+    def content(self, m: ChatMessage) -> str:
+        """The message's content for the template: a marker per image, then its text."""
+        return "".join(self.vision.marker for _ in m.images) + m.content if m.images and self.vision else m.content
+
+    def encode(self, tokenizer: EncoderLike, text: str) -> list[int]:
+        """`text` tokenized, each marker in it replaced by the next image's ids."""
+        if self.vision is None or self.vision.marker not in text:
+            return tokenizer.encode(text)
+        ids: list[int] = []
+        pieces = text.split(self.vision.marker)
+        for k, piece in enumerate(pieces):
+            if piece:
+                ids.extend(tokenizer.encode(piece))
+            if k < len(pieces) - 1:
+                if not self.queue:
+                    raise EngineError("the chat template repeated an image")
+                ids.extend(self.vision.image_ids(self.queue.pop(0)))
+        return ids
+
+
 def raw_prompt_ids(
     tokenizer: EncoderLike, messages: Sequence[ChatMessage], *, continue_final: bool = False,
 ) -> list[int]:
@@ -110,6 +152,7 @@ def build_prompt_ids(
     *,
     continue_final: bool = False,
     template_vars: dict[str, Any] | None = None,
+    vision: VisionLike | None = None,
 ) -> list[int]:
     """The prompt ids for `messages` (ending with the new user message) + a generation prompt,
     or, with `continue_final`, ending inside the final assistant message (left open).
@@ -123,6 +166,7 @@ def build_prompt_ids(
     rendered: list[dict[str, Any]] = []
     if system_prompt:
         rendered.append({"role": "system", "content": system_prompt})
+    images = Images(vision, messages)
     spliced: dict[int, tuple[str, Sequence[int] | None]] = {}
     for i, m in enumerate(messages):
         if m.role == "system" and system_prompt:
@@ -132,7 +176,7 @@ def build_prompt_ids(
             spliced[i] = (m.content, m.token_ids)
             rendered.append({**message_dict(m), "content": m.content + _CLOSE.format(i)})
         else:
-            rendered.append(message_dict(m))
+            rendered.append({**message_dict(m), "content": images.content(m)})
     extra = template_vars or {}
     text = template.render(rendered, add_generation_prompt=not continue_final, **extra)
     if continue_final:
@@ -154,13 +198,15 @@ def build_prompt_ids(
             continue
         pending += before[: len(before) - len(content)]
         if pending:
-            ids.extend(tokenizer.encode(pending))
+            ids.extend(images.encode(tokenizer, pending))
             pending = ""
         ids.extend(token_ids if token_ids is not None else tokenizer.encode(content))
         rest = after
     pending += rest
     if pending:
-        ids.extend(tokenizer.encode(pending))
+        ids.extend(images.encode(tokenizer, pending))
+    if images.queue:
+        raise EngineError("the chat template left out a message with an image")
     return ids
 
 
@@ -178,8 +224,11 @@ class PromptBuilder:
     any thread may call it: the API server checks a request's context BEFORE it queues it.
     """
 
-    def __init__(self, template: TemplateLike | None, tokenizer: PromptTokenizer, max_context: int) -> None:
-        """`template` None: the model has none (a base model); only raw prompts can be built."""
+    def __init__(self, template: TemplateLike | None, tokenizer: PromptTokenizer, max_context: int,
+                 vision: VisionLike | None = None) -> None:
+        """`template` None: the model has none (a base model); only raw prompts can be built.
+        `vision`: the model's projector (None: it takes no images)."""
+        self.vision = vision
         self.template = template
         self.tokenizer = tokenizer
         self.max_context = max_context
@@ -198,7 +247,8 @@ class PromptBuilder:
         if self.template is None:
             raise NoChatTemplate()
         return self._with_bos(build_prompt_ids(self.template, self.tokenizer, messages, system_prompt,
-                                               continue_final=continue_final, template_vars=template_vars))
+                                               continue_final=continue_final, template_vars=template_vars,
+                                               vision=self.vision))
 
     def open_assistant_ids(self, messages: Sequence[ChatMessage]) -> list[int]:
         """Ids that leave the LAST message (an assistant's) open, so the reply continues it

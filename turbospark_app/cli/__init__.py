@@ -1,6 +1,6 @@
 """The `turbospark` command line: the entry point, `chat`, `serve`, `model`, the self-test.
 May import: every layer below: ui, server, remote, tools, service, conversations, documents, chat,
-catalog, readings, model, engine, host.
+catalog, readings, model, media, engine, host.
 
     main           the entry point: the desktop app by default, plus the subcommands
     chat_command   `turbospark chat` (headless); remote_chat: `chat --endpoint`;

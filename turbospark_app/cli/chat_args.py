@@ -20,6 +20,9 @@ def add_chat_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--prompt", help="one user message; print the reply and exit")
     src.add_argument("--script", type=Path, help="a file of user messages, one per line")
     p.add_argument("--system", help="system prompt (default: the model template's own)")
+    p.add_argument("--image", type=Path, action="append", default=None, metavar="FILE",
+                   help="an image (PNG, JPEG, WebP, GIF's first frame) shown to the model with the "
+                   "first message (repeatable; needs a model with a vision projector: --mmproj)")
     # The names llama.cpp's and the OpenAI API's users type work too (-n, --max-tokens, --temp).
     p.add_argument("--max-new", "--max-tokens", "--n-predict", "-n", dest="max_new",
                    type=int_at_least(1), default=256, metavar="N",

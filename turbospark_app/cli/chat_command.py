@@ -23,7 +23,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from ..chat.api import ChatBackend, ChatMessage, TurnSettings, reply_token_ids
 from ..engine import (
@@ -83,6 +83,8 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
         parts.append(f"draft {result.accepted_tokens}/{result.drafted_tokens} accepted")
     if result.restored_tokens:
         parts.append(f"restored {result.restored_tokens} from RAM")
+    if result.image_tokens:
+        parts.append(f"image: {result.image_tokens} tok, encoded in {result.image_encode_seconds:.2f} s")
     if result.session_slot_evicted:
         parts.append("slot evicted")
     parts.append(f"stop {result.reason.value}")
@@ -102,10 +104,11 @@ class Conversation:
         self.messages: list[ChatMessage] = []
 
     def turn(
-        self, user_text: str, out: TextIO, cancel: Callable[[], bool]
+        self, user_text: str, out: TextIO, cancel: Callable[[], bool], images: Sequence[Any] = (),
     ) -> tuple[RawDecodeResult, float | None]:
-        """Run one turn, streaming the reply into `out`. Raises EngineError (nothing recorded)."""
-        pending = [*self.messages, ChatMessage("user", user_text)]
+        """Run one turn, streaming the reply into `out`; `images` go with the user's text (shown
+        to the model first). Raises EngineError (nothing recorded)."""
+        pending = [*self.messages, ChatMessage("user", user_text, images=tuple(images))]
         # `raw` only when set, as the engine thread does (backends that never run raw).
         turn = self.backend.prepare_turn(self.session_id, pending, self.settings,
                                          **({"raw": True} if self.raw else {}))
@@ -179,6 +182,19 @@ def chat_command(args: argparse.Namespace) -> int:
         print(f"turbospark: --script {args.script} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
               f"offset {e.start})", file=sys.stderr)
         return 2
+    images: list[Any] = []
+    if getattr(args, "image", None):  # read before the model loads: a bad image is said at once
+        from ..media.images import ImageError, load_image
+
+        try:
+            images = [load_image(p) for p in args.image]
+        except ImageError as e:
+            print(f"turbospark: --image: {e}", file=sys.stderr)
+            return 2
+        if getattr(args, "raw", False) or getattr(args, "endpoint", None):
+            print("turbospark: --image needs the local model's chat (not --raw or --endpoint)",
+                  file=sys.stderr)
+            return 2
     schema_path = getattr(args, "json_schema", None)
     schema: Any = None
     if schema_path is not None:  # read before the model loads: a bad file is said at once
@@ -242,6 +258,7 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
             state_cache_bytes=state_cache_bytes(getattr(args, "cache_ram", None)),
             preload=preload,
             cache_types=cache_types,
+            mmproj=getattr(args, "mmproj", None) or "auto",
         )
 
     path = None
@@ -267,6 +284,9 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
         if path is not None and path == default_model_path() and not path.exists():
             print("turbospark: the default model is not here yet: run `turbospark model fetch`",
                   file=sys.stderr)
+        return 2
+    if images and not getattr(backend, "has_vision", False):
+        print(f"turbospark: --image: {path.name} takes no images: {getattr(backend, 'vision_reason', '')}", file=sys.stderr)
         return 2
     raw = bool(getattr(args, "raw", False)) or not getattr(backend, "has_chat_template", True)
     if raw and not getattr(args, "raw", False):
@@ -296,14 +316,15 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
         prepared = docs.prepare(user_text) if docs is not None else None
         sent_text = prepared.text if prepared else user_text
         asked_at = len(conv.messages)  # where this turn's user message goes
+        shown = list(images) if not conv.messages else []  # the images go with the first message
         if tools is not None:
             from .chat_tools import agent_turn
 
             # A document's text in the prompt suspends "always allow" (text the user did not write)
             result, ttft = agent_turn(conv, tools, sent_text, sys.stdout, cancel,
-                                      untrusted_text=prepared is not None), None
+                                      untrusted_text=prepared is not None, images=shown), None
         else:
-            result, ttft = conv.turn(sent_text, sys.stdout, cancel)
+            result, ttft = conv.turn(sent_text, sys.stdout, cancel, shown)
         # Said here, on the worker, the moment the turn ends: from the main thread it would
         # first wait for that thread to wake (and, on a busy machine, to get a core).
         sys.stdout.write("\n")
@@ -311,7 +332,7 @@ def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, sc
             from .chat_docs import figures_line, sources_footer
 
             # The history keeps the question alone: the next turn brings its own sources.
-            conv.messages[asked_at] = ChatMessage("user", user_text)
+            conv.messages[asked_at] = dataclasses.replace(conv.messages[asked_at], content=user_text)
             if prepared.sources:
                 sys.stdout.write(sources_footer(prepared.sources) + "\n")
                 print(figures_line(prepared), file=sys.stderr)

@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import sys
 import threading
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from ..tools.agent import ALLOW_ONCE, ALWAYS, DENY, PendingCall
 from ..tools.approval import Approvals
@@ -75,14 +75,16 @@ class CliTools:
 
 
 def agent_turn(conv: Any, tools: CliTools, user_text: str, out: TextIO,
-               cancel: Callable[[], bool], *, untrusted_text: bool = False) -> Any:
+               cancel: Callable[[], bool], *, untrusted_text: bool = False,
+               images: Sequence[Any] = ()) -> Any:
     """One user message through the loop: the reply streams to `out`; returns the last step's
     RawDecodeResult (the summary line's figures). `untrusted_text`: an attached document is in
-    `user_text` (every call asks). Raises EngineError / StructuredError."""
+    `user_text` (every call asks); `images` go with the message. Raises EngineError /
+    StructuredError."""
     from ..chat.api import ChatMessage
     from ..tools.runner import run_agent_turn
 
-    pending = [*conv.messages, ChatMessage("user", user_text)]
+    pending = [*conv.messages, ChatMessage("user", user_text, images=tuple(images))]
 
     def delta(text: str) -> None:
         out.write(text)

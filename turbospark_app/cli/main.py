@@ -37,6 +37,13 @@ def _add_shared_flags(p: argparse.ArgumentParser, *, top: bool) -> None:
         help="a GGUF file to use instead of the default model (also: TURBOSPARK_MODEL)",
     )
     p.add_argument(
+        "--mmproj",
+        metavar="GGUF",
+        default=default,
+        help="the model's vision projector (image input): a mmproj GGUF, or \"off\" (default: a "
+        "mmproj*.gguf beside the model whose width matches it)",
+    )
+    p.add_argument(
         "--session-slots",
         type=int_at_least(1),
         default=default,

@@ -31,7 +31,41 @@ def model_info(description: GGUFDescription, verified: str | None = None) -> lis
     return [*lines, verdict_line(description)]
 
 
-def _info(path: Path) -> int:
+def vision_line(path: Path, description: GGUFDescription, mmproj: str | None) -> str:
+    """"yes (mmproj-x.gguf, mlp, width 576)" or "no (why)", from the headers (the projector
+    finally decides when the model loads: mtmd checks its real output width)."""
+    from ..model.gguf.header import ModelFileError
+    from ..model.llamacpp.vision import find_projector, has_mtmd, projector_width
+
+    n_embd = description.arch_fields.get("embedding_length")
+    if not isinstance(n_embd, int):
+        return "no (the model declares no embedding width)"
+    if mmproj == "off":
+        return "no (image input is off: --mmproj off)"
+    if mmproj:
+        chosen = Path(mmproj)
+        try:
+            width = projector_width(chosen)
+        except ModelFileError as e:
+            return f"no (--mmproj {chosen.name}: {e.reason})"
+        if width is None:
+            return f"no ({chosen.name} is not a vision projector)"
+        if width != n_embd:
+            return f"no ({chosen.name} projects to {width}, the model's width is {n_embd})"
+    else:
+        choice = find_projector(path, n_embd)
+        if choice.path is None:
+            return f"no ({choice.reason})"
+        chosen = choice.path
+    if not has_mtmd():
+        return "no (this llama-cpp-python was built without libmtmd; rebuild with -DLLAVA_BUILD=ON)"
+    from ..model.gguf.header import read_header
+
+    kind = read_header(chosen).value("clip.projector_type", "?")
+    return f"yes (mmproj {chosen}, {kind}, width {n_embd})"
+
+
+def _info(path: Path, mmproj: str | None = None) -> int:
     """`model info`: 0 when the metadata is printed and llama.cpp runs the file; 1 when the header
     cannot be read (the error alone) or llama.cpp does not run it (the metadata, the verdict,
     then the error on stderr)."""
@@ -50,7 +84,9 @@ def _info(path: Path) -> int:
     verified = None
     if path == default_model_path():
         verified = "sha256 ok" if is_verified(path) else "not verified"
-    print("\n".join(model_info(description, verified)))
+    lines = model_info(description, verified)
+    lines.insert(len(lines) - 1, f"vision: {vision_line(path, description, mmproj)}")  # the verdict stays last
+    print("\n".join(lines))
     if description.runnable:
         return 0
     # The same words `chat` and Open Model give for this file (ModelFileError's text)
@@ -116,6 +152,6 @@ def run_model_command(args: argparse.Namespace) -> int:
             return 1
         return 0
     if action == "info":
-        return _info(path)
+        return _info(path, getattr(args, "mmproj", None))
     print(f"error: unknown model action {action!r}", file=sys.stderr)
     return 2

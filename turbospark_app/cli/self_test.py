@@ -86,6 +86,7 @@ class SelfTestReport:
     model: ModelReport
     total_seconds: float
     python: str = field(default_factory=lambda: sys.version.split()[0])
+    vision: str = ""  # image input's native parts (check_vision)
 
 
 # --- Qt ------------------------------------------------------------------------------------------
@@ -180,6 +181,28 @@ def check_native_libraries() -> list[str]:
         except Exception as exc:
             raise SelfTestError(f"{name} does not import: {exc!r}{_where(exc)}") from exc
     return list(NATIVE_LIBRARIES)
+
+
+VISION_IMAGE_FORMATS = ("gif", "jpeg", "png", "webp")  # media/images.py's (Qt's readers)
+
+
+def check_vision() -> str:
+    """Image input's native parts: libmtmd loads, and Qt reads the formats images come in.
+    Raises naming what is missing (a bundle without them would refuse every image)."""
+    from PySide6.QtGui import QImageReader
+
+    from ..model.llamacpp.vision import VisionUnavailable, mtmd
+
+    try:
+        mtmd()
+    except VisionUnavailable as exc:
+        raise SelfTestError(str(exc)) from exc
+    readable = {bytes(f.data()).decode() for f in QImageReader.supportedImageFormats()}
+    missing = [f for f in VISION_IMAGE_FORMATS if f not in readable]
+    if missing:
+        raise SelfTestError(f"Qt cannot read {', '.join(missing)} images (its image format plugins "
+                            "are missing)")
+    return "libmtmd; images: " + " ".join(VISION_IMAGE_FORMATS)
 
 
 def check_qt(*, frozen: bool) -> QtReport:
@@ -358,9 +381,11 @@ def run_self_test(model: str | None = None) -> SelfTestReport:
     frozen = is_frozen()
     check_native_libraries()
     qt = check_qt(frozen=frozen)
+    vision = check_vision()
     model_report = check_model(model)
     return SelfTestReport(
-        frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start
+        frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start,
+        vision=vision,
     )
 
 
@@ -388,6 +413,7 @@ def summary_fields(report: SelfTestReport) -> dict[str, Any]:
         "qt platforms bundled": ", ".join(q.available_platforms),
         "qt version": f"{q.qt_version} (PySide6 {q.pyside_version})",
         "ui modules imported": len(q.ui_modules),
+        "vision": report.vision,
         "total seconds": f"{report.total_seconds:.2f}",
     }
 

@@ -35,6 +35,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens per engine step (smaller = faster disconnect in prefill)")
     p.add_argument("--stall-timeout", type=float_in(0.0, low_open=True), default=ServerConfig.stall_timeout, metavar="S",
                    help="drop a streaming client that reads nothing for S seconds")
+    p.add_argument("--allow-image-urls", action="store_true",
+                   help="fetch http(s) image URLs in requests (off: images must be data: URLs; a "
+                   "server that fetches what it is handed can be pointed at your network)")
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -44,6 +47,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         api_key=args.api_key or os.environ.get("TURBOSPARK_API_KEY") or None,
         allowed_origins=tuple(args.allowed_origin), max_queue=args.max_queue,
         prefill_chunk=args.prefill_chunk, stall_timeout=args.stall_timeout,
+        allow_image_urls=bool(getattr(args, "allow_image_urls", False)),
     )
     config.check()
     return config
@@ -52,13 +56,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
                     speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
                     max_context: int | None = None, cache_ram_mb: float | None = None,
-                    cache_types: Any = None) -> Callable[[], Any]:
+                    cache_types: Any = None, mmproj: str | None = "auto") -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
     (KV cells; None = the model's context up to 4096); `cache_ram_mb`: RAM for the states of
     conversations whose slot was taken (None = 1024 MB); `cache_types`: the KV cache's
-    (`model.choice.kv_cache.KVCacheTypes`; None = f16)."""
+    (`model.choice.kv_cache.KVCacheTypes`; None = f16); `mmproj`: the vision projector ("auto":
+    a matching mmproj*.gguf beside the model; "off")."""
 
     def load() -> Any:
         from ..chat.backend import load_backend, state_cache_bytes
@@ -71,7 +76,7 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
                             speculation=speculation, threads=threads, gpu_layers=gpu_layers,
                             max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb),
-                            cache_types=cache_types or KVCacheTypes())
+                            cache_types=cache_types or KVCacheTypes(), mmproj=mmproj)
 
     return load
 
@@ -116,6 +121,8 @@ def _report(event: Any, progress: Callable[[str, float], None] | None = None,
         print(f"turbospark: model ready: {event.model_info.get('file_name')} "
               f"({engine_label(event.model_info) or 'llama.cpp'}, {event.load_seconds:.1f} s, "
               f"context {event.max_context})", file=sys.stderr, flush=True)
+        if event.model_info.get("vision_label"):
+            print(f"turbospark: vision: {event.model_info['vision_label']}", file=sys.stderr, flush=True)
     elif isinstance(event, BackendFailed):
         print(f"turbospark: the model could not be loaded: {event.message}", file=sys.stderr, flush=True)
         if outcome is not None:
@@ -188,7 +195,8 @@ def serve_command(args: argparse.Namespace) -> int:
     factory = backend_factory(getattr(args, "model", None), slots,
                               kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
                               threads, gpu_layers, getattr(args, "ctx_size", None),
-                              getattr(args, "cache_ram", None), cache_types)
+                              getattr(args, "cache_ram", None), cache_types,
+                              getattr(args, "mmproj", None) or "auto")
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:

@@ -14,3 +14,11 @@ def common_prefix_len(mirror: list[int], prompt_ids: list[int]) -> int:
     while i < n and mirror[i] == prompt_ids[i]:
         i += 1
     return i
+
+
+def media_span_end(ids: list[int], end: int) -> int:
+    """`end`, moved past the run of media pseudo-ids (negative ids: an image's KV cells) it
+    would cut, so a prefill span always holds whole images."""
+    while 0 < end < len(ids) and ids[end] < 0 and ids[end - 1] < 0:
+        end += 1
+    return end

@@ -99,6 +99,10 @@ class RawDecodeResult:
     # Of the reused prefix, the tokens whose KV came back from RAM (the session's slot had been
     # taken; engine.state_cache): set by the backend that owns the slots.
     restored_tokens: int = 0
+    # Images this turn encoded (not those whose cells were reused): their KV cells and the
+    # seconds the encodes took (set by a backend that takes images; an encode cannot be stopped).
+    image_tokens: int = 0
+    image_encode_seconds: float = 0.0
 
     @property
     def acceptance(self) -> float | None:

@@ -31,6 +31,7 @@ from .errors import (
     ProducerError,
     ZeroBudget,
 )
+from .kv_prefix import media_span_end
 from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
 from .power import MemoryPressure, ThermalLevel, stepped_cap
 from .producer import LogitProducer
@@ -347,6 +348,9 @@ class TokenByToken:
         self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
         cancel: CancelFlag,
     ) -> bool:
+        if len(ids) > 1:  # an image's pseudo-ids: they go in whole, as one chunk
+            call_producer(producer.produce_chunk, ids, position, logits if last else None)
+            return True
         # Only the last prompt token's logits are read; the others skip the output head.
         method = producer.produce if last else producer.produce_prefill
         call_producer(method, ids[0], position, logits)
@@ -375,7 +379,12 @@ def stream_prefill_then_decode(
     history = prompt[:reused]
     total = len(prompt)
     fresh = prompt[reused:]  # never empty: reuse is clamped to len - 1
+    cursor = 0
     for start, end in strategy.spans(len(fresh)):
+        if end <= cursor:
+            continue  # (covered by a span stretched over an image)
+        start, end = cursor, media_span_end(fresh, end)
+        cursor = end
         ids = fresh[start:end]
         committed = strategy.feed(producer, ids, position, logits, end == len(fresh), cancel)
         if committed:

@@ -285,6 +285,9 @@ class LookupDrafter:
             return ()
         self.index.sync(history)
         found = self.index.lookup(min(limit, self.policy.cap))
+        cut = next((i for i, t in enumerate(found) if t < 0), None)
+        if cut is not None:  # an image's pseudo-ids are never a token to draft
+            found = found[:cut]
         if not found:
             return ()
         return found[: self.policy.length(len(found))]

@@ -37,15 +37,25 @@ _FINISH = {"stop": StopReason.END_OF_TURN, "length": StopReason.MAX_TOKENS,
 _ids = itertools.count(-1, -1)
 
 
+def _content(m: Any) -> Any:
+    """A message's content: its text, or OpenAI's content parts when it carries images (each
+    a `data:` PNG `image_url` part, before the text, as the local engine shows them)."""
+    images = getattr(m, "images", ())
+    if not images:
+        return m.content
+    parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": img.data_url()}} for img in images]
+    return parts + ([{"type": "text", "text": m.content}] if m.content else [])
+
+
 def chat_body(request: TurnRequest, model: str) -> dict[str, Any]:
     """The /v1/chat/completions body for a turn: messages, sampling, stop strings, the cap."""
     settings = request.settings
     gen = settings.generation
     shaping = gen.shaping
-    messages: list[dict[str, str]] = []
+    messages: list[dict[str, Any]] = []
     if settings.system_prompt:
         messages.append({"role": "system", "content": settings.system_prompt})
-    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    messages += [{"role": m.role, "content": _content(m)} for m in request.messages]
     body: dict[str, Any] = {
         "model": model,  # dropped below when empty (llama-server and TurboSpark serve one model)
         "messages": messages,

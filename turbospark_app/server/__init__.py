@@ -1,5 +1,6 @@
 """The local OpenAI-compatible API (aiohttp) over the engine thread.
-May import: engine, chat, documents, service (no Qt; `turbospark serve` is `cli.serve_command`).
+May import: engine, chat, documents, service, media (no widgets; images are decoded by QtGui's
+QImage in media; `turbospark serve` is `cli.serve_command`).
 
     config     ServerConfig: bind, key, CORS origins, queue bound, timings
     security   Host / Origin / key / content-type middleware, errors in the OpenAI shape

@@ -32,7 +32,10 @@ class ServerConfig:
     prefill_chunk: int = 512  # prompt tokens per llama_decode (a disconnect stops one inside, on the CPU)
     ping_interval: float = 1.0  # SSE `: ping` while nothing else is sent (long prefill)
     stall_timeout: float = 15.0  # a client that reads nothing for this long is dropped
-    max_body_bytes: int = 1 << 20
+    # Images come as base64 in the body: room for one image at media.images' limit (20 MiB, 27
+    # of base64) and the text around it.
+    max_body_bytes: int = 28 << 20
+    allow_image_urls: bool = False  # fetch http(s) image URLs (an SSRF door: opt-in, --allow-image-urls)
 
     def check(self) -> None:
         """Raise ValueError for an unsafe or impossible configuration."""

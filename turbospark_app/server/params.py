@@ -17,6 +17,7 @@ from ..chat.api import ChatMessage
 from ..chat.structured import StructuredRequest
 from ..engine.config import Shaping
 from .errors import ApiError, bad_request
+from .images import image_url_of
 from .params_structured import chat_template_kwargs, parse_message_extras, parse_structured
 
 MAX_STOP_STRINGS = 4
@@ -171,20 +172,26 @@ def _common(body: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _content(value: Any, index: int) -> str:
+def _content(value: Any, index: int) -> tuple[str, tuple[str, ...]]:
+    """A message's text, and the URLs of its image parts (OpenAI's `image_url` parts), checked
+    for shape here; their bytes are read later (`images.resolve_images`), off the event loop."""
     param = f"messages[{index}].content"
     if value is None:
-        return ""
+        return "", ()
     if isinstance(value, str):
-        return value
+        return value, ()
     if isinstance(value, list):
-        parts = []
-        for part in value:
-            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
-                raise bad_request("only text content parts are supported", param)
-            parts.append(part["text"])
-        return "".join(parts)
-    raise bad_request("content must be a string or a list of text parts", param)
+        parts, urls = [], []
+        for k, part in enumerate(value):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif kind == "image_url":
+                urls.append(image_url_of(part, f"{param}[{k}].image_url"))
+            else:
+                raise bad_request("content parts must be text or image_url parts", param)
+        return "".join(parts), tuple(urls)
+    raise bad_request("content must be a string or a list of text and image_url parts", param)
 
 
 def parse_chat(body: Any) -> ApiParams:
@@ -197,9 +204,12 @@ def parse_chat(body: Any) -> ApiParams:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise bad_request(f"messages[{i}].role must be one of {sorted(_ROLES)}", f"messages[{i}].role")
-        parsed.append(ChatMessage(_ROLES[m["role"]], _content(m.get("content"), i),  # type: ignore[arg-type]
+        text, urls = _content(m.get("content"), i)
+        if urls and m["role"] != "user":
+            raise bad_request("images go in user messages", f"messages[{i}].content")
+        parsed.append(ChatMessage(_ROLES[m["role"]], text, images=urls,  # type: ignore[arg-type]
                                   **parse_message_extras(m, i)))
-    if not any(m.content.strip() or m.tool_calls for m in parsed):
+    if not any(m.content.strip() or m.tool_calls or m.images for m in parsed):
         raise bad_request("every message is empty", "messages", "empty_prompt")
     continue_final = _flag(body, "continue_final_message")
     if continue_final and parsed[-1].role != "assistant":

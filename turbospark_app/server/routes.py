@@ -10,6 +10,7 @@ model without a chat template (a base model) is a 400 `no_chat_template` pointin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..engine.selection import validate_shaping
 from .config import ServerConfig
 from .errors import ApiError, bad_request, context_exceeded, unavailable
 from .jobs import Engine, JobBoard
+from .images import resolve_images
 from .params import ApiParams, check_logit_bias, check_token_ids, parse_chat, parse_completion
 from .responder import Admitted, Timing, respond
 from .wire import Envelope
@@ -81,9 +83,13 @@ class Routes:
         raise unavailable("the model is loading")
 
     def _model_entry(self, info: dict[str, Any]) -> dict[str, Any]:
+        # "capabilities" as Ollama's /api/show names them: "vision" when the model takes images.
+        caps = ["completion"] + (["chat"] if info.get("has_chat_template", True) else []) + (
+            ["vision"] if info.get("vision") else [])
         return {"id": model_id(info), "object": "model", "created": self.server.started_at,
-                "owned_by": "turbospark", "meta": {"n_ctx": info.get("max_context"),
-                                                   "file_name": info.get("file_name")}}
+                "owned_by": "turbospark", "capabilities": caps,
+                "meta": {"n_ctx": info.get("max_context"), "file_name": info.get("file_name"),
+                         "vision": bool(info.get("vision")), "mmproj": info.get("mmproj")}}
 
     # -- GET ------------------------------------------------------------------------------
 
@@ -155,6 +161,14 @@ class Routes:
                               "that continues text): send a raw prompt to /v1/completions instead",
                               "messages", code="no_chat_template")
         loop = asyncio.get_running_loop()
+        if p.kind == "chat" and any(m.images for m in p.messages):
+            if getattr(builder, "vision", None) is None:
+                raise bad_request(f"the model '{model_id(info)}' takes no images (no vision projector: "
+                                  f"{info.get('vision_label', 'no mmproj')})", "messages",
+                                  code="model_has_no_vision")
+            allow = self.server.config.allow_image_urls
+            messages = await loop.run_in_executor(None, resolve_images, p.messages, allow)
+            p = dataclasses.replace(p, messages=messages)
         try:  # rendering + tokenizing a long prompt must not hold up the event loop (the GUI's)
             ids, text, plan = await loop.run_in_executor(None, _prompt_ids, builder, p, info)
         except (GrammarError, StructuredError) as e:  # (compiling a grammar is off the loop too)

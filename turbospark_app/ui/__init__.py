@@ -1,4 +1,4 @@
 """The Qt desktop UI. Entry point: `turbospark_app.ui.app.run_app`.
-May import: every layer below: server, remote, tools, service, conversations, chat, catalog,
-readings, model, engine, host.
+May import: every layer below: server, remote, tools, service, conversations, documents, chat,
+catalog, readings, model, media, engine, host.
 """

@@ -304,6 +304,9 @@ def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Vocabulary", _fmt(get("vocab_size"), "tokens")),
         ("File size", _fmt(get("file_size_bytes") or get("file_size"), "bytes")),
         ("Engine", _engine_text(info)),
+        # "yes (mmproj-x.gguf, mlp)" or "no (why)": a projector that is missing or does not fit
+        # is the peers' commonest "images do nothing" (chat.vision).
+        ("Vision", _fmt(get("vision_label"))),
         ("Loaded in", f"{get('load_seconds'):.2f} s" if isinstance(get("load_seconds"), (int, float)) else "–"),
     ]
 

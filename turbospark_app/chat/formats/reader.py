@@ -32,6 +32,8 @@ def prompt_tail(tokenizer: Any, ids: Any) -> str:
         return ""
     parts = []
     for t in list(ids)[-PROMPT_TAIL_TOKENS:]:
+        if t < 0:  # an image's pseudo-id (model.llamacpp.vision): no text
+            continue
         parts.append(special_text(tokenizer, t) or tokenizer.token_bytes(t).decode("utf-8", errors="replace"))
     return "".join(parts)
 

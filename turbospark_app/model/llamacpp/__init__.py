@@ -9,4 +9,6 @@
     embedding   an embedding model's own context: texts -> pooled, L2-normalised vectors,
                 every batch capped and packed before llama.cpp sees it
     vocab       llama.cpp's tokenizer: the app's, for every file llama.cpp loads
+    vision      libmtmd (image input, imported on first use): a model's projector, images as
+                pseudo-ids the token mirror holds, their encode
 """

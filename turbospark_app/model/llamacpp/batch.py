@@ -74,3 +74,43 @@ class Batch:
 
     def tokens_view(self) -> Any:
         return self.token[: self.n_tokens]
+
+
+class EmbdBatch:
+    """A `llama_batch` of embedding rows (an image's), one sequence, consecutive positions."""
+
+    def __init__(self, capacity: int, n_embd: int) -> None:
+        C = library.binding()
+        self.capacity, self.n_embd = capacity, n_embd
+        self.embd = np.zeros((capacity, n_embd), np.float32)
+        self.pos = np.zeros(capacity, np.int32)
+        self.n_seq_id = np.ones(capacity, np.int32)
+        self.seq = np.zeros(capacity, np.int32)
+        self.logits = np.zeros(capacity, np.int8)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        base = self.seq.ctypes.data
+        self._seq_ptrs = (int_p * capacity)(*(ctypes.cast(base + 4 * i, int_p) for i in range(capacity)))
+        self.struct = C.llama_batch()
+        self.struct.token = None
+        self.struct.embd = self.embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        self.struct.pos = self.pos.ctypes.data_as(int_p)
+        self.struct.n_seq_id = self.n_seq_id.ctypes.data_as(int_p)
+        self.struct.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p))
+        self.struct.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        self.struct.n_tokens = 0
+
+    def fill(self, rows: np.ndarray, position: int, seq: int) -> None:
+        """Rows of embeddings at [position, position + len(rows)) of `seq`, no logits."""
+        n = rows.shape[0]
+        if not 0 < n <= self.capacity or rows.shape[1] != self.n_embd:
+            raise ValueError(f"{rows.shape} embedding rows do not fit a batch of "
+                             f"({self.capacity}, {self.n_embd})")
+        self.embd[:n] = rows
+        self.pos[:n] = np.arange(position, position + n, dtype=np.int32)
+        self.seq[:n] = seq
+        self.logits[:n] = 0
+        self.struct.n_tokens = n
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.struct.n_tokens)

@@ -153,6 +153,21 @@ class LlamaCppContext:
                 "in memory and the replies being generated" + (f" ({said})" if said else ""))
         raise DecodeError(f"llama_decode failed (code {code})" + (f": {said}" if said else ""))
 
+    def decode_embd(self, batch: Any, cancel: Cancel | None = None, *, causal: bool = True) -> bool:
+        """Run an embedding batch (an image's rows, `batch.EmbdBatch`), as `decode`. `causal`
+        False: the rows attend to each other both ways (Gemma 3's images); the caller has
+        checked they fit one ubatch (llama.cpp asserts, killing the process, otherwise)."""
+        if not causal and batch.n_tokens > self.n_batch:
+            raise DecodeError(f"a non-causal image of {batch.n_tokens} rows does not fit one "
+                              f"batch of {self.n_batch}")
+        if not causal:
+            self._C.llama_set_causal_attn(self.handle, False)
+        try:
+            return self.decode(batch, cancel)
+        finally:
+            if not causal:
+                self._C.llama_set_causal_attn(self.handle, True)
+
     def logits(self, i: int) -> np.ndarray:
         """The logits of output row `i` of the last decode (batch index; -1 = last): a view,
         valid until the next decode."""

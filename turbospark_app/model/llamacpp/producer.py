@@ -12,6 +12,11 @@ each, with a look at the flag between them. Either way a stopped chunk is trimme
 nothing of it stays committed. Recurrent models (Mamba, RWKV) cannot drop part of a sequence:
 there a stop clears the sequence (the next turn reads its prompt again) and `can_trim` is False,
 so nothing speculates on them.
+
+Images (`vision.py`): a chunk may hold an image's pseudo-ids (negative, derived from its sha256),
+whole; the producer encodes it with the model's projector and decodes the embedding rows at
+those cells (a non-causal image in one batch). The mirror keeps the pseudo-ids, so prefix reuse
+matches the same image at the same place; a trim or a reused prefix never ends inside one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import numpy as np
 
 from ...engine.errors import ContextOverflow, EngineError
 from ...engine.kv_prefix import common_prefix_len
+from .batch import EmbdBatch
 from .context import LlamaCppContext
+from .vision import ImageSegment, Projector, image_runs
 
 GPU_PIECE_SECONDS = 0.030  # the longest a piece of a chunk may take where abort cannot reach
 _FIRST_PIECE = 32  # tokens of the first piece, before a rate is measured
@@ -45,7 +52,8 @@ class LlamaCppProducer:
     """LogitProducer, InterruptibleChunkRunner, DraftVerifier and PooledProducer for sequence
     `seq` of `context`."""
 
-    def __init__(self, context: LlamaCppContext, seq: int, *, kv_bytes_per_token: int = 0) -> None:
+    def __init__(self, context: LlamaCppContext, seq: int, *, kv_bytes_per_token: int = 0,
+                 projector: Projector | None = None) -> None:
         if not 0 <= seq < context.n_seq_max:
             raise ValueError(f"sequence {seq} is not one of the context's {context.n_seq_max}")
         self.context = context
@@ -56,6 +64,9 @@ class LlamaCppProducer:
         facts = context.model.facts
         self.can_trim = not (facts.recurrent or facts.hybrid)
         self._piece_rate = 0.0  # prefill tokens/s of the last pieces (GPU chunking)
+        self.projector = projector  # the model's vision projector, None: text only
+        self._embd_batch: EmbdBatch | None = None
+        self.image_figures: list[tuple[int, float]] = []  # (cells, encode seconds) per image fed
         context.clear_seq(seq)
 
     # -- state --------------------------------------------------------------------------------
@@ -83,13 +94,15 @@ class LlamaCppProducer:
         """Decode steps of several sequences run as one `llama_decode` (`produce_batch`)."""
         return True
 
-    def _check(self, tokens: Sequence[int], position: int) -> list[int]:
+    def _check(self, tokens: Sequence[int], position: int, media: bool = False) -> list[int]:
+        """The ids as ints, checked: at the cursor, in the vocabulary (`media`: or an image's
+        pseudo-ids, checked whole by `image_runs`), within the context."""
         if position != len(self._mirror):
             raise PositionMismatch(position, len(self._mirror))
         ids = [int(t) for t in tokens]
         if not ids:
             raise ValueError("at least one token must be fed")
-        bad = next((t for t in ids if not 0 <= t < self._vocab), None)
+        bad = next((t for t in ids if not (0 <= t < self._vocab or (media and t < 0))), None)
         if bad is not None:
             raise ValueError(f"token id {bad} is outside the vocabulary of {self._vocab:,} tokens")
         if position + len(ids) > self.context.n_ctx:
@@ -131,10 +144,34 @@ class LlamaCppProducer:
                                   logits_out: np.ndarray | None,
                                   cancel: Callable[[], bool] | None) -> bool:
         """`produce_chunk`, stoppable inside by `cancel`: False = stopped, nothing of the chunk
-        committed (the cursor stays at `position`)."""
-        ids = self._check(tokens, position)
+        committed (the cursor stays at `position`). A chunk may hold whole images (their
+        pseudo-ids, `vision.Projector.image_ids`): each is encoded and its rows decoded here."""
+        ids = self._check(tokens, position, media=True)
         if logits_out is not None:
             self._check_out(logits_out)
+        runs = image_runs(ids, self.projector) if min(ids) < 0 else [(0, len(ids), None)]
+        if logits_out is not None and runs[-1][2] is not None:
+            raise ValueError("a chunk that ends with an image has no logits to give")
+        try:
+            for start, end, seg in runs:
+                if seg is None:
+                    out = logits_out is not None and end == len(ids)
+                    done = self._feed_text(ids[start:end], position + start, out, cancel)
+                else:
+                    done = self._feed_image(seg, position + start, cancel)
+                if not done:
+                    self._roll_back(position)
+                    return False
+        except Exception:
+            self._roll_back(position)
+            raise
+        if logits_out is not None:
+            np.copyto(logits_out, self.context.logits(-1))
+        self._mirror.extend(ids)
+        return True
+
+    def _feed_text(self, ids: list[int], position: int, logits: bool,
+                   cancel: Callable[[], bool] | None) -> bool:
         ctx = self.context
         polled = cancel is not None and not (ctx.abort_works and self.can_trim)
         start = 0
@@ -143,22 +180,47 @@ class LlamaCppProducer:
             end = min(len(ids), start + size)
             last = end == len(ids)
             ctx.batch.fill_span(ids[start:end], position + start, self.seq,
-                                "last" if last and logits_out is not None else "none")
+                                "last" if last and logits else "none")
             began = time.perf_counter()
-            try:
-                done = ctx.decode(ctx.batch, None if polled else cancel)
-            except Exception:
-                self._roll_back(position)
-                raise
+            done = ctx.decode(ctx.batch, None if polled else cancel)
             if polled:
                 self._note_piece(end - start, time.perf_counter() - began)
             if not done or (polled and not last and cancel is not None and cancel()):
-                self._roll_back(position)
                 return False
             start = end
-        if logits_out is not None:
-            np.copyto(logits_out, ctx.logits(-1))
-        self._mirror.extend(ids)
+        return True
+
+    def _feed_image(self, seg: ImageSegment, position: int,
+                    cancel: Callable[[], bool] | None) -> bool:
+        """Encode one image chunk and decode its rows at `position` (all or nothing: the caller
+        rolls back). The encode itself cannot be stopped (libmtmd has no abort): Stop is looked
+        at before and after it."""
+        assert self.projector is not None
+        ctx = self.context
+        if seg.n_pos != seg.n_tokens:  # (M-RoPE projectors are refused when opened)
+            raise EngineError(f"an image chunk advancing {seg.n_pos} positions over "
+                              f"{seg.n_tokens} cells is not supported")
+        if cancel is not None and cancel():
+            return False
+        began = time.perf_counter()
+        rows = self.projector.encode(seg)
+        self.image_figures.append((seg.n_tokens, time.perf_counter() - began))
+        if cancel is not None and cancel():
+            return False
+        if self._embd_batch is None:
+            self._embd_batch = EmbdBatch(ctx.n_batch, self.projector.n_embd)
+        # A non-causal image goes in ONE ubatch (checked when it was tokenized, again here).
+        step = len(rows) if seg.non_causal else ctx.n_batch
+        if step > ctx.n_batch:
+            raise EngineError(f"an image of {len(rows)} tokens does not fit one batch of {ctx.n_batch}")
+        polled = cancel is not None and not (ctx.abort_works and self.can_trim)
+        for at in range(0, len(rows), step):
+            self._embd_batch.fill(rows[at: at + step], position + at, self.seq)
+            if not ctx.decode_embd(self._embd_batch, None if polled else cancel,
+                                   causal=not seg.non_causal):
+                return False
+            if polled and cancel is not None and cancel():
+                return False
         return True
 
     def produce_rows(self, tokens: Sequence[int], position: int, rows_out: np.ndarray) -> None:
@@ -181,6 +243,8 @@ class LlamaCppProducer:
             raise ValueError(f"cannot trim to {n}: the sequence holds {len(self._mirror)} tokens")
         if n == len(self._mirror):
             return
+        if self._image_boundary(n) != n:
+            raise ValueError(f"cannot trim to {n}: that cuts inside an image")
         if not self.context.seq_rm(self.seq, n, -1):
             raise EngineError(f"this model's memory cannot drop part of a sequence "
                               f"({self.context.model.facts.description}: recurrent state)")
@@ -203,6 +267,7 @@ class LlamaCppProducer:
         """Trim to the longest common prefix with `prompt_ids` (at most len - 1: the last prompt
         token is always fed again, for fresh logits); return its length."""
         keep = common_prefix_len(self._mirror, [int(t) for t in prompt_ids[: len(prompt_ids) - 1]])
+        keep = self._image_boundary(keep)  # never keep part of an image
         if keep < len(self._mirror) and not (self.context.seq_rm(self.seq, keep, -1) and self._holds(keep)):
             keep = 0  # a recurrent state or a window's lost cells cannot be cut back to: start over
             self.context.clear_seq(self.seq)
@@ -234,6 +299,22 @@ class LlamaCppProducer:
         return True
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _image_boundary(self, n: int) -> int:
+        """`n`, or the start of the image chunk the cut at `n` would fall inside."""
+        m = self._mirror
+        if n <= 0 or n >= len(m) or m[n] >= 0 or m[n - 1] >= 0:
+            return n
+        start = n - 1
+        while start > 0 and m[start - 1] < 0:
+            start -= 1
+        i = start
+        while i < n:
+            seg = self.projector.segment(m[i]) if self.projector is not None else None
+            if seg is None or i + seg.n_tokens > n:
+                return i  # inside this chunk (or one no longer known): cut before it
+            i += seg.n_tokens
+        return n
 
     def _holds(self, n: int) -> bool:
         """The memory still has what the next token at `n` attends to (llama-server's rule: a
