@@ -79,7 +79,13 @@ def test_two_rounds_of_calls_approved_by_clicks_then_the_answer(loop, ui, qtbot,
     # Restart: the calls and results are read back from the store.
     ui.close(w)
     again = ui.window(FamilyLoopBackend(tmp_path, "qwen3", ("ok",)))
-    shown = again.area.current_pane().transcript.toPlainText()
+    pane = again.area.current_pane()
+    assert pane.tool_servers() == ["calc"]  # the conversation's tools are remembered
+    from turbospark_app.ui.generation_settings import DEFAULTS
+
+    pane.apply_settings({**DEFAULTS, "tool_step_limit": 3}, None)  # the Settings dialog's OK
+    assert pane.tool_servers() == ["calc"] and pane.settings_values["tool_step_limit"] == 3
+    shown = pane.transcript.toPlainText()
     assert shown.count("⚙ calc__") == 3 and '"sum": 5' in shown and "The answer is 100." in shown
 
 

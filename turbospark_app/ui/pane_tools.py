@@ -102,6 +102,7 @@ class PaneTools:
         self._update_tools_label()
 
     def tool_settings(self) -> dict[str, Any]:
+        """{"servers": [...], "choice": "auto" | "required"} (generation_settings.parse_tools)."""
         value = self._settings.get("tools")  # type: ignore[attr-defined]
         return dict(value) if isinstance(value, dict) else {}
 
