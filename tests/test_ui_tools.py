@@ -124,3 +124,19 @@ def test_the_servers_dialog_refuses_a_bad_file_naming_the_line(loop, ui, qtbot, 
     top.setCheckState(0, Qt.CheckState.Unchecked)  # the server's switch
     assert json.loads(service.path.read_text("utf-8"))["mcpServers"]["calc"]["disabled"] is True
     qtbot.waitUntil(lambda: dialog.tree.topLevelItem(0).text(1) == "off", timeout=2000)
+
+
+def test_a_step_that_overflows_after_a_result_keeps_the_calls(loop, ui, qtbot, tmp_path, service) -> None:
+    service.approvals.remember(service.hub.servers["calc"].entry.identity, "big")
+    backend = FamilyLoopBackend(tmp_path, "qwen3", (call("calc__big"), "never"), chunk_size=64, max_context=7000)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    pane.set_tool_servers(["calc"])
+    send(qtbot, pane, "big")
+    wait_idle(qtbot, pane, timeout=30000)
+    user, reply = pane.tree.path[-2:]
+    assert user.content == "big" and reply.stop_reason == "error"
+    big = [p for p in reply.parts if p.kind == TOOL_RESULT][0]
+    assert big.meta["truncated"] and "of 1048576 characters" in big.text
+    assert "could not go on after the tool results" in pane.transcript.toPlainText()
+    assert pane.input.toPlainText() == ""  # nothing was undone: the message stays in the conversation
