@@ -26,8 +26,8 @@ from turbospark_app.ui.settings_dialog import (
     save_session_slots,
 )
 
-# What the dialog edits: every setting but the pane's Think toggle (`thinking`).
-EDITED = {k: v for k, v in DEFAULTS.items() if k != "thinking"}
+# What the dialog edits: every setting but the pane's Think toggle (`thinking`) and Tools button.
+EDITED = {k: v for k, v in DEFAULTS.items() if k not in ("thinking", "tools")}
 
 
 # -- the mapping ---------------------------------------------------------------------------------

@@ -79,7 +79,13 @@ def test_two_rounds_of_calls_approved_by_clicks_then_the_answer(loop, ui, qtbot,
     # Restart: the calls and results are read back from the store.
     ui.close(w)
     again = ui.window(FamilyLoopBackend(tmp_path, "qwen3", ("ok",)))
-    shown = again.area.current_pane().transcript.toPlainText()
+    pane = again.area.current_pane()
+    assert pane.tool_servers() == ["calc"]  # the conversation's tools are remembered
+    from turbospark_app.ui.generation_settings import DEFAULTS
+
+    pane.apply_settings({**DEFAULTS, "tool_step_limit": 3}, None)  # the Settings dialog's OK
+    assert pane.tool_servers() == ["calc"] and pane.settings_values["tool_step_limit"] == 3
+    shown = pane.transcript.toPlainText()
     assert shown.count("⚙ calc__") == 3 and '"sum": 5' in shown and "The answer is 100." in shown
 
 
@@ -118,3 +124,19 @@ def test_the_servers_dialog_refuses_a_bad_file_naming_the_line(loop, ui, qtbot, 
     top.setCheckState(0, Qt.CheckState.Unchecked)  # the server's switch
     assert json.loads(service.path.read_text("utf-8"))["mcpServers"]["calc"]["disabled"] is True
     qtbot.waitUntil(lambda: dialog.tree.topLevelItem(0).text(1) == "off", timeout=2000)
+
+
+def test_a_step_that_overflows_after_a_result_keeps_the_calls(loop, ui, qtbot, tmp_path, service) -> None:
+    service.approvals.remember(service.hub.servers["calc"].entry.identity, "big")
+    backend = FamilyLoopBackend(tmp_path, "qwen3", (call("calc__big"), "never"), chunk_size=64, max_context=7000)
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    pane.set_tool_servers(["calc"])
+    send(qtbot, pane, "big")
+    wait_idle(qtbot, pane, timeout=30000)
+    user, reply = pane.tree.path[-2:]
+    assert user.content == "big" and reply.stop_reason == "error"
+    big = [p for p in reply.parts if p.kind == TOOL_RESULT][0]
+    assert big.meta["truncated"] and "of 1048576 characters" in big.text
+    assert "could not go on after the tool results" in pane.transcript.toPlainText()
+    assert pane.input.toPlainText() == ""  # nothing was undone: the message stays in the conversation

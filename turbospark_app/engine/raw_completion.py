@@ -220,6 +220,12 @@ def decode(
         if reason is None and cancel():
             reason = StopReason.CANCELLED
             yield from sink.finish(reason)
+        if reason is None and _grammar_done(sampler):
+            # A complete grammar allows only an end of generation: the run ends here instead of
+            # paying one more forward pass to sample it (a forced tool call reaches its server
+            # a decode step sooner; the last token is read with the next prompt).
+            reason = StopReason.TOOL_CALLS if sink.called else StopReason.END_OF_TURN
+            yield from sink.finish(reason)
         if reason is not None:
             break
         # Pace AFTER the decision to continue (the last token never pays a sleep nobody
@@ -403,6 +409,12 @@ def stream_prefill_then_decode(
             prefill_start, reused, cancel, speculation,
         )
     )
+
+
+def _grammar_done(sampler: Sampler) -> bool:
+    """The sampler's grammar (a ConstrainedSampler's) is complete."""
+    constraint = getattr(sampler, "constraint", None)
+    return constraint is not None and bool(constraint.finished)
 
 
 def stream_raw_completion(

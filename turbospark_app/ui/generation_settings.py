@@ -15,6 +15,9 @@ dialog, the QSettings defaults, a conversation's `settings` column):
     chunked_prefill     bool                 False = the prompt is fed token by token
     chunk_size          int, 1 .. 4096       prompt tokens per forward pass when chunked
     thinking            bool or None         the pane's Think toggle; None = the template's default
+    tools               dict or None         the pane's Tools button: {"servers": [names], "choice":
+                                             "auto" | "required"}; None = no tools
+    tool_step_limit     int, 1 .. 100        tool steps per message before the loop is ended
 
 Defaults follow llama.cpp's sampler chain (top-k 40, top-p 0.95, min-p 0.05, no repetition
 penalty). Stored values that no longer parse (a hand-edited INI, an older app) fall back to the
@@ -42,6 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "chunked_prefill": True,
     "chunk_size": 512,
     "thinking": None,
+    "tools": None,
+    "tool_step_limit": 10,
 }
 MAX_RATE = 1000.0
 MAX_STOP_STRINGS = 16
@@ -170,6 +175,21 @@ def parse_thinking(value: Any) -> bool | None:
     return None if value is None else _bool(value)
 
 
+def parse_tools(value: Any) -> dict[str, Any] | None:
+    """The pane's tools: which servers, and whether the first step must call one."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid("must be an object")
+    servers = value.get("servers") or []
+    if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
+        raise Invalid("servers must be a list of names")
+    choice = value.get("choice", "auto")
+    if choice not in ("auto", "required"):
+        raise Invalid("choice must be auto or required")
+    return {"servers": sorted(set(servers)), "choice": choice}
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     # Bounds shared with the pane's quick form (its spin boxes would clamp anything wider).
     "max_new_tokens": _ranged(int, "Max new tokens", 1, 32768),
@@ -184,6 +204,8 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "chunked_prefill": _bool,
     "chunk_size": _ranged(int, "Chunk size", 1, 4096),
     "thinking": parse_thinking,
+    "tools": parse_tools,
+    "tool_step_limit": _ranged(int, "Tool steps", 1, 100, hint="tool calls per message before the loop ends"),
 }
 parse_session_slots = _ranged(int, "Session slots", *SESSION_SLOTS_RANGE,
                               hint="conversations whose KV cache is kept in memory")

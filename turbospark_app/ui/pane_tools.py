@@ -102,6 +102,7 @@ class PaneTools:
         self._update_tools_label()
 
     def tool_settings(self) -> dict[str, Any]:
+        """{"servers": [...], "choice": "auto" | "required"} (generation_settings.parse_tools)."""
         value = self._settings.get("tools")  # type: ignore[attr-defined]
         return dict(value) if isinstance(value, dict) else {}
 
@@ -326,6 +327,24 @@ class PaneTools:
         self.request_id = self._bridge.submit(  # type: ignore[attr-defined]
             TurnRequest(self.conversation.id, messages, settings), self._on_event)  # type: ignore[attr-defined]
         self._set_state("queued")  # type: ignore[attr-defined]
+
+    def _agent_failed(self, event: Any) -> bool:
+        """A step after tool calls failed (the context overflowed with a result, the model
+        failed): the reply keeps its calls and results, and the error is said under it."""
+        a = self._agent
+        if a is None or a.step == 0:
+            return False
+        try:
+            self._store.update_reply(self._reply.id, "", token_ids=None,  # type: ignore[attr-defined]
+                                     stats={"model_id": self._turn_model_id},  # type: ignore[attr-defined]
+                                     stop_reason="error", parts=a.parts)
+        except sqlite3.Error:
+            pass  # the parts saved after the last step stay
+        self._close_agent()
+        self.transcript.append_error(f"The model could not go on after the tool results: {event.message}")  # type: ignore[attr-defined]
+        self._set_state("error", getattr(event, "error_type", ""))  # type: ignore[attr-defined]
+        self._end_turn("failed")  # type: ignore[attr-defined]
+        return True
 
     def _stop_tools(self) -> bool:
         """Stop pressed while calls run: cancel them (True when there were some)."""

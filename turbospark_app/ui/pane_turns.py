@@ -234,6 +234,9 @@ class PaneTurns:
     def _close_agent(self) -> None:
         pass
 
+    def _agent_failed(self, event: Failed) -> bool:
+        return False
+
     def _finish(self, event: Finished) -> None:
         self._recorder.finish()
         if self._discarded:
@@ -296,6 +299,8 @@ class PaneTurns:
         self._recorder.finish()
         if self._discarded:
             self._end_turn("failed")
+            return
+        if self._agent_failed(event):  # a later tool step: the calls made so far stay
             return
         if getattr(event, "partial", ""):
             self._keep_partial(event)

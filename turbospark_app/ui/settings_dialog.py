@@ -246,6 +246,8 @@ class SettingsDialog(QDialog):
         self._fields["chunked_prefill"] = self.prefill_mode
         form.addRow("Prefill", self.prefill_mode)
         self._row(form, "Chunk size", "chunk_size", self._line("chunk_size", "512", "Prompt tokens per forward pass"))
+        self._row(form, "Tool steps", "tool_step_limit",
+                  self._line("tool_step_limit", "10", "Tool steps per message before the loop is ended (1–100)"))
         self._row(form, "Session slots", "session_slots",
                   self._line("session_slots", str(DEFAULT_SESSION_SLOTS),
                              f"Conversations whose KV cache stays in memory ({SESSION_SLOTS_RANGE[0]}–"
@@ -313,7 +315,8 @@ class SettingsDialog(QDialog):
     def show_values(self, values: Mapping[str, Any], system_prompt: str | None, session_slots: int) -> None:
         """Fill the fields (stored values are shown as the user would type them)."""
         v = merged(values)
-        for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "chunk_size"):
+        for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "max_new_tokens", "chunk_size",
+                    "tool_step_limit"):
             self._fields[key].setText(f"{v[key]:g}" if isinstance(v[key], float) else str(v[key]))
         self._fields["seed"].setText("" if v["seed"] is None else str(v["seed"]))
         cap = v["max_tokens_per_sec"]
@@ -344,6 +347,7 @@ class SettingsDialog(QDialog):
         Think toggle (applying the dialog leaves it as it is)."""
         values = merged(self.raw())
         values.pop("thinking", None)
+        values.pop("tools", None)  # the pane's Tools button's
         return values
 
     def system_prompt(self) -> str | None:
