@@ -87,12 +87,11 @@ PYTHON_EXCLUDES: tuple[str, ...] = (
     "numpy.f2py", "numpy.distutils",
     # numpy's submodules the app never uses (numpy 2 imports them only when asked for).
     "numpy.fft", "numpy.polynomial", "numpy.ma", "numpy.testing",
-    # yarl only asks whether pydantic_core exists (for its schema hooks); 6 MB nobody calls.
-    "pydantic", "pydantic_core",
-    # keyring's Secret Service backend (Linux) and what it needs: cryptography is 12 MB (its own
-    # OpenSSL). The frozen Linux app keeps API keys in the user-only file instead and says so;
-    # macOS (Keychain) and Windows (Credential Locker) backends need none of them.
-    "secretstorage", "jeepney", "cryptography",
+    # keyring's Secret Service backend (Linux) and what it needs (jeepney). The frozen Linux app
+    # keeps API keys in the user-only file instead and says so; macOS (Keychain) and Windows
+    # (Credential Locker) backends need none of them. (pydantic and cryptography, once left out
+    # too, are the MCP SDK's own imports now: tools/.)
+    "secretstorage", "jeepney",
     # Hugging Face `tokenizers`: the app tokenizes with llama.cpp's own tokenizer
     # (model/llamacpp/vocab.py); GGUFTokenizer, which builds one with it, reads a GGUF without
     # llama.cpp and is on none of the app's paths.
@@ -114,6 +113,8 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "pypdfium2", "pypdfium2_raw",
     # libmtmd's binding: image input (model/llamacpp/vision.py imports it on first use).
     "llama_cpp.mtmd_cpp",
+    # The MCP SDK's client (tools/server.py imports it inside the server task).
+    "mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared._httpx_utils", "mcp_types",
 )
 DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
 """Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""

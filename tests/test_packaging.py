@@ -88,7 +88,9 @@ def test_big_unused_qt_modules_are_excluded(cfg: ModuleType) -> None:
         assert f"PySide6.{name}" in excluded
     for name in cfg.QT_MODULES_ALWAYS:
         assert f"PySide6.{name}" not in excluded
-    assert {"tkinter", "_tkinter", "pytest", "PyInstaller", "PIL", "pydantic", "cryptography"} <= excluded
+    assert {"tkinter", "_tkinter", "pytest", "PyInstaller", "PIL", "secretstorage"} <= excluded
+    # the MCP SDK's own imports (tools/): a bundle without them cannot run a tool server
+    assert not {"pydantic", "pydantic_core", "cryptography", "mcp"} & excluded
 
 
 def test_a_qt_module_imported_by_the_sources_is_kept(cfg: ModuleType, tmp_path: Path) -> None:
@@ -108,7 +110,8 @@ def test_no_runtime_dependency_is_excluded(cfg: ModuleType) -> None:
               "PySide6.QtGui", "PySide6.QtWidgets", "unittest", "json", "zipfile",
               "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
               "pygments", "pygments.lexers", "ziamath", "ziafont", "latex2mathml", "PySide6.QtSvg",
-              "huggingface_hub", "huggingface_hub.file_download", "httpx2", "tqdm"]
+              "huggingface_hub", "huggingface_hub.file_download", "httpx2", "tqdm", "mcp",
+              "mcp.client.stdio", "pydantic", "cryptography", "pypdfium2", "llama_cpp.mtmd_cpp"]
     excluded = cfg.excludes()
     for module in needed:
         parents = {".".join(module.split(".")[: i + 1]) for i in range(module.count(".") + 1)}
@@ -481,7 +484,7 @@ def test_frozen_app_leaves_out_what_it_excludes(frozen_app: dict[str, Any], cfg:
     names = [p.relative_to(internal).as_posix() for p in internal.rglob("*")]
     for unwanted in ("QtWebEngine", "Qt6Quick", "Qt6Qml", "Qt6Pdf", "qtvirtualkeyboard", "tkinter",
                      "_pytest", "PyInstaller/", "qgtk3", "libcairo", "libpango", ".qm",
-                     "pydantic", "cryptography"):
+                     "secretstorage"):
         assert not [n for n in names if unwanted in n], f"{unwanted} was bundled"
     assert (internal / "resources" / "icon.png").is_file()
     dangling = [p.relative_to(internal).as_posix() for p in internal.rglob("*")

@@ -34,6 +34,9 @@ class CliTools:
         self.choice = args.tool_choice
         self.step_limit = args.max_tool_steps
         self.approvals = Approvals()
+        # A document's text is in this turn's prompt (chat --attach): --allow-tools is suspended,
+        # as "always allow" is, and every call asks (text the user did not write may steer it).
+        self.untrusted = False
         self.loop = LoopThread()
         self._stdin = stdin
         self._err = err or sys.stderr
@@ -44,17 +47,21 @@ class CliTools:
         return "all" in self.allow or p.call.name in self.allow or (tool is not None and tool.tool in self.allow)
 
     async def ask(self, p: PendingCall) -> str:
-        """The approval of one call: --allow-tools, else a question on stderr."""
+        """The approval of one call: --allow-tools (not with a document in the prompt), else a
+        question on stderr."""
         if self._allowed(p):
-            print(f"[tool] {p.label()} (allowed by --allow-tools)", file=self._err)
-            return ALLOW_ONCE
+            if not self.untrusted:
+                print(f"[tool] {p.label()} (allowed by --allow-tools)", file=self._err)
+                return ALLOW_ONCE
+            print(f"[tool] {p.label()}: asked although --allow-tools allows it: an attached "
+                  "document's text is in the prompt", file=self._err)
         return await asyncio.get_running_loop().run_in_executor(None, self._ask_blocking, p)
 
     def _ask_blocking(self, p: PendingCall) -> str:
         stdin = self._stdin if self._stdin is not None else sys.stdin
         with self._ask_lock:  # parallel calls are asked one after another
             if stdin is None or not getattr(stdin, "isatty", lambda: False)() and self._stdin is None:
-                print(f"[tool] {p.label()} denied: not allowed by --allow-tools and no terminal to ask on",
+                print(f"[tool] {p.label()} denied: no terminal to ask on",
                       file=self._err)
                 return DENY
             print(f"Allow {p.label()}? [y]es / [n]o / [a]lways ", end="", file=self._err, flush=True)
@@ -85,6 +92,7 @@ def agent_turn(conv: Any, tools: CliTools, user_text: str, out: TextIO,
     from ..tools.runner import run_agent_turn
 
     pending = [*conv.messages, ChatMessage("user", user_text, images=tuple(images))]
+    tools.untrusted = untrusted_text
 
     def delta(text: str) -> None:
         out.write(text)

@@ -87,6 +87,7 @@ class SelfTestReport:
     total_seconds: float
     python: str = field(default_factory=lambda: sys.version.split()[0])
     vision: str = ""  # image input's native parts (check_vision)
+    capabilities: str = ""  # the MCP client and PDF text (check_capabilities)
 
 
 # --- Qt ------------------------------------------------------------------------------------------
@@ -203,6 +204,23 @@ def check_vision() -> str:
         raise SelfTestError(f"Qt cannot read {', '.join(missing)} images (its image format plugins "
                             "are missing)")
     return "libmtmd; images: " + " ".join(VISION_IMAGE_FORMATS)
+
+
+def check_capabilities() -> str:
+    """The MCP SDK's client (tools) and PDFium (documents) import: both are loaded only when
+    first used, so a bundle that lost them would fail then, not at start. Raises naming what is
+    missing."""
+    import importlib
+
+    found = []
+    for label, module in (("mcp", "mcp.client.stdio"), ("mcp http", "mcp.client.streamable_http"),
+                          ("pdfium", "pypdfium2")):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - any failure to import is the finding
+            raise SelfTestError(f"{module} does not import ({type(exc).__name__}: {exc})") from exc
+        found.append(label)
+    return ", ".join(found)
 
 
 def check_qt(*, frozen: bool) -> QtReport:
@@ -382,10 +400,11 @@ def run_self_test(model: str | None = None) -> SelfTestReport:
     check_native_libraries()
     qt = check_qt(frozen=frozen)
     vision = check_vision()
+    capabilities = check_capabilities()
     model_report = check_model(model)
     return SelfTestReport(
         frozen=frozen, qt=qt, model=model_report, total_seconds=time.perf_counter() - start,
-        vision=vision,
+        vision=vision, capabilities=capabilities,
     )
 
 
@@ -414,6 +433,7 @@ def summary_fields(report: SelfTestReport) -> dict[str, Any]:
         "qt version": f"{q.qt_version} (PySide6 {q.pyside_version})",
         "ui modules imported": len(q.ui_modules),
         "vision": report.vision,
+        "tools and documents": report.capabilities,
         "total seconds": f"{report.total_seconds:.2f}",
     }
 
