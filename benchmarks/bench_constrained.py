@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

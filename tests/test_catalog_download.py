@@ -6,7 +6,6 @@ said before a byte is fetched, the projector fetched with a vision model, the mo
 from __future__ import annotations
 
 import collections
-import shutil
 from pathlib import Path
 
 import pytest

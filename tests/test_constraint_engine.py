@@ -226,7 +226,6 @@ def test_a_ref_into_the_roots_definitions_still_compiles_when_located() -> None:
 
 def test_llguidance_tokenizer_agrees_with_ours_token_for_token(tmp_path) -> None:
     from tiny_gguf import TINY_SPECIALS, _byte_chars, write_tokenizer_gguf
-    from turbospark_app.chat.grammar import guidance_tokenizer
     from turbospark_app.model.text.tokenizer import GGUFTokenizer
 
     tokens = [*TINY_SPECIALS, *_byte_chars(), "\u0120t", "he", "<tool_call>"]

@@ -5,7 +5,6 @@ split: the prompt as one batch (`llama_batch_get_one`), then one token per decod
 
 from __future__ import annotations
 
-import ctypes
 import os
 from pathlib import Path
 

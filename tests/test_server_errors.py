@@ -3,7 +3,6 @@ defaults (Host guard, key, CORS, JSON-only POST)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 

@@ -15,7 +15,6 @@ import pytest
 
 from api_harness import api, openai_client  # noqa: F401 (the fixture)
 from structured_schemas import random_schema
-from turbospark_app.engine.progress import StopReason
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 SCHEMA_RUNS = int(os.environ.get("TURBOSPARK_SCHEMA_RUNS", "200"))

@@ -4,7 +4,6 @@ re-reads only its new tokens and continues exactly as if it had kept its slot.""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -17,7 +17,7 @@ from turbospark_app.chat.api import ChatMessage, TurnSettings, reply_token_ids
 from turbospark_app.engine import GenerationConfig, TokenProgress
 from turbospark_app.engine.kv_prefix import media_span_end
 from turbospark_app.engine.raw_completion import drive_raw_completion
-from turbospark_app.media.images import ImageError, decode_data_url, decode_image, load_image
+from turbospark_app.media.images import ImageError, decode_data_url, decode_image
 from turbospark_app.model.llamacpp.vision import VisionUnavailable, pseudo_ids
 
 from vision_assets import animated_gif, huge_declared_png, mmproj_for, png, synthetic_mmproj

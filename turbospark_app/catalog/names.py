@@ -7,8 +7,10 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+# After Qn only a quantization's own parts follow (digits, K, S, M, L, XL): in `x_Q0_Q4_K_M` the
+# last one named is Q4_K_M, not "Q0_Q4_K_M".
 _QUANT = re.compile(
-    r"(?:^|[-._/])((?:UD-)?(?:IQ\d_[A-Z]+|Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d))"
+    r"(?:^|[-._/])((?:UD-)?(?:IQ\d_[A-Z]+|Q\d(?:_(?:\d+|K|S|M|L|XL))*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d))"
     r"(?=[-._/]|$)")
 _SHARD = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 

@@ -216,14 +216,14 @@ def chat_command(args: argparse.Namespace) -> int:
             print(f"turbospark: --mcp-config: {e}", file=sys.stderr)
             return 2
     try:
-        return _chat(args, turns, schema, schema_path, tools)
+        return _chat(args, turns, schema, schema_path, tools, images)
     finally:
         if tools is not None:
             tools.close()  # every server stopped: no orphans
 
 
 def _chat(args: argparse.Namespace, turns: Iterable[str] | None, schema: Any, schema_path: Path | None,
-          tools: Any) -> int:
+          tools: Any, images: Sequence[Any] = ()) -> int:
     from ..model.choice.common import LoadChoiceError, engine_label
     from ..model.choice.kv_cache import cache_types_of
     from ..model.choice.speculation import choose_speculation
