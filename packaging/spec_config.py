@@ -116,9 +116,12 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     # The MCP SDK's client (tools/server.py imports it inside the server task).
     "mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared._httpx_utils", "mcp_types",
 )
+"""Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
 DATA_PACKAGES: tuple[str, ...] = ("ziamath", "ziafont", "latex2mathml")
 """Packages whose data files the app reads at run time (math fonts, LaTeX symbol tables)."""
-"""Imported lazily or by name somewhere; collected explicitly so a lazy path cannot miss them."""
+METADATA_PACKAGES: tuple[str, ...] = ("llguidance",)
+"""Packages that read their own dist-info when imported (`llguidance.__version__` asks
+importlib.metadata): without it in the bundle their import raises PackageNotFoundError."""
 
 QT_PLUGIN_DIRS_EXCLUDED: dict[str, str | None] = {
     # Plugin folders of Qt modules the app does not use -> that module (kept if it is used).
@@ -270,10 +273,12 @@ def hidden_imports() -> list[str]:
 
 
 def package_datas() -> list[tuple[str, str]]:
-    """The Analysis `datas` of DATA_PACKAGES (their fonts and tables, beside their code)."""
-    from PyInstaller.utils.hooks import collect_data_files
+    """The Analysis `datas` of DATA_PACKAGES (their fonts and tables, beside their code) and the
+    dist-info of METADATA_PACKAGES."""
+    from PyInstaller.utils.hooks import collect_data_files, copy_metadata
 
-    return [entry for package in DATA_PACKAGES for entry in collect_data_files(package)]
+    return [*(entry for package in DATA_PACKAGES for entry in collect_data_files(package)),
+            *(entry for package in METADATA_PACKAGES for entry in copy_metadata(package))]
 
 
 def _toc_path_parts(dest: str) -> tuple[str, ...]:

@@ -123,6 +123,9 @@ def test_the_math_packages_data_files_are_collected(cfg: ModuleType) -> None:
         Path(src).name for src, _ in cfg.package_datas()}
     assert "STIXTwoMath-Regular.ttf" in dests  # ziamath's math font
     assert set(cfg.DATA_PACKAGES) <= set(cfg.HIDDEN_IMPORTS_EXTRA)
+    # llguidance reads its own version from its dist-info at import (the tools' pane imports it)
+    assert any(Path(dest).name.startswith("llguidance-") and dest.endswith(".dist-info")
+               for _, dest in cfg.package_datas())
 
 
 def test_llama_cpp_libraries_go_where_its_loader_looks(cfg: ModuleType) -> None:
@@ -450,8 +453,9 @@ def test_frozen_app_self_test_cold_and_warm(
 # Grown on 2026-12-04 by the new capabilities (Linux, measured by each alone over 251 MB): the
 # transcript's rendering +5 MB (Pygments' lexers, ziamath with ziafont, latex2mathml and their
 # fonts, QtSvg), the Hugging Face catalog +3 MB (huggingface_hub, httpx2, tqdm), documents +7.4 MB
-# (PDFium: pypdfium2), tools (the mcp SDK) and image input (libmtmd).
-BUNDLE_CEILING_BYTES = 270_000_000 if sys.platform == "darwin" else 280_000_000
+# (PDFium: pypdfium2), tools (the mcp SDK with pydantic and cryptography: ~20 MB) and image input
+# (libmtmd): 289.7 MB measured with all of them.
+BUNDLE_CEILING_BYTES = 280_000_000 if sys.platform == "darwin" else 295_000_000
 """The frozen folder, the 94 MB model included (#21: it was 389 MiB = 408 MB; with ONNX Runtime
 292 MB). #29 asked 250 MB of the macOS .app before tools, images, documents, math and the catalog;
 the Linux folder also carries numpy's OpenBLAS and gfortran (28 MB; macOS numpy uses Accelerate)."""

@@ -98,6 +98,7 @@ class EmbdBatch:
         self.struct.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(int_p))
         self.struct.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
         self.struct.n_tokens = 0
+        self.step_rows = 0  # an image's rows are never a decode step (the host-overhead gauge)
 
     def fill(self, rows: np.ndarray, position: int, seq: int) -> None:
         """Rows of embeddings at [position, position + len(rows)) of `seq`, no logits."""
