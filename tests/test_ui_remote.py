@@ -29,7 +29,7 @@ def loop(qtbot):
     # Tests list `loop` before `ui`, so their windows are closed by now: let the HTTP session
     # close (RemoteHub.shutdown schedules it), then drop whatever is left.
     try:
-        qtbot.waitUntil(lambda: all(t.done() for t in asyncio.all_tasks(loop)), timeout=3000)
+        qtbot.waitUntil(lambda: all(t.done() for t in asyncio.all_tasks(loop)), timeout=15000)
     except Exception:  # noqa: BLE001 - a stuck task is cancelled below
         pass
     for task in asyncio.all_tasks(loop):

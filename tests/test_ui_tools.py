@@ -36,7 +36,7 @@ def service(tmp_path: Path, qtbot):
 
     asyncio.get_event_loop().run_until_complete(s.stop_all()) if not asyncio.get_event_loop().is_running() \
         else asyncio.ensure_future(s.stop_all())
-    qtbot.waitUntil(lambda: all(v.state in ("stopped", "failed") for v in s.hub.servers.values()), timeout=8000)
+    qtbot.waitUntil(lambda: all(v.state in ("stopped", "failed") for v in s.hub.servers.values()), timeout=15000)
     set_tools_service(None)
 
 

@@ -245,6 +245,9 @@ class McpServer:
             await asyncio.wait_for(asyncio.shield(running.task), STOP_TIMEOUT)
         except (asyncio.CancelledError, TimeoutError, Exception):  # noqa: BLE001
             running.task.cancel()
+            # "stopped" only once the task has unwound (the SDK reaps the process as it does):
+            # a loop closed under a task still cleaning up leaves its pipes' watchers dangling.
+            await asyncio.wait({running.task}, timeout=STOP_TIMEOUT)
         self._set(STOPPED)
 
 
