@@ -231,8 +231,8 @@ def test_stop_during_an_image_commits_none_of_it(backend, monkeypatch: pytest.Mo
     stop = {"now": False}
     encode = Projector.encode
 
-    def encode_then_stop(self, seg):  # Stop pressed while the projector encodes
-        out = encode(self, seg)
+    def encode_then_stop(self, seg, cancel=None):  # Stop pressed as the encode ends
+        out = encode(self, seg, cancel)
         stop["now"] = True
         return out
 

@@ -237,8 +237,10 @@ class LlamaChatBackend:
             result = yield from (stream if tap is None else tap.scored(stream))
             result.restored_tokens = min(producer.restored, result.reused_prefix_tokens)
             if figures:
-                result.image_tokens = sum(n for n, _ in figures)
-                result.image_encode_seconds = sum(s for _, s in figures)
+                done = [f for f in figures if not f.stopped]
+                result.image_tokens = sum(f.n_tokens for f in done)
+                result.image_encode_seconds = sum(f.seconds for f in figures)
+                result.image_encode_stopped = any(f.stopped for f in figures)
             self._record_turn(turn, producer, result)
             return result
         finally:
@@ -315,6 +317,7 @@ class LlamaChatBackend:
             "peak_memory_pressure": result.peak_memory_pressure.name.lower(),
             "image_tokens": result.image_tokens,
             "image_encode_seconds": result.image_encode_seconds,
+            "image_encode_stopped": result.image_encode_stopped,
         }
         with self._snapshot_lock:
             self._last_turn = stats

@@ -83,7 +83,9 @@ def summary_line(result: RawDecodeResult, ttft: float | None) -> str:
         parts.append(f"draft {result.accepted_tokens}/{result.drafted_tokens} accepted")
     if result.restored_tokens:
         parts.append(f"restored {result.restored_tokens} from RAM")
-    if result.image_tokens:
+    if result.image_encode_stopped:  # Stop reached into the encode (the projector's cb_eval)
+        parts.append(f"image: encode stopped after {result.image_encode_seconds:.2f} s")
+    elif result.image_tokens:
         parts.append(f"image: {result.image_tokens} tok, encoded in {result.image_encode_seconds:.2f} s")
     if result.session_slot_evicted:
         parts.append("slot evicted")

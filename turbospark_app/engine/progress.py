@@ -100,9 +100,11 @@ class RawDecodeResult:
     # taken; engine.state_cache): set by the backend that owns the slots.
     restored_tokens: int = 0
     # Images this turn encoded (not those whose cells were reused): their KV cells and the
-    # seconds the encodes took (set by a backend that takes images; an encode cannot be stopped).
+    # seconds the encodes took, a stopped one's included (set by a backend that takes images);
+    # `image_encode_stopped`: Stop ended an encode part-way (its rows were thrown away).
     image_tokens: int = 0
     image_encode_seconds: float = 0.0
+    image_encode_stopped: bool = False
 
     @property
     def acceptance(self) -> float | None:

@@ -30,7 +30,7 @@ from ...engine.errors import ContextOverflow, EngineError
 from ...engine.kv_prefix import common_prefix_len
 from .batch import EmbdBatch
 from .context import LlamaCppContext
-from .vision import ImageSegment, Projector, image_runs
+from .vision import EncodeFigures, ImageSegment, Projector, image_runs
 
 GPU_PIECE_SECONDS = 0.030  # the longest a piece of a chunk may take where abort cannot reach
 _FIRST_PIECE = 32  # tokens of the first piece, before a rate is measured
@@ -66,7 +66,7 @@ class LlamaCppProducer:
         self._piece_rate = 0.0  # prefill tokens/s of the last pieces (GPU chunking)
         self.projector = projector  # the model's vision projector, None: text only
         self._embd_batch: EmbdBatch | None = None
-        self.image_figures: list[tuple[int, float]] = []  # (cells, encode seconds) per image fed
+        self.image_figures: list[EncodeFigures] = []  # per image chunk fed (encoded or stopped)
         context.clear_seq(seq)
 
     # -- state --------------------------------------------------------------------------------
@@ -193,8 +193,8 @@ class LlamaCppProducer:
     def _feed_image(self, seg: ImageSegment, position: int,
                     cancel: Callable[[], bool] | None) -> bool:
         """Encode one image chunk and decode its rows at `position` (all or nothing: the caller
-        rolls back). The encode itself cannot be stopped (libmtmd has no abort): Stop is looked
-        at before and after it."""
+        rolls back). Stop reaches into the encode through the projector's graph callback
+        (`encode_stop`): a stopped encode's rows are thrown away."""
         assert self.projector is not None
         ctx = self.context
         if seg.n_pos != seg.n_tokens:  # (M-RoPE projectors are refused when opened)
@@ -202,10 +202,10 @@ class LlamaCppProducer:
                               f"{seg.n_tokens} cells is not supported")
         if cancel is not None and cancel():
             return False
-        began = time.perf_counter()
-        rows = self.projector.encode(seg)
-        self.image_figures.append((seg.n_tokens, time.perf_counter() - began))
-        if cancel is not None and cancel():
+        rows = self.projector.encode(seg, cancel)
+        if self.projector.last_encode is not None:
+            self.image_figures.append(self.projector.last_encode)
+        if rows is None or (cancel is not None and cancel()):
             return False
         if self._embd_batch is None:
             self._embd_batch = EmbdBatch(ctx.n_batch, self.projector.n_embd)

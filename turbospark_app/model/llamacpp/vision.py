@@ -24,16 +24,18 @@ import ctypes
 import hashlib
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ...engine.errors import EngineError
 from ..gguf.header import ModelFileError, read_header
 from . import library
+from .encode_stop import CPU_EVERY, GPU_EVERY, EncodeGate
 from .log import capturing, refusal
 from .model import LlamaCppModel
 
@@ -132,6 +134,18 @@ class ImageSegment:
         return len(self.pseudo_ids)
 
 
+@dataclass(frozen=True)
+class EncodeFigures:
+    """One image chunk's encode: its cells, the seconds it took, whether Stop ended it (its
+    rows thrown away), whether it came from the kept embeddings; `looks` at the predicate."""
+
+    n_tokens: int
+    seconds: float
+    stopped: bool
+    cached: bool = False
+    looks: int = 0
+
+
 def pseudo_ids(key: str, n: int) -> tuple[int, ...]:
     """The `n` negative ids that stand for an image chunk in the token mirror (never a vocab id)."""
     out = []
@@ -146,8 +160,10 @@ class Projector:
     thread only (libmtmd's encode is not thread-safe); `image_ids` may run on any thread."""
 
     def __init__(self, model: LlamaCppModel, path: Path, handle: Any, M: Any, marker: bytes,
-                 n_batch: int) -> None:
+                 n_batch: int, gate: EncodeGate) -> None:
         self.model = model
+        self.gate = gate  # the cb_eval through which Stop reaches an encode (encode_stop)
+        self.last_encode: EncodeFigures | None = None
         self.path = path
         self._M = M
         self._handle = handle
@@ -192,6 +208,9 @@ class Projector:
         params.media_marker = marker
         params.warmup = False
         params.batch_max_tokens = int(n_batch)
+        gate = EncodeGate(GPU_EVERY if params.use_gpu else CPU_EVERY)
+        params.cb_eval = gate.callback
+        params.cb_eval_user_data = None
         with capturing() as lines:
             handle = M.mtmd_init_from_file(str(path).encode(), model.handle, params)
         if not handle:
@@ -205,7 +224,7 @@ class Projector:
             M.mtmd_free(handle)
             raise VisionUnavailable(f"the projector {path.name} uses M-RoPE positions (Qwen-VL family), "
                                     "which TurboSpark does not run yet")
-        return cls(model, path, handle, M, marker, int(n_batch))
+        return cls(model, path, handle, M, marker, int(n_batch), gate)
 
     @property
     def handle(self) -> Any:
@@ -299,8 +318,10 @@ class Projector:
 
     # -- encoding (engine thread) ----------------------------------------------------------------
 
-    def encode(self, seg: ImageSegment) -> np.ndarray:
-        """The chunk's embeddings (n_tokens, n_embd) float32, encoded once and kept a while."""
+    def encode(self, seg: ImageSegment, cancel: Callable[[], bool] | None = None) -> np.ndarray | None:
+        """The chunk's embeddings (n_tokens, n_embd) float32, encoded once and kept a while;
+        None when `cancel` stopped the encode (through the graph callback, `encode_stop`: its
+        half-computed rows are thrown away). `last_encode` holds the figures."""
         with self._lock:  # chunks retired since: free them (not the one being encoded)
             retired = [c for c in self._retired if c != seg.chunk]
             self._retired = [c for c in self._retired if c == seg.chunk]
@@ -309,10 +330,16 @@ class Projector:
         got = self._embd.get(seg.key)
         if got is not None:
             self._embd.move_to_end(seg.key)
+            self.last_encode = EncodeFigures(seg.n_tokens, 0.0, stopped=False, cached=True)
             return got
         M = self._M
-        with capturing() as lines:
+        began = time.perf_counter()
+        with capturing() as lines, self.gate.watching(cancel) as gate:
             code = M.mtmd_encode_chunk(self.handle, seg.chunk)
+        self.last_encode = EncodeFigures(seg.n_tokens, time.perf_counter() - began, gate.stopped,
+                                         looks=gate.looks)
+        if gate.stopped:
+            return None
         if code != 0:
             raise VisionUnavailable(f"the projector failed to encode an image (code {code}: "
                                     f"{refusal(lines) or 'no reason given'})")
