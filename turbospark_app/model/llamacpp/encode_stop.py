@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 from . import library
 
-CPU_EVERY = 4  # nodes between looks at the predicate on the CPU (each look is one sync)
+CPU_EVERY = 1  # nodes between looks on the CPU: a look (one sync) costs little beside a node
 GPU_EVERY = 16  # on a GPU backend a look waits for the device: fewer of them
 
 
