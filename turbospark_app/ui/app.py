@@ -33,6 +33,7 @@ from .first_run import model_at_startup
 from .icon import app_icon
 from .main_window import MainWindow, ModelFactory
 from .power_controls import PowerControls
+from .projector_dialog import remembered_projector
 from .settings import APPLICATION, ORGANIZATION, app_settings
 from .settings_dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
@@ -67,13 +68,16 @@ def real_backend_factory(
     gpu_layers: int = -1,
     cache_ram_mb: float | None = None,
     cache_types: tuple[str, str] = ("f16", "f16"),
+    mmproj: str | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
     `threads`: llama.cpp's thread count, or "auto" / None for the performance cores;
     `speculation`: the backend's own mode (the API server's turns; the panes' come stamped by
     the bridge); `max_context`: KV cells (None: the model's context, at most 4096);
-    `cache_types`: the KV cache's K and V types. The returned function is called on the engine thread."""
+    `cache_types`: the KV cache's K and V types; `mmproj`: the vision projector ("auto" or None:
+    the matching mmproj*.gguf beside the model; "off"; a file). The returned function is called
+    on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend, state_cache_bytes
@@ -92,7 +96,7 @@ def real_backend_factory(
                             thermal=thermal, memory=memory, chat_template=chat_template,
                             threads=count, speculation=speculation, max_context=max_context,
                             gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb),
-                            cache_types=KVCacheTypes(*cache_types))
+                            cache_types=KVCacheTypes(*cache_types), mmproj=mmproj or "auto")
 
     return load
 
@@ -109,19 +113,19 @@ def app_model_factory(
     cache_flags: tuple[str | None, str | None] = (None, None),
 ) -> ModelFactory:
     """What File › Open Model… and the Threads setting switch to: `factory(path,
-    chat_template=, threads=)`. Session slots and, unless given, the thread count (--threads >
+    chat_template=, threads=, mmproj=)`. Session slots and, unless given, the thread count (--threads >
     $TURBOSPARK_THREADS > the setting) are read when the switch is asked for (GUI thread)."""
 
     def model_factory(path: str | None, chat_template: str | None = None, threads: str | None = None,
                       cache_type_k: str | None = None, cache_type_v: str | None = None,
-                      ) -> Callable[[], ChatBackend]:
+                      mmproj: str | None = None) -> Callable[[], ChatBackend]:
         mode = threads or current_threads(settings, threads_flag).mode
         k, v = current_cache_types(settings, *cache_flags)
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         ram = cache_ram_flag if cache_ram_flag is not None else load_cache_ram(settings)
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
                                     chat_template, mode, speculation, max_context, gpu_layers, ram,
-                                    (cache_type_k or k.mode, cache_type_v or v.mode))
+                                    (cache_type_k or k.mode, cache_type_v or v.mode), mmproj)
 
     return model_factory
 
@@ -221,7 +225,8 @@ def run_app(args: argparse.Namespace) -> int:
                                    speculation=speculation, max_context=max_context,
                                    gpu_layers=gpu_layers,
                                    cache_ram_mb=cache_ram if cache_ram is not None else load_cache_ram(settings),
-                                   cache_types=(cache_k.mode, cache_v.mode))
+                                   cache_types=(cache_k.mode, cache_v.mode),
+                                   mmproj=getattr(args, "mmproj", None) or remembered_projector(settings, model_path))
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory, threads_flag=threads_flag,
                           speculation_flag=speculation_flag)

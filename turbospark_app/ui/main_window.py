@@ -149,6 +149,7 @@ class MainWindow(QMainWindow):
         file.addSeparator()
         self.open_model_action = self._action(file, "&Open Model…", self.open_model, QKeySequence.StandardKey.Open,
                                               "actionOpenModel")
+        self._action(file, "Open Model with &Projector…", lambda: self.open_model(True), None, "actionOpenWithProjector")
         file.addSeparator()
         self._action(file, "Export &QA Evidence…", lambda: self.qa_panel.export_dialog(), "Ctrl+Shift+E",
                      "actionExportQA")
@@ -362,18 +363,20 @@ class MainWindow(QMainWindow):
             box = QMessageBox(QMessageBox.Icon.Information, "Model Info", text, QMessageBox.StandardButton.Ok, self)
             box.open()
             return
-        ModelInfoDialog(info, self, describer=FileDescriber.for_window(self)).open()
+        ModelInfoDialog(info, self, describer=FileDescriber.for_window(self),
+                        choose_projector=self.models.choose_projector if self.model_factory else None).open()
 
     def show_about(self) -> None:
         """Help > About TurboSpark: versions of everything, the model included."""
         AboutDialog(self.bridge.model_info, self).open()
 
-    def open_model(self) -> None:
-        """File > Open Model…: pick a GGUF; it is checked before the engine switches to it."""
+    def open_model(self, ask_projector: bool = False) -> None:
+        """File > Open Model…: pick a GGUF; it is checked before the engine switches to it
+        (`ask_projector`: …with Projector…, then which vision projector)."""
         if self.model_factory is None:
             self._warn("Open Model", "This window was started with a fixed engine; it cannot load model files.")
             return
-        self.models.open_dialog()
+        self.models.open_dialog(ask_projector)
 
     def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
         """Load the (checked) GGUF at `path` (ui.model_switch: stops running replies, asks first)."""

@@ -50,6 +50,7 @@ from PySide6.QtWidgets import (
 )
 
 from .formatting import bytes_label
+from .projector_dialog import ProjectorDialog, needs_choice, projector_facts
 
 CHATML = "chatml"  # model.consistency.CHATML (not imported here: that pulls in numpy)
 GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
@@ -82,6 +83,8 @@ def check_model_file(path: str | os.PathLike[str], chat_template: str | None = N
                  chat_template_is_fallback=template is not None and template.is_fallback,
                  has_chat_template=template is not None,  # False: a base model, raw completion
                  chatml_available=template is None and chatml_available(tokenizer))
+    # The vision projectors beside it (their headers): Open Model asks when it is not clear.
+    facts["projectors"] = projector_facts(path, description.config.dim)
     return facts
 
 
@@ -171,6 +174,10 @@ class ModelOpener(QObject):
         self._thread: _CheckThread | None = None
         self._choice: str | None = None
         self._load: dict[str, str] = {}
+        self._mmproj: str | None = None  # the projector asked for (None: Automatic, or ask)
+        self._ask = False  # show the projector step whatever the folder holds
+        self._current_projector: str | None = None
+        self.projector_dialog: ProjectorDialog | None = None
         self.last_error: tuple[str, str] | None = None
         self.notice: QMessageBox | None = None  # the last "no chat template" note
 
@@ -179,20 +186,26 @@ class ModelOpener(QObject):
         """A file is being checked."""
         return self._thread is not None
 
-    def open_dialog(self, start: str = "") -> None:
-        """File > Open Model…: ask for a file, then `open_path` it."""
+    def open_dialog(self, start: str = "", ask_projector: bool = False) -> None:
+        """File > Open Model…: ask for a file, then `open_path` it (`ask_projector`: then which
+        vision projector, whatever its folder holds)."""
         path = self._choose(self._parent, start)
         if path:
-            self.open_path(path)
+            self.open_path(path, ask_projector=ask_projector)
 
     def open_path(self, path: str, chat_template: str | None = None,
-                  load: Mapping[str, str] | None = None) -> bool:
+                  load: Mapping[str, str] | None = None, mmproj: str | None = None,
+                  ask_projector: bool = False, current_projector: str | None = None) -> bool:
         """Check `path` in a worker thread; switch on success, explain on failure.
         `chat_template="chatml"`: with the built-in ChatML instead of the file's template;
-        `load`: load options ({"weights": "f32", "kernels": "int8"}, facts["load_options"]).
-        False when a check is running."""
+        `load`: load options ({"weights": "f32", "kernels": "int8"}, facts["load_options"]);
+        `mmproj`: the vision projector ("auto", "off", a file; None: Automatic unless the
+        folder's projectors leave it unclear, then the projector step asks, as with
+        `ask_projector`; `current_projector`: the step's first selection). False when a check
+        is running."""
         if self._thread is not None:
             return False
+        self._mmproj, self._ask, self._current_projector = mmproj, ask_projector, current_projector
         check = self._check if chat_template is None else functools.partial(
             self._check, chat_template=chat_template)
         self._choice = chat_template
@@ -226,10 +239,27 @@ class ModelOpener(QObject):
             self.checked.emit(path, False)
             return
         self.last_error = None
+        if self._mmproj is None and (self._ask or needs_choice(facts)):
+            self._ask_projector(path, facts)
+            return
+        self._finish(path, facts, self._mmproj)
+
+    def _ask_projector(self, path: str, facts: dict[str, Any]) -> None:
+        """The projector step: OK opens the model with the choice; Cancel opens nothing."""
+        dialog = ProjectorDialog(path, facts, self._parent, current=self._current_projector)
+        self.projector_dialog = dialog
+        dialog.accepted.connect(lambda: self._finish(path, facts, dialog.choice()))
+        dialog.rejected.connect(lambda: self.checked.emit(path, False))
+        dialog.open()
+
+    def _finish(self, path: str, facts: dict[str, Any], mmproj: str | None) -> None:
+        self.projector_dialog = None
         if self._choice is not None:
             facts = {**facts, "chat_template_choice": self._choice}
-        if self._load:
-            facts = {**facts, "load_options": dict(self._load)}
+        load = {**self._load, **({"mmproj": mmproj} if mmproj else {})}
+        self._load = load  # (a ChatML retry from the raw-model note keeps the projector)
+        if load:
+            facts = {**facts, "load_options": load}
         self._switch(path, facts)
         if facts.get("has_chat_template") is False:
             self._raw_note(path, bool(facts.get("chatml_available")))
@@ -313,9 +343,11 @@ def info_rows(info: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 class ModelInfoDialog(QDialog):
     """Help > Model Info: the loaded model's facts and its chat template's text; with a
-    `describer`, buttons show the full GGUF metadata of this file or of any other (`gguf_info`)."""
+    `describer`, buttons show the full GGUF metadata of this file or of any other (`gguf_info`);
+    with `choose_projector`, "Projector…" chooses its vision projector (a reload)."""
 
-    def __init__(self, info: Mapping[str, Any], parent: QWidget | None = None, describer: Any = None) -> None:
+    def __init__(self, info: Mapping[str, Any], parent: QWidget | None = None, describer: Any = None,
+                 choose_projector: Callable[[], None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("modelInfoDialog")
         self.describer = describer  # a gguf_info.FileDescriber (it outlives the dialog), or None
@@ -346,6 +378,12 @@ class ModelInfoDialog(QDialog):
         buttons.rejected.connect(self.reject)
         if describer is not None:
             self._add_metadata_buttons(buttons, info.get("path"), describer)
+        if choose_projector is not None and isinstance(info.get("path"), str):
+            # The vision projector this model opens with (ui.projector_dialog), then a reload.
+            projector = buttons.addButton("Projector…", QDialogButtonBox.ButtonRole.ActionRole)
+            projector.setObjectName("projectorButton")
+            projector.clicked.connect(self.accept)
+            projector.clicked.connect(choose_projector)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(heading)

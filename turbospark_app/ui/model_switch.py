@@ -27,6 +27,7 @@ from .bridge import EngineBridge
 from .first_run import remember_model
 from .load_setting import LoadSetting
 from .model_dialogs import ModelOpener
+from .projector_dialog import AUTO, OFF, remember_projector, remembered_projector
 from .settings_dialog import load_session_slots
 from .kv_cache_setting import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING, current_cache_types
 from .threads_setting import THREADS_SETTING, current_threads
@@ -76,6 +77,7 @@ class ModelSwitcher(QObject):
         self._pending: ModelTarget | None = None  # asked for, not loaded yet
         self._restoring = False  # the pending load puts the previous model back
         self.failure_box: QMessageBox | None = None
+        self.projector_box: QMessageBox | None = None  # the last "projector refused" message
 
     def threads(self) -> ThreadsChoice:
         """The thread choice the next load uses (flag > environment > setting > auto)."""
@@ -92,10 +94,11 @@ class ModelSwitcher(QObject):
 
     # -- asking for a switch ----------------------------------------------------------------
 
-    def open_dialog(self) -> None:
-        """File › Open Model…: pick a GGUF; it is checked before the engine switches to it."""
+    def open_dialog(self, ask_projector: bool = False) -> None:
+        """File › Open Model…: pick a GGUF; it is checked before the engine switches to it
+        (`ask_projector`: then which vision projector, ui.projector_dialog)."""
         current = self._bridge.model_info.get("path")
-        self.opener.open_dialog(str(Path(current).parent) if current else "")
+        self.opener.open_dialog(str(Path(current).parent) if current else "", ask_projector)
 
     def change_load(self, options: dict[str, str]) -> None:
         """A load setting changed ({"threads": "2"}):
@@ -105,8 +108,19 @@ class ModelSwitcher(QObject):
         if self.model_factory is None or target is None:
             self._save(options)
             return
-        if not self.opener.open_path(target.path, chat_template=target.options.get("chat_template"), load=options):
+        if not self.opener.open_path(target.path, chat_template=target.options.get("chat_template"), load=options,
+                                     mmproj=target.options.get("mmproj", AUTO)):
             self._save(options)  # an Open Model check is running: it loads with them
+
+    def choose_projector(self) -> None:
+        """Model Info › Projector…: reload the model with another vision projector (asked in
+        the projector step; checked and confirmed like Open Model)."""
+        target = self._pending or self.current
+        if self.model_factory is None or target is None:
+            return
+        self.opener.open_path(target.path, chat_template=target.options.get("chat_template"),
+                              load={k: v for k, v in target.options.items() if k in LOAD_SETTINGS},
+                              ask_projector=True, current_projector=target.options.get("mmproj"))
 
     def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
         """Load the (checked) GGUF at `path`. Running replies are stopped first and saved as
@@ -117,6 +131,10 @@ class ModelSwitcher(QObject):
         facts = facts or {}
         options = {"chat_template": facts["chat_template_choice"]} if facts.get("chat_template_choice") else {}
         options.update(facts.get("load_options") or {})
+        if "mmproj" not in options:  # the projector chosen for this model before, if any
+            remembered = remembered_projector(self._settings, path)
+            if remembered:
+                options["mmproj"] = remembered
         busy = self._busy_panes()
         if busy:
             replies = f"{len(busy)} repl{'ies' if len(busy) > 1 else 'y'} being generated will be stopped"
@@ -153,12 +171,14 @@ class ModelSwitcher(QObject):
             loaded, self._pending, self._restoring = self._pending, None, False
             if loaded is not None:
                 self.current = ModelTarget(loaded.path, loaded.options)
+                self._projector_outcome(loaded, info)
                 # Stored once the model runs in the mode asked for (model_info tells, if it can).
                 self._save({key: mode for key, mode in loaded.options.items() if key in LOAD_SETTINGS
                             and (LOAD_SETTINGS[key][1] is None
                                  or info.get(str(LOAD_SETTINGS[key][1]), mode) == mode)})
-            elif self.current is None and info.get("path"):
-                self.current = ModelTarget(str(info["path"]), {})  # the model loaded at start
+            elif self.current is None and info.get("path"):  # the model loaded at start
+                remembered = remembered_projector(self._settings, str(info["path"]))
+                self.current = ModelTarget(str(info["path"]), {"mmproj": remembered} if remembered else {})
             return False
         if state != "failed":
             return False
@@ -174,6 +194,27 @@ class ModelSwitcher(QObject):
         self._switch_now(ModelTarget(previous.path, {k: v for k, v in previous.options.items()
                                                      if k not in LOAD_SETTINGS}))
         return True
+
+    def _projector_outcome(self, loaded: ModelTarget, info: dict[str, Any]) -> None:
+        """Remember a projector choice that worked; say so when the chosen file was refused
+        (the model is open for text: conversations work, images are refused)."""
+        choice = loaded.options.get("mmproj")
+        if not choice:
+            return
+        if choice in (AUTO, OFF) or info.get("vision"):
+            remember_projector(self._settings, loaded.path, choice)
+            return
+        name = Path(loaded.path).name
+        box = QMessageBox(QMessageBox.Icon.Warning, "Vision Projector",
+                          f"The projector {Path(choice).name} cannot be used with {name}",
+                          QMessageBox.StandardButton.Ok, self._window)
+        box.setObjectName("projectorRefusedBox")
+        why = str(info.get("vision_label") or "no (no reason given)")
+        why = why[4:-1] if why.startswith("no (") and why.endswith(")") else why
+        box.setInformativeText(f"{why}.\n\n{name} is open for text: conversations work, images are "
+                               "refused. Choose its own projector with Help › Model Info › Projector….")
+        self.projector_box = box
+        box.open()
 
     def _explain_failure(self, failed: ModelTarget, previous: ModelTarget, error: str) -> None:
         asked = describe_load(failed.options)

@@ -93,28 +93,56 @@ def projector_width(path: Path) -> int | None:
     return int(width) if isinstance(width, int) else None
 
 
-def find_projector(model_path: Path, n_embd: int) -> ProjectorChoice:
-    """The `mmproj*.gguf` beside `model_path` whose projection width is the model's embedding
-    width (`n_embd`), or why there is none."""
+@dataclass(frozen=True)
+class ProjectorFile:
+    """A projector file as its header tells: its projection `width` (None: not a vision
+    projector or not readable) and `problem`, "" when it fits a model of the width asked."""
+
+    path: Path
+    width: int | None
+    kind: str
+    problem: str
+
+    @property
+    def fits(self) -> bool:
+        return not self.problem
+
+
+def inspect_projector(path: Path, n_embd: int) -> ProjectorFile:
+    """What `path`'s header says about it as the projector of a model of width `n_embd` (the
+    header's word; mtmd_init_from_file has the last one)."""
+    path = Path(path)
+    try:
+        width = projector_width(path)
+    except ModelFileError as e:
+        return ProjectorFile(path, None, "?", e.reason)
+    if width is None:
+        return ProjectorFile(path, None, "?", "not a vision projector")
+    kind = str(read_header(path).value("clip.projector_type", "?"))
+    if width != n_embd:
+        return ProjectorFile(path, width, kind, f"projects to {width}, the model's width is {n_embd}")
+    return ProjectorFile(path, width, kind, "")
+
+
+def projectors_beside(model_path: Path, n_embd: int) -> list[ProjectorFile]:
+    """Every `mmproj*.gguf` in the model's folder, by name, each inspected for that model."""
     folder = Path(model_path).parent
     found = sorted(p for p in folder.glob("*.gguf")
                    if p.name.lower().startswith("mmproj") and p.resolve() != Path(model_path).resolve())
+    return [inspect_projector(p, n_embd) for p in found]
+
+
+def find_projector(model_path: Path, n_embd: int) -> ProjectorChoice:
+    """The `mmproj*.gguf` beside `model_path` whose projection width is the model's embedding
+    width (`n_embd`), or why there is none."""
+    found = projectors_beside(model_path, n_embd)
     if not found:
-        return ProjectorChoice(None, f"no mmproj*.gguf beside the model in {folder}")
-    seen = []
-    for path in found:
-        try:
-            width = projector_width(path)
-        except ModelFileError as e:
-            seen.append(f"{path.name}: {e.reason}")
-            continue
-        if width is None:
-            seen.append(f"{path.name}: not a vision projector")
-        elif width != n_embd:
-            seen.append(f"{path.name}: projects to {width}, the model's width is {n_embd}")
-        else:
-            return ProjectorChoice(path)
-    return ProjectorChoice(None, "no projector beside the model matches it (" + "; ".join(seen) + ")")
+        return ProjectorChoice(None, f"no mmproj*.gguf beside the model in {Path(model_path).parent}")
+    fitting = next((f for f in found if f.fits), None)
+    if fitting is not None:
+        return ProjectorChoice(fitting.path)
+    seen = "; ".join(f"{f.path.name}: {f.problem}" for f in found)
+    return ProjectorChoice(None, f"no projector beside the model matches it ({seen})")
 
 
 # -- the projector -------------------------------------------------------------------------------
