@@ -27,7 +27,7 @@ import numpy as np
 
 N_EMBD, N_HEAD, N_FF, N_LAYER = 64, 4, 128, 2
 SEED = 1234
-SHAPES = {"mlp": (32, 16), "gemma3": (64, 8)}  # image size, patch size
+SHAPES = {"mlp": (32, 16), "gemma3": (64, 8), "qwen2vl_merger": (64, 16)}  # image size, patch size
 
 
 def text_n_embd(path: str | Path) -> int:
@@ -73,8 +73,11 @@ def write_mmproj(out: str | Path, n_text: int, projector: str = "mlp", image_siz
     w.add_vision_image_std([0.5, 0.5, 0.5])
 
     w.add_tensor("v.patch_embd.weight", rnd(N_EMBD, 3, patch, patch))
-    w.add_tensor("v.patch_embd.bias", zeros(N_EMBD))
-    w.add_tensor("v.position_embd.weight", rnd(n_pos, N_EMBD))
+    if projector == "qwen2vl_merger":  # two frames' kernels, no bias, M-RoPE instead of position rows
+        w.add_tensor("v.patch_embd.weight.1", rnd(N_EMBD, 3, patch, patch))
+    else:
+        w.add_tensor("v.patch_embd.bias", zeros(N_EMBD))
+        w.add_tensor("v.position_embd.weight", rnd(n_pos, N_EMBD))
     for i in range(N_LAYER):
         p = f"v.blk.{i}."
         for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
@@ -91,6 +94,11 @@ def write_mmproj(out: str | Path, n_text: int, projector: str = "mlp", image_siz
         w.add_tensor("mm.0.weight", rnd(n_text, N_EMBD, std=0.5))
         w.add_tensor("mm.0.bias", zeros(n_text))
         w.add_tensor("mm.2.weight", rnd(n_text, n_text, std=0.05))
+        w.add_tensor("mm.2.bias", zeros(n_text))
+    elif projector == "qwen2vl_merger":  # 2 x 2 patches merged (4 x width) -> GELU MLP -> the text width
+        w.add_tensor("mm.0.weight", rnd(4 * N_EMBD, 4 * N_EMBD, std=0.1))
+        w.add_tensor("mm.0.bias", zeros(4 * N_EMBD))
+        w.add_tensor("mm.2.weight", rnd(n_text, 4 * N_EMBD, std=0.1))
         w.add_tensor("mm.2.bias", zeros(n_text))
     else:  # gemma3: post-LN, average pool, RMS norm, projection (used transposed)
         w.add_tensor("v.post_ln.weight", ones(N_EMBD))
