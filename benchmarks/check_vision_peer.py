@@ -3,9 +3,10 @@ same llama.cpp, the same files), streamed through the official `openai` client.
 
     python benchmarks/check_vision_peer.py --llama-server build/peer/bin/llama-server [--tokens 24]
 
-Two pairs, each a text model and the synthetic projector of benchmarks/synthetic_mmproj.py:
-the default model (SmolLM2-135M, `mlp`) and a synthetic Gemma 3 (`gemma3`: the non-causal image
-decode). For each pair and each of two images, both servers answer the same request (image part
+Three pairs, each a text model and the synthetic projector of benchmarks/synthetic_mmproj.py:
+the default model (SmolLM2-135M, `mlp`), a synthetic Gemma 3 (`gemma3`: the non-causal image
+decode) and the default model relabelled Qwen2-VL (`qwen2vl_merger`: M-RoPE, an image advancing
+fewer positions than its cells). For each pair and each of two images, both servers answer the same request (image part
 then text part, temperature 0); the script prints both replies, their prompt_tokens, and whether
 they agree token for token (text equal), and exits 1 when any differs. Not part of `make test`
 (it needs llama-server: `make check-vision-peer` builds it).
@@ -41,12 +42,14 @@ def request(seed: int) -> list[dict]:
                                          {"type": "text", "text": "Describe this image."}]}]
 
 
-def replies(spec: peers.ServerSpec, log: Path, tokens: int) -> list[tuple[str, int]]:
+def replies(spec: peers.ServerSpec, log: Path, tokens: int) -> list[tuple[str, int, int]]:
+    """(text, prompt_tokens, completion_tokens) for each image."""
     out = []
     with peers.Server(spec, log) as server:
         for seed in (0, 7):
             s = peers.stream(server, messages=request(seed), max_tokens=tokens)
-            out.append((s.text, int((s.usage or {}).get("prompt_tokens", -1))))
+            usage = s.usage or {}
+            out.append((s.text, int(usage.get("prompt_tokens", -1)), int(usage.get("completion_tokens", -1))))
     return out
 
 
@@ -70,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         gemma = synth.write_family_synthetic(work / "gemma3-synthetic.gguf", "gemma3", "Q4_0", layers=2)
-        pairs = [(args.model, "mlp"), (gemma, "gemma3")]
+        qwen = mmproj.as_mrope_model(args.model, work / "qwen2vl-synthetic.gguf")
+        pairs = [(args.model, "mlp"), (gemma, "gemma3"), (qwen, "qwen2vl_merger")]
         for model, kind in pairs:
             proj = mmproj.write_mmproj(work / f"mmproj-{kind}.gguf", mmproj.text_n_embd(model), kind)
             ours = peers.turbospark_spec(cmd, model, args.threads, 2048)
@@ -80,10 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             a = replies(ours, work / f"ours-{kind}.log", args.tokens)
             b = replies(theirs, work / f"theirs-{kind}.log", args.tokens)
             for seed, (mine, peer) in zip((0, 7), zip(a, b)):
-                same = mine[0] == peer[0]
+                # TurboSpark's replies drop the whitespace an answer starts with (chat.formats):
+                # the same tokens, when the counts agree.
+                same = mine[0] == peer[0].lstrip() and mine[2] == peer[2]
                 failed += not same
                 print(f"{kind} {model.name} image seed {seed}: {'SAME' if same else 'DIFFERENT'} "
-                      f"(prompt_tokens {mine[1]} / {peer[1]})")
+                      f"(prompt_tokens {mine[1]} / {peer[1]}, completion_tokens {mine[2]} / {peer[2]})")
                 print(f"  {peers.OURS}: {mine[0]!r}")
                 print(f"  {peers.THEIRS}: {peer[0]!r}")
     return 1 if failed else 0

@@ -112,6 +112,33 @@ def write_mmproj(out: str | Path, n_text: int, projector: str = "mlp", image_siz
     return out
 
 
+def as_mrope_model(src: str | Path, out: str | Path, sections: tuple[int, int, int, int] = (16, 8, 8, 0)) -> Path:
+    """A copy of the text model `src` (a llama-architecture GGUF: the default model) relabelled
+    as Qwen2-VL (`qwen2vl`: the same tensors, M-RoPE positions in `sections` of each head's
+    rotary dimensions, summing to half of it): the text side of an M-RoPE pair, for a
+    `qwen2vl_merger` projector (mtmd uses M-RoPE positions only for a text model that does)."""
+    r = gguf.GGUFReader(str(src))
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    w = gguf.GGUFWriter(str(out), "qwen2vl")
+    for field in r.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        name = "qwen2vl." + field.name[len(arch) + 1:] if field.name.startswith(arch + ".") else field.name
+        w.add_key_value(name, field.contents(), kind, sub_type=sub)
+    w.add_array("qwen2vl.rope.dimension_sections", list(sections))
+    for t in r.tensors:
+        w.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for t in r.tensors:
+        w.write_tensor_data(t.data, tensor_endianess=r.endianess)
+    w.close()
+    return Path(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", help="the text model GGUF (its embedding width is the projector's)")

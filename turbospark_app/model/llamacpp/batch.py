@@ -77,13 +77,14 @@ class Batch:
 
 
 class EmbdBatch:
-    """A `llama_batch` of embedding rows (an image's), one sequence, consecutive positions."""
+    """A `llama_batch` of embedding rows (an image's), one sequence: consecutive positions, or
+    `n_pos_per_row` (4: M-RoPE) positions a row given section-major (`image_positions`)."""
 
-    def __init__(self, capacity: int, n_embd: int) -> None:
+    def __init__(self, capacity: int, n_embd: int, n_pos_per_row: int = 1) -> None:
         C = library.binding()
-        self.capacity, self.n_embd = capacity, n_embd
+        self.capacity, self.n_embd, self.n_pos_per_row = capacity, n_embd, n_pos_per_row
         self.embd = np.zeros((capacity, n_embd), np.float32)
-        self.pos = np.zeros(capacity, np.int32)
+        self.pos = np.zeros(capacity * n_pos_per_row, np.int32)
         self.n_seq_id = np.ones(capacity, np.int32)
         self.seq = np.zeros(capacity, np.int32)
         self.logits = np.zeros(capacity, np.int8)
@@ -100,14 +101,22 @@ class EmbdBatch:
         self.struct.n_tokens = 0
         self.step_rows = 0  # an image's rows are never a decode step (the host-overhead gauge)
 
-    def fill(self, rows: np.ndarray, position: int, seq: int) -> None:
-        """Rows of embeddings at [position, position + len(rows)) of `seq`, no logits."""
+    def fill(self, rows: np.ndarray, position: int, seq: int, positions: np.ndarray | None = None) -> None:
+        """Rows of embeddings at [position, position + len(rows)) of `seq`, no logits; or at
+        `positions` ((n_pos_per_row, len(rows)), M-RoPE's t, y, x, z rows)."""
         n = rows.shape[0]
         if not 0 < n <= self.capacity or rows.shape[1] != self.n_embd:
             raise ValueError(f"{rows.shape} embedding rows do not fit a batch of "
                              f"({self.capacity}, {self.n_embd})")
         self.embd[:n] = rows
-        self.pos[:n] = np.arange(position, position + n, dtype=np.int32)
+        if positions is not None:
+            if positions.shape != (self.n_pos_per_row, n):
+                raise ValueError(f"positions {positions.shape} for {n} rows of {self.n_pos_per_row} each")
+            self.pos[: self.n_pos_per_row * n] = positions.ravel()  # section-major over these n rows
+        elif self.n_pos_per_row != 1:
+            raise ValueError("an M-RoPE embedding batch needs each row's positions")
+        else:
+            self.pos[:n] = np.arange(position, position + n, dtype=np.int32)
         self.seq[:n] = seq
         self.logits[:n] = 0
         self.struct.n_tokens = n

@@ -16,7 +16,9 @@ so nothing speculates on them.
 Images (`vision.py`): a chunk may hold an image's pseudo-ids (negative, derived from its sha256),
 whole; the producer encodes it with the model's projector and decodes the embedding rows at
 those cells (a non-causal image in one batch). The mirror keeps the pseudo-ids, so prefix reuse
-matches the same image at the same place; a trim or a reused prefix never ends inside one.
+matches the same image at the same place; a trim or a reused prefix never ends inside one. With
+an M-RoPE model (Qwen-VL) an image's positions are not its cells: the producer keeps the shift
+between the two (`image_positions`) and hands llama.cpp positions, the engine cells.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ...engine.errors import ContextOverflow, EngineError
 from ...engine.kv_prefix import common_prefix_len
 from .batch import EmbdBatch
 from .context import LlamaCppContext
+from .image_positions import last_stored_position, mrope_positions, shift_of
 from .vision import EncodeFigures, ImageSegment, Projector, image_runs
 
 GPU_PIECE_SECONDS = 0.030  # the longest a piece of a chunk may take where abort cannot reach
@@ -67,6 +70,9 @@ class LlamaCppProducer:
         self.projector = projector  # the model's vision projector, None: text only
         self._embd_batch: EmbdBatch | None = None
         self.image_figures: list[EncodeFigures] = []  # per image chunk fed (encoded or stopped)
+        # Positions minus cells at the cursor: an M-RoPE image advances the position by fewer
+        # than its cells (image_positions); 0 for every other model.
+        self._shift = 0
         context.clear_seq(seq)
 
     # -- state --------------------------------------------------------------------------------
@@ -123,7 +129,7 @@ class LlamaCppProducer:
         ids = self._check((token,), position)
         self._check_out(logits_out)
         batch = self.context.batch
-        batch.fill_span(ids, position, self.seq, "last")
+        batch.fill_span(ids, position + self._shift, self.seq, "last")
         self._decode_or_roll_back(position)
         np.copyto(logits_out, self.context.logits(0))
         self._mirror.append(ids[0])
@@ -131,7 +137,7 @@ class LlamaCppProducer:
     def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
         """Feed a prompt token whose logits nobody reads (`logits_out` is left untouched)."""
         ids = self._check((token,), position)
-        self.context.batch.fill_span(ids, position, self.seq, "none")
+        self.context.batch.fill_span(ids, position + self._shift, self.seq, "none")
         self._decode_or_roll_back(position)
         self._mirror.append(ids[0])
 
@@ -152,13 +158,15 @@ class LlamaCppProducer:
         runs = image_runs(ids, self.projector) if min(ids) < 0 else [(0, len(ids), None)]
         if logits_out is not None and runs[-1][2] is not None:
             raise ValueError("a chunk that ends with an image has no logits to give")
+        shift = self._shift  # positions run ahead of (M-RoPE: behind) cells past each image
         try:
             for start, end, seg in runs:
                 if seg is None:
                     out = logits_out is not None and end == len(ids)
-                    done = self._feed_text(ids[start:end], position + start, out, cancel)
+                    done = self._feed_text(ids[start:end], position + start + shift, out, cancel)
                 else:
-                    done = self._feed_image(seg, position + start, cancel)
+                    done = self._feed_image(seg, position + start + shift, cancel)
+                    shift += seg.n_pos - seg.n_tokens
                 if not done:
                     self._roll_back(position)
                     return False
@@ -168,10 +176,12 @@ class LlamaCppProducer:
         if logits_out is not None:
             np.copyto(logits_out, self.context.logits(-1))
         self._mirror.extend(ids)
+        self._shift = shift
         return True
 
     def _feed_text(self, ids: list[int], position: int, logits: bool,
                    cancel: Callable[[], bool] | None) -> bool:
+        """Decode text `ids` at llama.cpp position `position` on (the caller has shifted it)."""
         ctx = self.context
         polled = cancel is not None and not (ctx.abort_works and self.can_trim)
         start = 0
@@ -197,9 +207,10 @@ class LlamaCppProducer:
         (`encode_stop`): a stopped encode's rows are thrown away."""
         assert self.projector is not None
         ctx = self.context
-        if seg.n_pos != seg.n_tokens:  # (M-RoPE projectors are refused when opened)
+        mrope = self.projector.mrope
+        if seg.n_pos != seg.n_tokens and not mrope:
             raise EngineError(f"an image chunk advancing {seg.n_pos} positions over "
-                              f"{seg.n_tokens} cells is not supported")
+                              f"{seg.n_tokens} cells needs an M-RoPE model")
         if cancel is not None and cancel():
             return False
         rows = self.projector.encode(seg, cancel)
@@ -208,14 +219,16 @@ class LlamaCppProducer:
         if rows is None or (cancel is not None and cancel()):
             return False
         if self._embd_batch is None:
-            self._embd_batch = EmbdBatch(ctx.n_batch, self.projector.n_embd)
+            self._embd_batch = EmbdBatch(ctx.n_batch, self.projector.n_embd, 4 if mrope else 1)
+        grid = mrope_positions(position, seg.nx, seg.n_tokens) if mrope else None
         # A non-causal image goes in ONE ubatch (checked when it was tokenized, again here).
         step = len(rows) if seg.non_causal else ctx.n_batch
         if step > ctx.n_batch:
             raise EngineError(f"an image of {len(rows)} tokens does not fit one batch of {ctx.n_batch}")
         polled = cancel is not None and not (ctx.abort_works and self.can_trim)
         for at in range(0, len(rows), step):
-            self._embd_batch.fill(rows[at: at + step], position + at, self.seq)
+            self._embd_batch.fill(rows[at: at + step], position + at, self.seq,
+                                  None if grid is None else np.ascontiguousarray(grid[:, at: at + step]))
             if not ctx.decode_embd(self._embd_batch, None if polled else cancel,
                                    causal=not seg.non_causal):
                 return False
@@ -231,7 +244,7 @@ class LlamaCppProducer:
         ctx = self.context
         if len(ids) > ctx.n_batch:
             raise ValueError(f"{len(ids)} rows do not fit one batch of {ctx.n_batch}")
-        ctx.batch.fill_span(ids, position, self.seq, "all")
+        ctx.batch.fill_span(ids, position + self._shift, self.seq, "all")
         self._decode_or_roll_back(position)
         for i in range(len(ids)):
             np.copyto(rows_out[i], ctx.logits(i))
@@ -245,10 +258,11 @@ class LlamaCppProducer:
             return
         if self._image_boundary(n) != n:
             raise ValueError(f"cannot trim to {n}: that cuts inside an image")
-        if not self.context.seq_rm(self.seq, n, -1):
+        if not self.context.seq_rm(self.seq, n + self._shift_at(n), -1):
             raise EngineError(f"this model's memory cannot drop part of a sequence "
                               f"({self.context.model.facts.description}: recurrent state)")
         del self._mirror[n:]
+        self._shift = self._shift_at(n)
         if not self._holds(n):
             self.reset()
             raise EngineError(f"the KV cache no longer holds the first {n} tokens (a sliding window "
@@ -258,6 +272,7 @@ class LlamaCppProducer:
         """Forget every token: the next is fed at position 0."""
         self.context.clear_seq(self.seq)
         self._mirror.clear()
+        self._shift = 0
 
     def release(self) -> None:
         """Reset: the cells go back to the shared KV memory (PooledProducer)."""
@@ -268,10 +283,12 @@ class LlamaCppProducer:
         token is always fed again, for fresh logits); return its length."""
         keep = common_prefix_len(self._mirror, [int(t) for t in prompt_ids[: len(prompt_ids) - 1]])
         keep = self._image_boundary(keep)  # never keep part of an image
-        if keep < len(self._mirror) and not (self.context.seq_rm(self.seq, keep, -1) and self._holds(keep)):
+        if keep < len(self._mirror) and not (self.context.seq_rm(self.seq, keep + self._shift_at(keep), -1)
+                                             and self._holds(keep)):
             keep = 0  # a recurrent state or a window's lost cells cannot be cut back to: start over
             self.context.clear_seq(self.seq)
         del self._mirror[keep:]
+        self._shift = self._shift_at(keep)
         return keep
 
     def session_slot_evicted(self) -> bool:
@@ -293,6 +310,11 @@ class LlamaCppProducer:
             self.reset()
             return False
         self._mirror = ids
+        shift = self._shift_of_mirror(len(ids))
+        if shift is None:  # an M-RoPE image whose positions are no longer known: read it again
+            self.reset()
+            return False
+        self._shift = shift
         if not self._holds(len(ids)):
             self.reset()
             return False
@@ -316,16 +338,41 @@ class LlamaCppProducer:
             i += seg.n_tokens
         return n
 
+    def _shift_of_mirror(self, n: int) -> int | None:
+        """Positions minus cells after the mirror's first `n` ids (None: an M-RoPE image the
+        projector no longer knows)."""
+        if self.projector is None or not self.projector.mrope:
+            return 0
+        return shift_of(self._mirror[:n], self.projector.segment)
+
+    def _shift_at(self, n: int) -> int:
+        """`_shift_of_mirror` where it must be known: `n` at a boundary the mirror reached."""
+        shift = self._shift_of_mirror(n)
+        if shift is None:
+            raise EngineError(f"the positions of an image before cell {n} are no longer known")
+        return shift
+
     def _holds(self, n: int) -> bool:
         """The memory still has what the next token at `n` attends to (llama-server's rule: a
-        sliding window's cells may be gone; with the full window history kept they never are)."""
+        sliding window's cells may be gone; with the full window history kept they never are).
+        Positions, not cells, after an M-RoPE image (image_positions)."""
         ctx = self.context
         if n == 0:
             return True
-        if ctx.seq_pos_max(self.seq) != n - 1:
+        if ctx.seq_pos_max(self.seq) != self._last_position(n):
             return False
         swa = ctx.model.facts.n_swa
-        return not swa or ctx.seq_pos_min(self.seq) <= max(0, n - swa)
+        return not swa or ctx.seq_pos_min(self.seq) <= max(0, n + self._shift_at(n) - swa)
+
+    def _last_position(self, n: int) -> int:
+        """The position `seq_pos_max` reports when the first `n` mirror ids are in the cells."""
+        start = self._image_boundary(n - 1) if self._mirror[n - 1] < 0 else n - 1
+        if self._mirror[n - 1] >= 0 or self.projector is None:
+            return n - 1 + self._shift_at(n - 1)
+        seg = self.projector.segment(self._mirror[start])
+        if seg is None or start + seg.n_tokens != n:
+            return n - 1 + self._shift_at(n)  # (not a whole known image: no better answer)
+        return last_stored_position(start + self._shift_at(start), seg, self.projector.mrope)
 
     def _decode_or_roll_back(self, position: int) -> None:
         try:
@@ -337,11 +384,13 @@ class LlamaCppProducer:
     def _roll_back(self, position: int) -> None:
         """Drop whatever a failed or stopped decode left past `position`."""
         ctx = self.context
+        position += self._shift  # (the mirror is still what it was before the failed feed)
         if ctx.seq_pos_max(self.seq) < position:
             return
         if not ctx.seq_rm(self.seq, position, -1):
             ctx.clear_seq(self.seq)  # recurrent: cannot cut back, start over
             self._mirror.clear()
+            self._shift = 0
 
     def _piece_size(self) -> int:
         if self._piece_rate <= 0:
@@ -369,7 +418,7 @@ def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]
         ctx = group[0][0].context
         for at in range(0, len(group), ctx.n_batch):
             part = group[at: at + ctx.n_batch]
-            ctx.batch.fill_rows([t for _, t, _, _ in part], [pos for _, _, pos, _ in part],
+            ctx.batch.fill_rows([t for _, t, _, _ in part], [pos + p._shift for p, _, pos, _ in part],
                                 [p.seq for p, _, _, _ in part])
             try:
                 ctx.decode(ctx.batch)

@@ -15,7 +15,8 @@ matches, a different one does not. Text chunks mtmd adds around an image (Gemma 
 producer to encode and decode (`encode`).
 
 Limits, checked here and not by llama.cpp's asserts: a non-causal image (Gemma 3) must fit one
-ubatch; M-RoPE projectors (Qwen-VL: positions != cells) are refused for now.
+ubatch. M-RoPE (Qwen-VL text models): an image's positions are not its cells (`nx` of each
+chunk; the arithmetic is image_positions.py, the producer keeps the shift).
 """
 
 from __future__ import annotations
@@ -156,6 +157,7 @@ class ImageSegment:
     n_pos: int
     non_causal: bool
     chunk: int  # an owned mtmd_input_chunk (freed by the projector)
+    nx: int = 0  # M-RoPE: the merged patch grid's width (rows of nx cells); 0 otherwise
 
     @property
     def n_tokens(self) -> int:
@@ -199,6 +201,9 @@ class Projector:
         self.marker = marker.decode()
         self.n_batch = n_batch
         self.n_embd = int(library.binding().llama_model_n_embd_inp(model.handle))
+        # M-RoPE (a Qwen-VL text model): an image advances the position by max(nx, ny), not by
+        # its cells, and its rows take 4 positions each (image_positions).
+        self.mrope = bool(M.mtmd_decode_use_mrope(handle))
         header = read_header(path)
         self.projector_type = str(header.value("clip.projector_type", "?"))
         self.image_size = int(header.value("clip.vision.image_size", 0) or 0)
@@ -248,10 +253,6 @@ class Projector:
         if not M.mtmd_support_vision(handle):
             M.mtmd_free(handle)
             raise VisionUnavailable(f"the projector {path.name} has no vision encoder (audio only?)")
-        if M.mtmd_decode_use_mrope(handle):
-            M.mtmd_free(handle)
-            raise VisionUnavailable(f"the projector {path.name} uses M-RoPE positions (Qwen-VL family), "
-                                    "which TurboSpark does not run yet")
         return cls(model, path, handle, M, marker, int(n_batch), gate)
 
     @property
@@ -327,9 +328,15 @@ class Projector:
                     raise VisionUnavailable(
                         f"the image {image.label} is {n_tokens} tokens and this projector attends "
                         f"across the whole image: it must fit one batch of {self.n_batch}")
+                nx = 0
+                if self.mrope:
+                    nx = int(M.mtmd_image_tokens_get_nx(M.mtmd_input_chunk_get_tokens_image(chunk)))
+                    if nx < 1 or n_tokens % nx or n_pos != max(nx, n_tokens // nx):
+                        raise VisionUnavailable(f"the projector made an M-RoPE image of {n_tokens} tokens "
+                                                f"over {n_pos} positions that is not a grid {nx} wide")
                 key = f"{image.sha256}:{k}"
                 owned = M.mtmd_input_chunk_copy(chunk)
-                parts.append(ImageSegment(key, pseudo_ids(key, n_tokens), n_pos, non_causal, owned))
+                parts.append(ImageSegment(key, pseudo_ids(key, n_tokens), n_pos, non_causal, owned, nx))
             return parts
         finally:
             if chunks:
