@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from turbospark_app.media.images import decode_image
-from turbospark_app.model.llamacpp.image_positions import last_stored_position, mrope_positions, shift_of
+from turbospark_app.model.llamacpp.image_positions import mrope_positions, shift_of
 
 from vision_assets import png, synthetic_mmproj
 
@@ -42,8 +42,6 @@ def test_the_shift_sums_positions_minus_cells_over_known_images() -> None:
     assert shift_of(ids[:2], spans.get) == 0  # before the image
     assert shift_of(ids[:5], spans.get) is None  # cut inside it
     assert shift_of([1, -77, 2], spans.get) is None  # an image nobody knows
-    assert last_stored_position(20, spans[-5], mrope=True) == 20  # the cells keep section t
-    assert last_stored_position(20, spans[-5], mrope=False) == 31
 
 
 # -- the producer against libmtmd's helper -------------------------------------------------------
@@ -131,6 +129,8 @@ def test_an_mrope_image_advances_fewer_positions_than_cells_as_llama_cpp_does(qw
     M.mtmd_helper_image_get_decoder_pos(M.mtmd_input_chunk_get_tokens_image(seg.chunk), 7, out)
     ours = mrope_positions(7, seg.nx, seg.n_tokens)
     assert [[p.t for p in out], [p.y for p in out], [p.x for p in out]] == ours[:3].tolist()
+    np.testing.assert_array_equal(q.projector.positions(seg, 7), ours)  # what the producer feeds
+    assert seg.last_offset == 0  # every cell keeps section t = the first position
 
     p = LlamaCppProducer(q.ctx, 0, projector=q.projector)
     mine = np.zeros(q.ctx.n_vocab, np.float32)

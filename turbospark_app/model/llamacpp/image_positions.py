@@ -12,7 +12,10 @@ after such an image `seq_pos_max` is pos_0, not pos_0 + n_pos - 1, and the next 
 at pos_0 + n_pos (llama.cpp lets M-RoPE positions jump forward).
 
 So the producer's cursor (cells: the token mirror's length) and the next position differ by the
-SHIFT: the sum of (n_pos - n_tokens) over the images before the cursor, 0 without M-RoPE.
+SHIFT: the sum of (n_pos - n_tokens) over the images before the cursor, 0 without M-RoPE. The
+rows' positions the producer hands llama.cpp are libmtmd's own (`Projector.positions`, which
+also covers layouts other than Qwen-VL's grid); `mrope_positions` is the same arithmetic written
+out, and the tests hold the two equal.
 """
 
 from __future__ import annotations
@@ -43,11 +46,6 @@ def mrope_positions(pos_0: int, nx: int, n_tokens: int) -> np.ndarray:
     i = np.arange(n_tokens, dtype=np.int32)
     return np.stack([np.full(n_tokens, pos_0, np.int32), pos_0 + i // nx, pos_0 + i % nx,
                      np.zeros(n_tokens, np.int32)])
-
-
-def last_stored_position(pos_0: int, span: Span, mrope: bool) -> int:
-    """What `seq_pos_max` says once `span` is decoded at `pos_0` (its cells' section t)."""
-    return pos_0 if mrope else pos_0 + span.n_tokens - 1
 
 
 def shift_of(ids: Sequence[int], segment: Callable[[int], Span | None]) -> int | None:

@@ -32,7 +32,7 @@ from ...engine.errors import ContextOverflow, EngineError
 from ...engine.kv_prefix import common_prefix_len
 from .batch import EmbdBatch
 from .context import LlamaCppContext
-from .image_positions import last_stored_position, mrope_positions, shift_of
+from .image_positions import shift_of
 from .vision import EncodeFigures, ImageSegment, Projector, image_runs
 
 GPU_PIECE_SECONDS = 0.030  # the longest a piece of a chunk may take where abort cannot reach
@@ -220,7 +220,7 @@ class LlamaCppProducer:
             return False
         if self._embd_batch is None:
             self._embd_batch = EmbdBatch(ctx.n_batch, self.projector.n_embd, 4 if mrope else 1)
-        grid = mrope_positions(position, seg.nx, seg.n_tokens) if mrope else None
+        grid = self.projector.positions(seg, position) if mrope else None
         # A non-causal image goes in ONE ubatch (checked when it was tokenized, again here).
         step = len(rows) if seg.non_causal else ctx.n_batch
         if step > ctx.n_batch:
@@ -372,7 +372,7 @@ class LlamaCppProducer:
         seg = self.projector.segment(self._mirror[start])
         if seg is None or start + seg.n_tokens != n:
             return n - 1 + self._shift_at(n)  # (not a whole known image: no better answer)
-        return last_stored_position(start + self._shift_at(start), seg, self.projector.mrope)
+        return start + self._shift_at(start) + seg.last_offset
 
     def _decode_or_roll_back(self, position: int) -> None:
         try:

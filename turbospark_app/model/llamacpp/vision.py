@@ -158,6 +158,12 @@ class ImageSegment:
     non_causal: bool
     chunk: int  # an owned mtmd_input_chunk (freed by the projector)
     nx: int = 0  # M-RoPE: the merged patch grid's width (rows of nx cells); 0 otherwise
+    t_last: int = -1  # the last row's position (section t) past the first; -1: n_tokens - 1
+
+    @property
+    def last_offset(self) -> int:
+        """What `seq_pos_max` is past the chunk's first position once it is decoded."""
+        return self.n_tokens - 1 if self.t_last < 0 else self.t_last
 
     @property
     def n_tokens(self) -> int:
@@ -328,20 +334,30 @@ class Projector:
                     raise VisionUnavailable(
                         f"the image {image.label} is {n_tokens} tokens and this projector attends "
                         f"across the whole image: it must fit one batch of {self.n_batch}")
-                nx = 0
-                if self.mrope:
+                nx, t_last = 0, -1
+                if self.mrope:  # (its rows' positions are libmtmd's: `positions`)
                     nx = int(M.mtmd_image_tokens_get_nx(M.mtmd_input_chunk_get_tokens_image(chunk)))
-                    if nx < 1 or n_tokens % nx or n_pos != max(nx, n_tokens // nx):
-                        raise VisionUnavailable(f"the projector made an M-RoPE image of {n_tokens} tokens "
-                                                f"over {n_pos} positions that is not a grid {nx} wide")
+                    t_last = int(self._decoder_positions(chunk, 0, n_tokens)[0].max())
                 key = f"{image.sha256}:{k}"
                 owned = M.mtmd_input_chunk_copy(chunk)
-                parts.append(ImageSegment(key, pseudo_ids(key, n_tokens), n_pos, non_causal, owned, nx))
+                parts.append(ImageSegment(key, pseudo_ids(key, n_tokens), n_pos, non_causal, owned, nx, t_last))
             return parts
         finally:
             if chunks:
                 M.mtmd_input_chunks_free(chunks)
             M.mtmd_bitmap_free(bitmap)
+
+    def _decoder_positions(self, chunk: int, pos_0: int, n_tokens: int) -> np.ndarray:
+        M = self._M
+        out = (M.mtmd_decoder_pos * n_tokens)()
+        M.mtmd_helper_image_get_decoder_pos(M.mtmd_input_chunk_get_tokens_image(chunk), int(pos_0), out)
+        rows = np.frombuffer(out, np.uint32).reshape(n_tokens, 4).astype(np.int32)  # t, x, y, z
+        return np.ascontiguousarray(rows[:, [0, 2, 1, 3]].T)  # the batch's section order: t, y, x, z
+
+    def positions(self, seg: ImageSegment, pos_0: int) -> np.ndarray:
+        """An M-RoPE chunk's (4, n_tokens) positions from `pos_0`, as libmtmd lays them out
+        (image_positions.mrope_positions is the same arithmetic for Qwen-VL's grid)."""
+        return self._decoder_positions(seg.chunk, pos_0, seg.n_tokens)
 
     def segment(self, first_id: int) -> ImageSegment | None:
         """The image chunk whose pseudo-ids begin with `first_id` (None: not one of ours)."""
