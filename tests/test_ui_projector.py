@@ -246,3 +246,33 @@ def test_the_window_factory_loads_the_chosen_projector_or_opens_for_text(ui, fol
         assert off.model_info()["vision_label"] == "no (image input is off)"
     finally:
         off.close()
+
+
+@pytest.mark.real_model
+def test_in_the_window_a_mismatched_projector_opens_the_real_model_for_text(ui, qtbot, folder: Path,
+                                                                            default_model_path: Path) -> None:
+    """End to end: Open Model with the wrong projector (its step, "Another file…") loads the real
+    model on the engine thread; the message gives llama.cpp's reason; the pane still answers."""
+    from qa_fakes import issue6_window
+    from ui_fakes import send, wait_idle
+
+    from turbospark_app.ui.app import app_model_factory
+
+    w = issue6_window(ui, _vision_backend("first", False, "no (no projector)"),
+                      model_factory=app_model_factory(ui.settings(), max_context=2048))
+    model = str(folder / default_model_path.name)
+    w.model_opener.open_path(model, ask_projector=True)
+    qtbot.waitUntil(lambda: w.model_opener.projector_dialog is not None, timeout=60000)
+    dialog = w.model_opener.projector_dialog
+    assert dialog.buttons[str(folder / "mmproj-right.gguf")].text().startswith("mmproj-right.gguf — fits")
+    dialog._choose_file = lambda _parent, _start: str(folder / "mmproj-wrong.gguf")
+    dialog.other_button.click()
+    dialog.accept()
+    qtbot.waitUntil(lambda: w.models.projector_box is not None, timeout=120000)
+    assert "mmproj-wrong.gguf" in w.models.projector_box.text()
+    assert "mismatch" in w.models.projector_box.informativeText()  # llama.cpp's own words
+    assert w.bridge.model_info["vision"] is False
+    pane = w.area.current_pane()
+    send(qtbot, pane, "Hello")
+    wait_idle(qtbot, pane, timeout=120000)
+    assert pane.messages[-1].role == "assistant" and pane.messages[-1].content

@@ -38,8 +38,12 @@ def projector_facts(model_path: str | Path, n_embd: int) -> list[dict[str, Any]]
     """The projector files beside the model, each as {path, name, width, kind, problem}."""
     from ..model.llamacpp.vision import projectors_beside
 
+    try:
+        found = projectors_beside(Path(model_path), n_embd)
+    except OSError:  # a folder that cannot be listed: no projector files to offer
+        return []
     return [{"path": str(f.path), "name": f.path.name, "width": f.width, "kind": f.kind,
-             "problem": f.problem} for f in projectors_beside(Path(model_path), n_embd)]
+             "problem": f.problem} for f in found]
 
 
 def needs_choice(facts: Mapping[str, Any]) -> bool:
