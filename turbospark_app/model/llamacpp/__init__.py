@@ -11,4 +11,6 @@
     vocab       llama.cpp's tokenizer: the app's, for every file llama.cpp loads
     vision      libmtmd (image input, imported on first use): a model's projector, images as
                 pseudo-ids the token mirror holds, their encode
+    encode_stop Stop inside an image's encode: the projector's graph callback (cb_eval)
+    image_positions  positions vs cells once images are in a sequence (M-RoPE: Qwen-VL)
 """
