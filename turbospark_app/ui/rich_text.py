@@ -29,7 +29,7 @@ from PySide6.QtGui import (
 
 from .code_blocks import ColourQueue, code_block_id, insert_code_block, mix, mono_format
 from .formatting import with_line_breaks
-from .markup import split_fences, split_math, split_quotes
+from .markup import Piece, split_chunks, split_fences, split_math, split_quotes
 from .math_render import MATH, MathImage
 
 MATH_SCHEME = "tsmath"
@@ -57,28 +57,36 @@ class RichState:
 
 def insert_rich(document: QTextDocument, cursor: QTextCursor, text: str, palette: QPalette,
                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
-    """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block."""
-    for piece in split_fences(text):
-        if piece.kind == "code" and piece.lang.lower() == "math" and piece.body.strip():
-            _fresh_block(cursor)  # GitHub's ```math block: a display formula
-            markdown = _with_math(document, f"$$\n{piece.body}\n$$", palette, state, px, dpr)
-            _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+    """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block: its
+    chunks (`markup.split_chunks`) one after another, as `insert_chunk` draws each."""
+    for chunk in split_chunks(text):
+        insert_chunk(document, cursor, chunk, palette, state, small, px, dpr)
+
+
+def insert_chunk(document: QTextDocument, cursor: QTextCursor, chunk: Piece, palette: QPalette,
+                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
+    """One chunk of a reply at `cursor`: a streaming reply's finished chunks are drawn as they
+    settle, each exactly as the finished reply draws it."""
+    if chunk.kind == "code" and chunk.lang.lower() == "math" and chunk.body.strip():
+        _fresh_block(cursor)  # GitHub's ```math block: a display formula
+        markdown = _with_math(document, f"$$\n{chunk.body}\n$$", palette, state, px, dpr)
+        _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+        return
+    if chunk.kind == "code":
+        _fresh_block(cursor)
+        state.codes.append(chunk.body)
+        insert_code_block(cursor, chunk.body, chunk.lang, palette, len(state.codes) - 1, small,
+                          state.colours)
+        return
+    for part in split_quotes(chunk.raw):
+        if not part.raw.strip():
             continue
-        if piece.kind == "code":
-            _fresh_block(cursor)
-            state.codes.append(piece.body)
-            insert_code_block(cursor, piece.body, piece.lang, palette, len(state.codes) - 1, small,
-                              state.colours)
-            continue
-        for part in split_quotes(piece.raw):
-            if not part.raw.strip():
-                continue
-            _fresh_block(cursor)
-            if part.kind == "quote":
-                _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
-            else:
-                markdown = _with_math(document, part.raw, palette, state, px, dpr)
-                _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
+        _fresh_block(cursor)
+        if part.kind == "quote":
+            _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
+        else:
+            markdown = _with_math(document, part.raw, palette, state, px, dpr)
+            _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
 
 
 def _insert_quote(document: QTextDocument, cursor: QTextCursor, body: str, palette: QPalette,
@@ -189,7 +197,26 @@ def _insert_markdown(document: QTextDocument, cursor: QTextCursor, markdown: str
         fix = QTextCursor(document)
         fix.setPosition(start)
         fix.setBlockFormat(first.blockFormat())
+    elif first.textList() is not None:
+        start = _drop_empty_block(document, start)
     _restyle(document, start, cursor.position(), palette, state)
+
+
+def _drop_empty_block(document: QTextDocument, at: int) -> int:
+    """A list inserted into an empty paragraph goes after it, leaving a blank line (in the
+    previous chunk's font: a heading's, say) that one Markdown text would not have: that
+    paragraph is merged into the one before it. Returns where the list now starts."""
+    empty = document.findBlock(at)
+    before = empty.previous()
+    if (empty.length() != 1 or empty.textList() is not None or not before.isValid()
+            or before.textList() is not None or QTextCursor(before).currentTable() is not None
+            or QTextCursor(before).currentFrame() != QTextCursor(empty).currentFrame()):
+        return at
+    c = QTextCursor(document)
+    c.setPosition(at - 1)
+    c.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
+    c.removeSelectedText()
+    return at - 1
 
 
 def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, state: RichState) -> None:
