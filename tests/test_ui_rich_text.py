@@ -292,3 +292,23 @@ def test_a_streaming_replys_finished_code_blocks_are_lexed_ahead(qtbot) -> None:
     view.end_reply(text, "")
     assert TOKENS.misses == misses  # the final rendering found the block lexed
     assert code_block_id(view.document().find("ahead_43").block()) is not None
+
+
+def test_chunks_leave_no_blank_paragraph_before_a_list_or_a_table(qtbot) -> None:
+    """A reply is drawn chunk by chunk: a list or a table starting a chunk sits right under the
+    block before it, as in one Markdown text (no empty paragraph in the heading's font)."""
+    view = rendered(qtbot, "## Steps\n\n1. one\n2. two\n\nText.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+                           "```\nplain\n```\n- after code\n")
+    doc = view.document()
+    empties = [b.blockNumber() for b in _blocks(doc) if b.length() == 1 and b.next().isValid()]
+    assert empties == [], [(_blocks(doc)[n - 1].text(), _blocks(doc)[n + 1].text()) for n in empties]
+    assert doc.find("one").block().previous().text() == "Steps"
+    assert QTextCursor(doc.find("Text.")).block().next().isValid()
+
+
+def _blocks(doc):  # type: ignore[no-untyped-def]
+    out, b = [], doc.begin()
+    while b.isValid():
+        out.append(b)
+        b = b.next()
+    return out

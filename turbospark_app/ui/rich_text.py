@@ -197,26 +197,27 @@ def _insert_markdown(document: QTextDocument, cursor: QTextCursor, markdown: str
         fix = QTextCursor(document)
         fix.setPosition(start)
         fix.setBlockFormat(first.blockFormat())
-    elif first.textList() is not None:
-        start = _drop_empty_block(document, start)
+    if first.textList() is not None or (first.length() == 1 and QTextCursor(first.next()).currentTable() is not None):
+        _drop_empty_block(document, start)  # (a document begins with a paragraph: a table after it)
     _restyle(document, start, cursor.position(), palette, state)
 
 
-def _drop_empty_block(document: QTextDocument, at: int) -> int:
-    """A list inserted into an empty paragraph goes after it, leaving a blank line (in the
-    previous chunk's font: a heading's, say) that one Markdown text would not have: that
-    paragraph is merged into the one before it. Returns where the list now starts."""
+def _drop_empty_block(document: QTextDocument, at: int) -> None:
+    """A list or a table inserted into an empty paragraph goes after it, leaving a blank line
+    (in the previous chunk's font: a heading's, say) that one Markdown text would not have:
+    that paragraph is merged into the one before it (the list or table then starts at `at`)."""
     empty = document.findBlock(at)
     before = empty.previous()
     if (empty.length() != 1 or empty.textList() is not None or not before.isValid()
-            or before.textList() is not None or QTextCursor(before).currentTable() is not None
-            or QTextCursor(before).currentFrame() != QTextCursor(empty).currentFrame()):
-        return at
+            or before.textList() is not None or before.position() + before.length() != at
+            or document.characterAt(at - 1) != "\u2029"):  # (after a table: its frame's end)
+        return
     c = QTextCursor(document)
     c.setPosition(at - 1)
+    if c.currentTable() is not None or c.currentFrame() != QTextCursor(empty).currentFrame():
+        return
     c.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
     c.removeSelectedText()
-    return at - 1
 
 
 def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, state: RichState) -> None:
