@@ -101,7 +101,7 @@ def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
     view = Transcript()
     qtbot.addWidget(view)
     view.begin_reply()
-    for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "```\nafter"]:
+    for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "z"]:
         view.append_delta(piece)
         qtbot.wait(1)  # the colours follow once per event-loop turn
     colours = view._colours  # noqa: SLF001
@@ -111,7 +111,29 @@ def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
     block = view.document().find("x = 1").block()
     formats = block.layout().formats()
     assert formats and formats[0].format.fontFixedPitch() and len(formats) > 2  # coloured runs
-    assert not view.document().find("after").block().layout().formats()
+    assert not view.document().find("Intro").block().layout().formats()
+    assert code_block_id(block) is None  # (the block is still being written: plain text)
+
+
+def test_a_code_block_is_drawn_with_its_copy_button_when_its_fence_closes(qtbot) -> None:
+    """While the reply streams: the paragraph before a block once the block begins, the block
+    (header, colours, Copy) once its fence closes; only the chunk being written stays plain."""
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    for piece in ["Some **intro**\n", "```py", "thon\nx = 1\n", "y = 2\n", "```\n", "after ", "that"]:
+        view.append_delta(piece)
+        qtbot.wait(1)
+    doc = view.document()
+    qtbot.waitUntil(lambda: code_block_id(doc.find("x = 1").block()) is not None, timeout=10000)
+    assert view.is_streaming and "**" not in doc.toPlainText()  # the intro is drawn as Markdown
+    assert char_format_at(view, "intro").fontWeight() > 500
+    assert "Copy" in doc.find("Python").block().text() and "```" not in doc.toPlainText()
+    assert doc.toPlainText().endswith("after that")  # the chunk being written: plain
+    assert view._rich.codes == ["x = 1\ny = 2"]  # noqa: SLF001 (what its Copy link gives)
+    text = view.streamed_text()
+    view.end_reply(text, "new 9 tok")
+    assert doc.toPlainText().count("x = 1") == 1 and view._rich.codes == ["x = 1\ny = 2"]  # noqa: SLF001
 
 
 def test_math_is_drawn_and_copies_as_latex(qtbot) -> None:
@@ -312,3 +334,29 @@ def _blocks(doc):  # type: ignore[no-untyped-def]
         out.append(b)
         b = b.next()
     return out
+
+
+SAMPLE = ("Intro with $x^2$ inline.\n\n# Steps\n\n1. one\n\n2. two\n   more\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+          "```python\ndef f(x):\n    return x * 2\n```\nAfter the code.\n\n> quoted *text*\n\n$$\n\\frac{1}{2}\n$$\n\n"
+          "```\nls -l\n```\n- last item\n\nThe end.")
+
+
+def test_a_streamed_reply_ends_as_the_same_document_as_one_drawn_at_once(qtbot) -> None:
+    """Chunks drawn while the reply streams are those of the finished reply: its end draws
+    only what is left, and the document is the one a reply drawn in one go gives."""
+    streamed = Transcript()
+    qtbot.addWidget(streamed)
+    streamed.begin_reply()
+    for i in range(0, len(SAMPLE), 3):
+        streamed.append_delta(SAMPLE[i:i + 3])
+        streamed.flush_stream()
+        qtbot.wait(0)
+    qtbot.waitUntil(lambda: (streamed.flush_stream(), len(streamed._live.drawn))[1] >= 9, timeout=10000)  # noqa: SLF001
+    drawn_while_streaming = len(streamed._live.drawn)  # noqa: SLF001
+    streamed.end_reply(SAMPLE, "new 99 tok")
+    streamed.finish_colours()
+    at_once = Transcript()
+    qtbot.addWidget(at_once)
+    at_once.set_entries([Entry("assistant", SAMPLE, footer="new 99 tok")])
+    at_once.finish_colours()
+    assert streamed.document().toHtml() == at_once.document().toHtml()

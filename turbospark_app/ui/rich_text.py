@@ -27,7 +27,8 @@ from PySide6.QtGui import (
     QTextTableFormat,
 )
 
-from .code_blocks import ColourQueue, code_block_id, insert_code_block, mix, mono_format
+from .code_blocks import SYNC_CHARS, ColourQueue, code_block_id, insert_code_block, mix, mono_format
+from .highlight import TOKENS, guess_language, guessed
 from .formatting import with_line_breaks
 from .markup import Piece, split_chunks, split_fences, split_math, split_quotes
 from .math_render import MATH, MathImage
@@ -68,12 +69,12 @@ def insert_chunk(document: QTextDocument, cursor: QTextCursor, chunk: Piece, pal
     """One chunk of a reply at `cursor`: a streaming reply's finished chunks are drawn as they
     settle, each exactly as the finished reply draws it."""
     if chunk.kind == "code" and chunk.lang.lower() == "math" and chunk.body.strip():
-        _fresh_block(cursor)  # GitHub's ```math block: a display formula
+        fresh_block(cursor)  # GitHub's ```math block: a display formula
         markdown = _with_math(document, f"$$\n{chunk.body}\n$$", palette, state, px, dpr)
         _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
         return
     if chunk.kind == "code":
-        _fresh_block(cursor)
+        fresh_block(cursor)
         state.codes.append(chunk.body)
         insert_code_block(cursor, chunk.body, chunk.lang, palette, len(state.codes) - 1, small,
                           state.colours)
@@ -81,7 +82,7 @@ def insert_chunk(document: QTextDocument, cursor: QTextCursor, chunk: Piece, pal
     for part in split_quotes(chunk.raw):
         if not part.raw.strip():
             continue
-        _fresh_block(cursor)
+        fresh_block(cursor)
         if part.kind == "quote":
             _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
         else:
@@ -148,7 +149,33 @@ def prefetch_math(text: str, palette: QPalette, px: float) -> int:
     return sent
 
 
-def _fresh_block(cursor: QTextCursor) -> None:
+def chunk_ready(chunk: Piece, palette: QPalette, px: float) -> bool:
+    """True when drawing `chunk` needs no Pygments or ziamath on the GUI thread (its code lexed,
+    its formulas made); otherwise that work is sent to the worker threads (once) and False."""
+    if chunk.kind == "code" and chunk.lang.lower() != "math":
+        if len(chunk.body) > SYNC_CHARS:
+            return True  # drawn plain and coloured a slice at a time (ColourQueue)
+        if not chunk.lang:
+            if guessed(chunk.body) and TOKENS.has(guess_language(chunk.body), chunk.body):
+                return True
+            TOKENS.prefetch_guess(chunk.body)
+            return False
+        if TOKENS.has(chunk.lang, chunk.body):
+            return True
+        TOKENS.prefetch(chunk.lang, chunk.body)
+        return False
+    text = f"$$\n{chunk.body}\n$$" if chunk.kind == "code" else chunk.raw
+    color = palette.color(QPalette.ColorRole.Text).name()
+    ready = True
+    for m in split_math(text):
+        if m.kind == "math" and not MATH.ready(m.body, display=m.display, color=color, px=px):
+            MATH.prefetch(m.body, display=m.display, color=color, px=px)
+            ready = False
+    return ready
+
+
+def fresh_block(cursor: QTextCursor) -> None:
+    """A new paragraph for the next chunk, unless the cursor stands in an empty one."""
     if cursor.block().length() > 1:
         cursor.insertBlock(QTextBlockFormat())
 
