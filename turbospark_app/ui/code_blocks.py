@@ -152,6 +152,7 @@ class StreamColours:
         self._palette_key = -1
         self._formats: dict[Any, QTextCharFormat] = {}
         self._base = QTextCharFormat()
+        self._fence = QTextCharFormat()
         self._dark = False
         self.reset(-1)
 
@@ -216,7 +217,8 @@ class StreamColours:
             self._base = mono_format(palette)
             self._base.setBackground(mix(palette, 0.045))
             self._dark = palette_is_dark(palette)
-        return {"text": None, "fence": _fence_format(palette), "code": self._base}
+            self._fence = _fence_format(palette)
+        return {"text": None, "fence": self._fence, "code": self._base}
 
     def _code_ranges(self, text: str, lang: str, palette: QPalette) -> list[QTextLayout.FormatRange]:
         self.lexed_lines += 1

@@ -90,6 +90,7 @@ class PaneTurns:
     transcript: Transcript
     messages: list[StoredMessage]
     request_id: int | None
+    _rate_shown = 0.0  # when the "Generating · N tok · rate" label was last set
 
     def _start_turn(self, plan: TurnPlan) -> bool:
         """Save, show and submit a planned turn; False when it could not start (said inline)."""
@@ -182,8 +183,10 @@ class PaneTurns:
             self._reader.feed_token(event.id, text, event.at)
             if not self._discarded:
                 self._recorder.token(text, event.id)
-            if self.state != "stopping":
+            now = time.monotonic()  # the label at most 10 times a second, not once a token
+            if self.state != "stopping" and (self.state != "generating" or now - self._rate_shown >= 0.1):
                 self._set_state("generating")
+                self._rate_shown = now
         elif isinstance(event, Tail):
             self._parts.append(event.text)
             self.transcript.append_delta(event.text)
