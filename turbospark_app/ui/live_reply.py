@@ -25,8 +25,23 @@ from .code_blocks import StreamColours
 from .markup import Piece, settled_chunks
 from .rich_text import RichState, chunk_ready, fresh_block, insert_chunk, prefetch_math
 
-SETTLE_SECONDS = 0.004  # drawing settled chunks, per event-loop turn (at least one a turn)
+SETTLE_SECONDS = 0.004  # drawing settled chunks, per 60 Hz frame, for every pane together...
+FRAME_SECONDS = 0.016  # ...(two panes streaming one reply settle the same chunk at once)
 WAIT_SECONDS = 1.0  # a chunk whose code or formulas are not ready by then is drawn anyway
+
+
+class _Frame:
+    """The chunk drawing done in the current frame, by every transcript (GUI thread only)."""
+
+    start = float("-inf")
+    spent = 0.0
+
+    @classmethod
+    def left(cls, now: float) -> float:
+        """Seconds of drawing left in the frame holding `now` (a new frame: all of them)."""
+        if now - cls.start >= FRAME_SECONDS:
+            cls.start, cls.spent = now, 0.0
+        return SETTLE_SECONDS - cls.spent
 
 
 class Host(Protocol):
@@ -64,6 +79,9 @@ class LiveReply:
         self.flushes = 0
         self._pending: list[str] = []  # deltas not yet in the document
         self._scheduled = False
+        self._retry_timer = QTimer()
+        self._retry_timer.setSingleShot(True)
+        self._retry_timer.timeout.connect(self.flush)
         self._cursor: QTextCursor | None = None
         self.body_start = 0
         self.tail = 0  # where the plain text still being written begins
@@ -86,6 +104,7 @@ class LiveReply:
     def stop(self) -> None:
         """No reply streams any more (ended, or taken off)."""
         self.active = False
+        self._retry_timer.stop()
         self._cursor = None
         self._pending = []
         self.colours.reset(-1)
@@ -101,6 +120,12 @@ class LiveReply:
         if not self._scheduled:
             self._scheduled = True
             QTimer.singleShot(0, self.flush)
+
+    def _retry(self, seconds: float) -> None:
+        """Settle again in `seconds` even if no delta comes (a chunk waited for its code or
+        formulas, or for the next frame's drawing time)."""
+        if not self._retry_timer.isActive():
+            self._retry_timer.start(max(1, round(seconds * 1000)))
 
     def write_pending(self) -> None:
         """The deltas not yet written, into the document now (one insert at the end)."""
@@ -134,8 +159,14 @@ class LiveReply:
         if not self._again and "\n" not in text[self._checked:]:
             return  # a chunk settles only when a line ends
         self._checked, self._again = len(text), False
+        now = time.perf_counter()
+        left = _Frame.left(now)
+        if left <= 0:  # the frame's drawing is spent (another pane's chunk): the next frame
+            self._again = True
+            self._retry(_Frame.start + FRAME_SECONDS - now)
+            return
         px = self.host.math_px()
-        deadline = time.perf_counter() + SETTLE_SECONDS
+        deadline = now + left
         drew = False
         for chunk in settled_chunks(text[self._drawn_chars:]):
             if not chunk_ready(chunk, palette, px):
@@ -149,8 +180,11 @@ class LiveReply:
             self._draw(chunk, text)
             drew = True
             if time.perf_counter() > deadline:
-                self._again = True  # the rest next turn
+                self._again = True  # the rest next frame
                 break
+        _Frame.spent += time.perf_counter() - now
+        if self._again:
+            self._retry(FRAME_SECONDS if drew else 0.05)
         if drew:
             self.colours.reset(self.tail)
             self.colours.update(palette)
