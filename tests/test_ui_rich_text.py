@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QFileDialog
 from pygments.token import Keyword, Name
 from ui_fakes import EngineLoopBackend, send, wait_idle
 
+from turbospark_app.ui import live_reply
 from turbospark_app.ui.code_blocks import code_block_id
 from turbospark_app.ui.highlight import token_format
 from turbospark_app.ui.html_export import conversation_html
@@ -360,3 +361,23 @@ def test_a_streamed_reply_ends_as_the_same_document_as_one_drawn_at_once(qtbot) 
     at_once.set_entries([Entry("assistant", SAMPLE, footer="new 99 tok")])
     at_once.finish_colours()
     assert streamed.document().toHtml() == at_once.document().toHtml()
+
+
+def test_panes_share_one_frames_chunk_drawing(qtbot, monkeypatch) -> None:
+    """Two panes streaming settle their chunks in turns: a frame's drawing time is shared, and
+    a chunk left over is drawn in a later frame without waiting for another delta."""
+    monkeypatch.setattr(live_reply, "SETTLE_SECONDS", 1e-6)  # one chunk spends a frame's time
+    monkeypatch.setattr(live_reply, "FRAME_SECONDS", 0.5)
+    monkeypatch.setattr(live_reply._Frame, "start", float("-inf"))  # noqa: SLF001
+    views = []
+    for _ in range(2):
+        view = Transcript()
+        qtbot.addWidget(view)
+        view.begin_reply()
+        view.append_delta("One paragraph.\n\nTwo\n")
+        views.append(view)
+    for view in views:
+        view.flush_stream()
+    assert [len(v._live.drawn) for v in views] == [1, 0]  # noqa: SLF001
+    qtbot.waitUntil(lambda: len(views[1]._live.drawn) == 1, timeout=5000)  # noqa: SLF001
+    assert "One paragraph." in views[1].document().toPlainText()
