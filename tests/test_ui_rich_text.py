@@ -14,7 +14,7 @@ from pygments.token import Keyword, Name
 from ui_fakes import EngineLoopBackend, send, wait_idle
 
 from turbospark_app.ui import live_reply
-from turbospark_app.ui.code_blocks import code_block_id
+from turbospark_app.ui.code_blocks import code_block_id, mix
 from turbospark_app.ui.highlight import token_format
 from turbospark_app.ui.html_export import conversation_html
 from turbospark_app.ui.theme import palette_is_dark
@@ -175,7 +175,9 @@ def test_tables_lists_and_quotes(qtbot) -> None:
                            "> said *this*\n> ```python\n> x = 1\n> ```\nafter")
     table = QTextCursor(view.document().find("ada")).currentTable()
     assert table is not None and (table.rows(), table.columns()) == (3, 2)
-    assert table.format().border() == 1
+    assert table.format().border() == 1 and table.format().cellPadding() == 5  # ruled as GitHub (not Qt's 4)
+    header = table.cellAt(0, 0).format().background().color()
+    assert header == mix(view.palette(), 0.06) != table.cellAt(1, 0).format().background().color()
     assert view.document().find("one").block().textList() is not None
     quote = view.document().find("said")
     assert quote.charFormat().foreground().color() == view.palette().color(view.palette().ColorRole.PlaceholderText)

@@ -24,6 +24,7 @@ from PySide6.QtGui import (
     QTextFormat,
     QTextFrameFormat,
     QTextLength,
+    QTextTable,
     QTextTableFormat,
 )
 
@@ -217,6 +218,9 @@ def _insert_markdown(document: QTextDocument, cursor: QTextCursor, markdown: str
     drew a reply's first heading, quote or code line outside its box."""
     scratch = QTextDocument()
     scratch.setMarkdown(markdown, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    for frame in scratch.rootFrame().childFrames():  # ruled here: inside the edit block that
+        if isinstance(frame, QTextTable):  # inserts them, a cursor finds no table to style
+            _style_table(frame, palette)
     first = scratch.begin()
     start = cursor.position()
     cursor.insertFragment(QTextDocumentFragment(scratch))
@@ -249,20 +253,16 @@ def _drop_empty_block(document: QTextDocument, at: int) -> None:
 
 def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, state: RichState) -> None:
     """Palette colours and GitHub's look for what Qt's importer made in [start, end): inline
-    code in the fixed font on a tint, quotes muted and indented, tables ruled, formulas placed."""
+    code in the fixed font on a tint, quotes muted and indented, formulas placed (tables are
+    ruled in the scratch document, `_insert_markdown`)."""
     code_bg = mix(palette, 0.07)
     inline_code = mono_format(palette)
     inline_code.clearForeground()
     inline_code.setBackground(code_bg)
     muted = palette.color(QPalette.ColorRole.PlaceholderText)
-    tables = set()
     block = document.findBlock(start)
     while block.isValid() and block.position() < end:
         at = QTextCursor(block)
-        table = at.currentTable()
-        if table is not None and table.firstPosition() not in tables:
-            tables.add(table.firstPosition())
-            _style_table(table, palette)
         if block.blockFormat().hasProperty(_QUOTE_LEVEL):
             fmt = block.blockFormat()
             fmt.setLeftMargin(14 * max(1, int(fmt.intProperty(_QUOTE_LEVEL))))
@@ -311,8 +311,8 @@ def _place_formula(c: QTextCursor, block: QTextBlock, name: str, state: RichStat
     c.setCharFormat(fmt)
 
 
-def _style_table(table, palette: QPalette) -> None:  # type: ignore[no-untyped-def]
-    fmt: QTextTableFormat = table.format()
+def _style_table(table: QTextTable, palette: QPalette) -> None:
+    fmt = table.format()
     fmt.setBorder(1)
     fmt.setBorderBrush(mix(palette, 0.25))
     fmt.setBorderStyle(QTextTableFormat.BorderStyle.BorderStyle_Solid)
@@ -320,6 +320,8 @@ def _style_table(table, palette: QPalette) -> None:  # type: ignore[no-untyped-d
     fmt.setCellPadding(5)
     fmt.setCellSpacing(0)
     fmt.setWidth(QTextLength(QTextLength.Type.VariableLength, 0))
+    fmt.setTopMargin(6)  # (the paragraph or code box above: its bottom margin is not kept)
+    fmt.setBottomMargin(6)
     table.setFormat(fmt)
     header = mix(palette, 0.06)
     for col in range(table.columns()):
