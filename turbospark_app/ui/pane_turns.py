@@ -173,7 +173,11 @@ class PaneTurns:
                 self._first_token_at = time.monotonic()
                 self.prefill_bar.setVisible(False)
             self._tokens += 1
-            if self._live_prompt and self._tokens % 8 == 1:  # the context meter, as the reply grows
+            # The context meter and the Generating label follow the reply at most 10 times a
+            # second: each change relays out the pane's bottom row and repaints its buttons.
+            now = time.monotonic()
+            shown = self.state == "generating" and now - self._rate_shown < 0.1
+            if self._live_prompt and not shown:
                 self.context_meter.set_usage(self._live_prompt + self._tokens, self._bridge.max_context)
             # A control token by its name ("[TOOL_CALLS]"): the reply's text keeps its markup, so
             # the reply reads (tool cards, reasoning) the same live, stored and restarted.
@@ -183,8 +187,7 @@ class PaneTurns:
             self._reader.feed_token(event.id, text, event.at)
             if not self._discarded:
                 self._recorder.token(text, event.id)
-            now = time.monotonic()  # the label at most 10 times a second, not once a token
-            if self.state != "stopping" and (self.state != "generating" or now - self._rate_shown >= 0.1):
+            if self.state != "stopping" and not shown:
                 self._set_state("generating")
                 self._rate_shown = now
         elif isinstance(event, Tail):
