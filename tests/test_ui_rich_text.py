@@ -383,3 +383,24 @@ def test_panes_share_one_frames_chunk_drawing(qtbot, monkeypatch) -> None:
     assert [len(v._live.drawn) for v in views] == [1, 0]  # noqa: SLF001
     qtbot.waitUntil(lambda: len(views[1]._live.drawn) == 1, timeout=5000)  # noqa: SLF001
     assert "One paragraph." in views[1].document().toPlainText()
+
+
+def test_a_reply_that_ends_other_than_it_streamed_is_drawn_as_it_ends(qtbot) -> None:
+    """The chunks drawn while streaming that the finished text does not have (a remote
+    server's final text, a continued reply) are taken off: the document is the final text's."""
+    finals = ["Para one.\n\n```py\nx = 2\n```\nAnd more.", "Para one.", "```py\nx = 1\n```\n"]
+    for final in finals:
+        streamed = Transcript()
+        qtbot.addWidget(streamed)
+        streamed.begin_reply()
+        streamed.append_delta("Para one.\n\n```py\nx = 1\n```\nPara three\n\nfour\n")
+        qtbot.waitUntil(lambda: (streamed.flush_stream(), len(streamed._live.drawn))[1] == 3, timeout=10000)  # noqa: SLF001
+        streamed.end_reply(final, "new 9 tok")
+        at_once = Transcript()
+        qtbot.addWidget(at_once)
+        at_once.set_entries([Entry("assistant", final, footer="new 9 tok")])
+        # (a code block taken off keeps its Copy id: the one drawn again has the next)
+        ids = re.findall(r"ts:code:(\d+)", streamed.document().toHtml())
+        assert [streamed._rich.codes[int(i)] for i in ids] == at_once._rich.codes[:1] * len(ids)  # noqa: SLF001
+        same_ids = re.sub(r"ts:code:\d+", "ts:code:n", streamed.document().toHtml())
+        assert same_ids == re.sub(r"ts:code:\d+", "ts:code:n", at_once.document().toHtml()), final
