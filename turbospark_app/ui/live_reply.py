@@ -76,7 +76,6 @@ class LiveReply:
         self.drawn: list[Drawn] = []
         self.parts: list[str] = []  # every delta
         self.active = False
-        self.flushes = 0
         self._pending: list[str] = []  # deltas not yet in the document
         self._scheduled = False
         self._retry_timer = QTimer()
@@ -106,7 +105,7 @@ class LiveReply:
         self.active = False
         self._retry_timer.stop()
         self._cursor = None
-        self._pending = []
+        self.parts, self._pending = [], []
         self.colours.reset(-1)
 
     def text(self) -> str:
@@ -139,7 +138,6 @@ class LiveReply:
         self._scheduled = False
         if not self.active:
             return
-        self.flushes += 1
         follow = self.host.follow()
         self.write_pending()
         palette = self.host.palette()
