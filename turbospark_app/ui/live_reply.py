@@ -27,7 +27,8 @@ from .rich_text import RichState, chunk_ready, fresh_block, insert_chunk, prefet
 
 SETTLE_SECONDS = 0.004  # drawing settled chunks, per 60 Hz frame, for every pane together...
 FRAME_SECONDS = 0.016  # ...(two panes streaming one reply settle the same chunk at once)
-WAIT_SECONDS = 1.0  # a chunk whose code or formulas are not ready by then is drawn anyway
+WAIT_SECONDS = 5.0  # a chunk whose code or formulas are still not made then is drawn anyway
+# (making them here: ziamath's first import alone takes ~0.7 s, which the worker may be doing)
 
 
 class _Frame:
