@@ -157,3 +157,14 @@ def test_palette_change_rerenders_and_keeps_streaming(qtbot) -> None:
     view.append_delta(" and more")
     view.end_reply("streaming so far and more", "")
     assert view.document().toPlainText().endswith("streaming so far and more")
+
+
+def test_a_view_closed_while_a_reply_streams_leaves_no_timer_behind(qtbot) -> None:
+    """The streaming reply's timers (the next turn's write, a chunk's retry) die with their
+    view: none fires on a deleted transcript (pytest-qt fails a test on an error in a slot)."""
+    view = Transcript()
+    view.begin_reply()
+    view.append_delta("Para.\n\nmore\n")  # a write is scheduled for the next turn...
+    view._live._retry(0.05)  # noqa: SLF001 (...and a settle retry)
+    view.deleteLater()
+    qtbot.wait(200)

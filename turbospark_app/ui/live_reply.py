@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QObject, QTimer
 from PySide6.QtGui import QPalette, QTextCharFormat, QTextCursor, QTextDocument
 
 from .code_blocks import StreamColours
@@ -70,8 +70,10 @@ class Drawn:
 class LiveReply:
     """See the module docstring. One per transcript; `start` for each streaming reply."""
 
-    def __init__(self, host: Host, rich: RichState) -> None:
+    def __init__(self, host: Host, rich: RichState, owner: QObject) -> None:
+        """`owner` (the transcript widget): the timers die with it, never firing on a view gone."""
         self.host = host
+        self._owner = owner
         self.rich = rich
         self.colours = StreamColours(host.document())
         self.drawn: list[Drawn] = []
@@ -79,7 +81,7 @@ class LiveReply:
         self.active = False
         self._pending: list[str] = []  # deltas not yet in the document
         self._scheduled = False
-        self._retry_timer = QTimer()
+        self._retry_timer = QTimer(owner)
         self._retry_timer.setSingleShot(True)
         self._retry_timer.timeout.connect(self.flush)
         self._cursor: QTextCursor | None = None
@@ -119,7 +121,7 @@ class LiveReply:
         self._pending.append(delta)
         if not self._scheduled:
             self._scheduled = True
-            QTimer.singleShot(0, self.flush)
+            QTimer.singleShot(0, self._owner, self.flush)
 
     def _retry(self, seconds: float) -> None:
         """Settle again in `seconds` even if no delta comes (a chunk waited for its code or

@@ -94,7 +94,7 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._streaming: Entry | None = None
         self.document().setUndoRedoEnabled(False)  # read-only: no undo history to keep
         self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
-        self._live = LiveReply(self, self._rich)  # the streaming reply
+        self._live = LiveReply(self, self._rich, self)  # the streaming reply
         self._colours = self._live.colours  # code colours while a reply streams
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
