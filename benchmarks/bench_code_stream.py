@@ -123,8 +123,9 @@ def two_panes(args: argparse.Namespace, tmp: Path) -> None:
     from PySide6.QtWidgets import QApplication
     from ui_fakes import FakeBackend
 
-    from turbospark_app.ui.app import build_window
+    from turbospark_app.ui.app import build_window, paint_on_the_gui_thread
 
+    paint_on_the_gui_thread()  # as the app does (run_app), before the QApplication
     app = QApplication.instance() or QApplication([])
     os.environ["TURBOSPARK_DATA_DIR"] = str(tmp / "data")
     reply = code_reply()
@@ -167,9 +168,11 @@ def two_panes(args: argparse.Namespace, tmp: Path) -> None:
 def big_block(run: int = 0) -> None:
     from PySide6.QtWidgets import QApplication
 
+    from turbospark_app.ui.app import paint_on_the_gui_thread
     from turbospark_app.ui.math_render import warm_up
     from turbospark_app.ui.transcript import Transcript
 
+    paint_on_the_gui_thread()
     app = QApplication.instance() or QApplication([])
     warm_up().join()
     source = (ROOT / "turbospark_app" / "ui" / "transcript.py").read_text().split("\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turbospark_app.ui.markup import split_fences, split_math, split_quotes
+from turbospark_app.ui.markup import settled_chunks, split_chunks, split_fences, split_math, split_quotes
 
 _ATOMS = st.sampled_from([
     "$", "$$", "\\(", "\\)", "\\[", "\\]", "\\$", "`", "``", "x", "a b", " ", "\n", "\n\n", "5", "10",
@@ -83,3 +83,40 @@ def test_fences_with_language_indent_and_no_end() -> None:
     kinds = [(p.kind, p.lang, p.body) for p in pieces]
     assert kinds == [("text", "", ""), ("code", "Python", "a = 1\n  b"), ("text", "", ""),
                      ("code", "", "open to the end")]
+
+
+_BLOCKS = st.sampled_from([
+    "Para one.", "1. item", "- item", "   continued", "\n", "\n\n", "# Head", "| a | b |", "|---|---|",
+    "```py\nx = 1\n```\n", "~~~\ncode\n", "```", "> quote", "$$\nx^2\n$$", "    indented", "2) two", "text",
+])
+
+
+@settings(deadline=None)
+@given(st.lists(_BLOCKS, max_size=30).map("\n".join))
+def test_chunks_lose_and_double_nothing(text: str) -> None:
+    chunks = split_chunks(text)
+    assert "".join(c.raw for c in chunks) == text
+    assert all(c.raw for c in chunks)
+    assert [c.raw for c in chunks if c.kind == "code"] == [p.raw for p in split_fences(text) if p.kind == "code"]
+
+
+@settings(deadline=None)
+@given(st.lists(_BLOCKS, max_size=30).map("\n".join), st.integers(min_value=0, max_value=400))
+def test_settled_chunks_are_the_finished_replys(text: str, cut: int) -> None:
+    """What is settled while a reply streams is never changed by what comes after: the
+    finished reply's chunks begin with the same chunks."""
+    settled = settled_chunks(text[:cut])
+    final = split_chunks(text)
+    assert [c.raw for c in settled] == [c.raw for c in final[:len(settled)]]
+    assert [(c.kind, c.lang, c.body) for c in settled] == [(c.kind, c.lang, c.body) for c in final[:len(settled)]]
+
+
+def test_chunks_keep_a_list_whole_and_cut_before_a_new_block() -> None:
+    text = "Intro\n\n- a\n\n- b\n  more\n\nAfter the list.\n\n```py\nx\n```\nTail"
+    assert [c.raw for c in split_chunks(text)] == [
+        "Intro\n\n", "- a\n\n- b\n  more\n\n", "After the list.\n\n", "```py\nx\n```\n", "Tail"]
+    # Settled: a chunk once the next one's first line is complete; a fence once it closes.
+    assert [c.raw for c in settled_chunks("Intro\n\n- a")] == []
+    assert [c.raw for c in settled_chunks("Intro\n\n- a\n")] == ["Intro\n\n"]
+    assert [c.raw for c in settled_chunks("Intro\n\n```py\nx\n```")] == ["Intro\n\n"]
+    assert [c.raw for c in settled_chunks("Intro\n\n```py\nx\n```\n")] == ["Intro\n\n", "```py\nx\n```\n"]

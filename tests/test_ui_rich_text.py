@@ -13,7 +13,8 @@ from PySide6.QtWidgets import QFileDialog
 from pygments.token import Keyword, Name
 from ui_fakes import EngineLoopBackend, send, wait_idle
 
-from turbospark_app.ui.code_blocks import code_block_id
+from turbospark_app.ui import live_reply
+from turbospark_app.ui.code_blocks import code_block_id, mix
 from turbospark_app.ui.highlight import token_format
 from turbospark_app.ui.html_export import conversation_html
 from turbospark_app.ui.theme import palette_is_dark
@@ -101,7 +102,7 @@ def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
     view = Transcript()
     qtbot.addWidget(view)
     view.begin_reply()
-    for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "```\nafter"]:
+    for piece in ["Intro\n```py", "thon\nx = 1", "\ny = ", "2\n", "z"]:
         view.append_delta(piece)
         qtbot.wait(1)  # the colours follow once per event-loop turn
     colours = view._colours  # noqa: SLF001
@@ -111,7 +112,29 @@ def test_streaming_colours_only_the_changed_lines(qtbot) -> None:
     block = view.document().find("x = 1").block()
     formats = block.layout().formats()
     assert formats and formats[0].format.fontFixedPitch() and len(formats) > 2  # coloured runs
-    assert not view.document().find("after").block().layout().formats()
+    assert not view.document().find("Intro").block().layout().formats()
+    assert code_block_id(block) is None  # (the block is still being written: plain text)
+
+
+def test_a_code_block_is_drawn_with_its_copy_button_when_its_fence_closes(qtbot) -> None:
+    """While the reply streams: the paragraph before a block once the block begins, the block
+    (header, colours, Copy) once its fence closes; only the chunk being written stays plain."""
+    view = Transcript()
+    qtbot.addWidget(view)
+    view.begin_reply()
+    for piece in ["Some **intro**\n", "```py", "thon\nx = 1\n", "y = 2\n", "```\n", "after ", "that"]:
+        view.append_delta(piece)
+        qtbot.wait(1)
+    doc = view.document()
+    qtbot.waitUntil(lambda: code_block_id(doc.find("x = 1").block()) is not None, timeout=10000)
+    assert view.is_streaming and "**" not in doc.toPlainText()  # the intro is drawn as Markdown
+    assert char_format_at(view, "intro").fontWeight() > 500
+    assert "Copy" in doc.find("Python").block().text() and "```" not in doc.toPlainText()
+    assert doc.toPlainText().endswith("after that")  # the chunk being written: plain
+    assert view._rich.codes == ["x = 1\ny = 2"]  # noqa: SLF001 (what its Copy link gives)
+    text = view.streamed_text()
+    view.end_reply(text, "new 9 tok")
+    assert doc.toPlainText().count("x = 1") == 1 and view._rich.codes == ["x = 1\ny = 2"]  # noqa: SLF001
 
 
 def test_math_is_drawn_and_copies_as_latex(qtbot) -> None:
@@ -152,7 +175,9 @@ def test_tables_lists_and_quotes(qtbot) -> None:
                            "> said *this*\n> ```python\n> x = 1\n> ```\nafter")
     table = QTextCursor(view.document().find("ada")).currentTable()
     assert table is not None and (table.rows(), table.columns()) == (3, 2)
-    assert table.format().border() == 1
+    assert table.format().border() == 1 and table.format().cellPadding() == 5  # ruled as GitHub (not Qt's 4)
+    header = table.cellAt(0, 0).format().background().color()
+    assert header == mix(view.palette(), 0.06) != table.cellAt(1, 0).format().background().color()
     assert view.document().find("one").block().textList() is not None
     quote = view.document().find("said")
     assert quote.charFormat().foreground().color() == view.palette().color(view.palette().ColorRole.PlaceholderText)
@@ -292,3 +317,90 @@ def test_a_streaming_replys_finished_code_blocks_are_lexed_ahead(qtbot) -> None:
     view.end_reply(text, "")
     assert TOKENS.misses == misses  # the final rendering found the block lexed
     assert code_block_id(view.document().find("ahead_43").block()) is not None
+
+
+def test_chunks_leave_no_blank_paragraph_before_a_list_or_a_table(qtbot) -> None:
+    """A reply is drawn chunk by chunk: a list or a table starting a chunk sits right under the
+    block before it, as in one Markdown text (no empty paragraph in the heading's font)."""
+    view = rendered(qtbot, "## Steps\n\n1. one\n2. two\n\nText.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+                           "```\nplain\n```\n- after code\n")
+    doc = view.document()
+    empties = [b.blockNumber() for b in _blocks(doc) if b.length() == 1 and b.next().isValid()]
+    assert empties == [], [(_blocks(doc)[n - 1].text(), _blocks(doc)[n + 1].text()) for n in empties]
+    assert doc.find("one").block().previous().text() == "Steps"
+    assert QTextCursor(doc.find("Text.")).block().next().isValid()
+
+
+def _blocks(doc):  # type: ignore[no-untyped-def]
+    out, b = [], doc.begin()
+    while b.isValid():
+        out.append(b)
+        b = b.next()
+    return out
+
+
+SAMPLE = ("Intro with $x^2$ inline.\n\n# Steps\n\n1. one\n\n2. two\n   more\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+          "```python\ndef f(x):\n    return x * 2\n```\nAfter the code.\n\n> quoted *text*\n\n$$\n\\frac{1}{2}\n$$\n\n"
+          "```\nls -l\n```\n- last item\n\nThe end.")
+
+
+def test_a_streamed_reply_ends_as_the_same_document_as_one_drawn_at_once(qtbot) -> None:
+    """Chunks drawn while the reply streams are those of the finished reply: its end draws
+    only what is left, and the document is the one a reply drawn in one go gives."""
+    streamed = Transcript()
+    qtbot.addWidget(streamed)
+    streamed.begin_reply()
+    for i in range(0, len(SAMPLE), 3):
+        streamed.append_delta(SAMPLE[i:i + 3])
+        streamed.flush_stream()
+        qtbot.wait(0)
+    qtbot.waitUntil(lambda: (streamed.flush_stream(), len(streamed._live.drawn))[1] >= 9, timeout=10000)  # noqa: SLF001
+    drawn_while_streaming = len(streamed._live.drawn)  # noqa: SLF001
+    streamed.end_reply(SAMPLE, "new 99 tok")
+    streamed.finish_colours()
+    at_once = Transcript()
+    qtbot.addWidget(at_once)
+    at_once.set_entries([Entry("assistant", SAMPLE, footer="new 99 tok")])
+    at_once.finish_colours()
+    assert streamed.document().toHtml() == at_once.document().toHtml()
+
+
+def test_panes_share_one_frames_chunk_drawing(qtbot, monkeypatch) -> None:
+    """Two panes streaming settle their chunks in turns: a frame's drawing time is shared, and
+    a chunk left over is drawn in a later frame without waiting for another delta."""
+    monkeypatch.setattr(live_reply, "SETTLE_SECONDS", 1e-6)  # one chunk spends a frame's time
+    monkeypatch.setattr(live_reply, "FRAME_SECONDS", 0.5)
+    monkeypatch.setattr(live_reply._Frame, "start", float("-inf"))  # noqa: SLF001
+    views = []
+    for _ in range(2):
+        view = Transcript()
+        qtbot.addWidget(view)
+        view.begin_reply()
+        view.append_delta("One paragraph.\n\nTwo\n")
+        views.append(view)
+    for view in views:
+        view.flush_stream()
+    assert [len(v._live.drawn) for v in views] == [1, 0]  # noqa: SLF001
+    qtbot.waitUntil(lambda: len(views[1]._live.drawn) == 1, timeout=5000)  # noqa: SLF001
+    assert "One paragraph." in views[1].document().toPlainText()
+
+
+def test_a_reply_that_ends_other_than_it_streamed_is_drawn_as_it_ends(qtbot) -> None:
+    """The chunks drawn while streaming that the finished text does not have (a remote
+    server's final text, a continued reply) are taken off: the document is the final text's."""
+    finals = ["Para one.\n\n```py\nx = 2\n```\nAnd more.", "Para one.", "```py\nx = 1\n```\n"]
+    for final in finals:
+        streamed = Transcript()
+        qtbot.addWidget(streamed)
+        streamed.begin_reply()
+        streamed.append_delta("Para one.\n\n```py\nx = 1\n```\nPara three\n\nfour\n")
+        qtbot.waitUntil(lambda: (streamed.flush_stream(), len(streamed._live.drawn))[1] == 3, timeout=10000)  # noqa: SLF001
+        streamed.end_reply(final, "new 9 tok")
+        at_once = Transcript()
+        qtbot.addWidget(at_once)
+        at_once.set_entries([Entry("assistant", final, footer="new 9 tok")])
+        # (a code block taken off keeps its Copy id: the one drawn again has the next)
+        ids = re.findall(r"ts:code:(\d+)", streamed.document().toHtml())
+        assert [streamed._rich.codes[int(i)] for i in ids] == at_once._rich.codes[:1] * len(ids)  # noqa: SLF001
+        same_ids = re.sub(r"ts:code:\d+", "ts:code:n", streamed.document().toHtml())
+        assert same_ids == re.sub(r"ts:code:\d+", "ts:code:n", at_once.document().toHtml()), final

@@ -46,16 +46,25 @@ def test_streaming_appends_touch_only_the_delta(qtbot) -> None:
     view.set_entries(history(5000))  # a 5,000-token transcript above the reply
     before = view.document().toPlainText()
     view.begin_reply()
+    reply_start = view.document().characterCount() - 1
     log = ChangeLog(view)
     stream = deltas(5000)  # ...and a 5,000-token reply
-    for d in stream:
+    for i in range(0, len(stream), 7):
+        batch = stream[i:i + 7]
         end = view.document().characterCount() - 1
         n = len(log.changes)
-        view.append_delta(d)
-        # Exactly one change per delta: at the end, nothing removed, len(delta) added.
-        assert log.changes[n:] == [(end, 0, len(d))]
+        for d in batch:
+            view.append_delta(d)
+        assert log.changes[n:] == []  # written at the event-loop turn, all at once
+        view.flush_stream()
+        added = sum(len(d) for d in batch)
+        if "\n\n" in batch:  # a paragraph settled: drawn in place of its plain text
+            assert all(p >= reply_start for p, _, _ in log.changes[n:])
+        else:  # one change: at the end, nothing removed, the deltas added
+            assert log.changes[n:] == [(end, 0, added)]
     assert view.streamed_text() == "".join(stream)
     assert view.document().toPlainText().startswith(before)
+    assert view.document().toPlainText().endswith(stream[-1])
 
 
 def test_end_reply_renders_markdown_in_place_once(qtbot) -> None:
@@ -148,3 +157,14 @@ def test_palette_change_rerenders_and_keeps_streaming(qtbot) -> None:
     view.append_delta(" and more")
     view.end_reply("streaming so far and more", "")
     assert view.document().toPlainText().endswith("streaming so far and more")
+
+
+def test_a_view_closed_while_a_reply_streams_leaves_no_timer_behind(qtbot) -> None:
+    """The streaming reply's timers (the next turn's write, a chunk's retry) die with their
+    view: none fires on a deleted transcript (pytest-qt fails a test on an error in a slot)."""
+    view = Transcript()
+    view.begin_reply()
+    view.append_delta("Para.\n\nmore\n")  # a write is scheduled for the next turn...
+    view._live._retry(0.05)  # noqa: SLF001 (...and a settle retry)
+    view.deleteLater()
+    qtbot.wait(200)

@@ -8,12 +8,13 @@ transcript keeps the exact code by id, for Copy and Copy Code Block). They sit i
 root frame, not a frame of their own: Qt lays the root frame out lazily (what is visible first),
 a nested frame all at once (~120 ms for 2,000 lines).
 
-While a reply streams it is plain text; `StreamColours` colours the lines inside its open
+While a block is being written it is plain text; `StreamColours` colours the lines inside its open
 fences as they are written: once per event-loop turn it looks at the paragraphs from the first
 one not yet complete to the end; a line is lexed once, when it is complete (the line still being
 written is in the fixed font on the code ground), whatever the reply's length, and never again.
 When a fence closes, the whole block is lexed on a worker thread (`highlight.TOKENS.prefetch`),
-so the reply's final rendering finds its colours cached.
+and the block is drawn as a finished one (header, colours, Copy) once that is done
+(`live_reply`), while the reply goes on.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class StreamColours:
         self._palette_key = -1
         self._formats: dict[Any, QTextCharFormat] = {}
         self._base = QTextCharFormat()
+        self._fence = QTextCharFormat()
         self._dark = False
         self.reset(-1)
 
@@ -216,7 +218,8 @@ class StreamColours:
             self._base = mono_format(palette)
             self._base.setBackground(mix(palette, 0.045))
             self._dark = palette_is_dark(palette)
-        return {"text": None, "fence": _fence_format(palette), "code": self._base}
+            self._fence = _fence_format(palette)
+        return {"text": None, "fence": self._fence, "code": self._base}
 
     def _code_ranges(self, text: str, lang: str, palette: QPalette) -> list[QTextLayout.FormatRange]:
         self.lexed_lines += 1

@@ -237,3 +237,65 @@ def _single_dollar_close(text: str, i: int) -> int | None:
             return k
         k += 1
     return None
+
+
+_LIST_ITEM = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+
+
+def split_chunks(text: str) -> list[Piece]:
+    """The reply as top-level blocks drawn one after another: each fenced block ("code"), and
+    the Markdown between fences cut after a blank line where the next line starts a new block
+    at the left margin ("text"). A list stays whole (an item after a blank line is the same
+    list), and so does anything indented (a list item's continuation, indented code). Joining
+    the pieces' `raw` gives `text` back.
+
+    A chunk depends only on its own lines and the first line after it, so the chunks of a
+    streaming reply are those of the finished reply, but the last (`settled_chunks`)."""
+    out: list[Piece] = []
+    for piece in split_fences(text):
+        if piece.kind == "code":
+            out.append(piece)
+            continue
+        lines = piece.raw.splitlines(keepends=True)
+        start = 0  # the chunk's first line
+        listed = False  # the chunk holds a list item at the margin
+        blank = False  # the line before was blank
+        for i, line in enumerate(lines):
+            if not line.strip():
+                blank = True
+                continue
+            starts = line[0] not in " \t"
+            item = starts and _LIST_ITEM.match(line) is not None
+            if blank and i > start and starts and not (item and listed):
+                out.append(Piece("text", "".join(lines[start:i])))
+                start, listed = i, False
+            listed = listed or item
+            blank = False
+        if start < len(lines):
+            out.append(Piece("text", "".join(lines[start:])))
+    return out
+
+
+def settled_chunks(text: str) -> list[Piece]:
+    """The leading chunks of a reply still being written that no later text can change: every
+    chunk but the last, once the next one's first line is complete, and a fenced block as soon
+    as its closing fence's line is (the block's Copy then shows while the reply streams)."""
+    chunks = split_chunks(text)
+    out: list[Piece] = []
+    for i, chunk in enumerate(chunks):
+        if chunk.kind == "code" and chunk.raw.endswith("\n") and _closed(chunk):
+            out.append(chunk)
+            continue
+        after = chunks[i + 1] if i + 1 < len(chunks) else None
+        if after is None or "\n" not in after.raw:
+            break
+        out.append(chunk)
+    return out
+
+
+def _closed(chunk: Piece) -> bool:
+    lines = chunk.raw.splitlines()
+    if len(lines) < 2:
+        return False
+    opened = fence_open(lines[0])
+    return opened is not None and fence_closes(lines[-1], opened[0])

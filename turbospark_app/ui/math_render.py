@@ -61,6 +61,10 @@ class MathRenderer:
         key = (source, display, color, px)
         self._worker.submit(key, lambda: self._made(key), lambda: self._make_svg(key, True))
 
+    def ready(self, source: str, *, display: bool, color: str, px: float) -> bool:
+        """True when `render` would find the formula's SVG made (no ziamath on this thread)."""
+        return self._made((source, display, color, px))
+
     def _made(self, key: SvgKey) -> bool:
         with self._lock:
             return key in self._svgs

@@ -372,6 +372,8 @@ class PaneTools:
         for card in a.cards if a else []:
             card.deleteLater()
         self.cards_box.setVisible(False)
+        if a is None:  # no tools: the reply's own rendering (end_reply) is what the store holds
+            return
         self.tree.reload()  # type: ignore[attr-defined]
         self.messages = list(self.tree.path)  # type: ignore[attr-defined]
         self.show_messages(self.messages)  # type: ignore[attr-defined]

@@ -90,6 +90,7 @@ class PaneTurns:
     transcript: Transcript
     messages: list[StoredMessage]
     request_id: int | None
+    _rate_shown = 0.0  # when the "Generating · N tok · rate" label was last set
 
     def _start_turn(self, plan: TurnPlan) -> bool:
         """Save, show and submit a planned turn; False when it could not start (said inline)."""
@@ -172,7 +173,11 @@ class PaneTurns:
                 self._first_token_at = time.monotonic()
                 self.prefill_bar.setVisible(False)
             self._tokens += 1
-            if self._live_prompt and self._tokens % 8 == 1:  # the context meter, as the reply grows
+            # The context meter and the Generating label follow the reply at most 10 times a
+            # second: each change relays out the pane's bottom row and repaints its buttons.
+            now = time.monotonic()
+            shown = self.state == "generating" and now - self._rate_shown < 0.1
+            if self._live_prompt and not shown:
                 self.context_meter.set_usage(self._live_prompt + self._tokens, self._bridge.max_context)
             # A control token by its name ("[TOOL_CALLS]"): the reply's text keeps its markup, so
             # the reply reads (tool cards, reasoning) the same live, stored and restarted.
@@ -182,8 +187,9 @@ class PaneTurns:
             self._reader.feed_token(event.id, text, event.at)
             if not self._discarded:
                 self._recorder.token(text, event.id)
-            if self.state != "stopping":
+            if self.state != "stopping" and not shown:
                 self._set_state("generating")
+                self._rate_shown = now
         elif isinstance(event, Tail):
             self._parts.append(event.text)
             self.transcript.append_delta(event.text)

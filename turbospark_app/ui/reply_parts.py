@@ -84,7 +84,7 @@ def apply_parts(entry: Any, parts: Any, template_source: str | None) -> None:
 
 def insert_reasoning(view: Any, cursor: QTextCursor, entry: Any) -> None:
     """The collapsed line (or, opened, the reasoning in a quiet frame), then a new block."""
-    fmt = view._small_format()  # noqa: SLF001 (the transcript's own formats)
+    fmt = view.small_format()  # noqa: SLF001 (the transcript's own formats)
     link = QTextCharFormat(fmt)
     link.setAnchor(True)
     link.setAnchorHref(f"ts:think:{entry.message_id}")
@@ -97,7 +97,7 @@ def insert_reasoning(view: Any, cursor: QTextCursor, entry: Any) -> None:
         frame.setBorder(0)
         frame.setBackground(view._tint(0.06, view.palette().color(QPalette.ColorRole.Text)))  # noqa: SLF001
         cursor.insertFrame(frame)
-        quiet = QTextCharFormat(view._plain_format())  # noqa: SLF001
+        quiet = QTextCharFormat(view.plain_format())  # noqa: SLF001
         quiet.setForeground(view.palette().color(QPalette.ColorRole.PlaceholderText))
         for i, line in enumerate(entry.reasoning.rstrip("\n").split("\n")):
             if i:
@@ -105,7 +105,7 @@ def insert_reasoning(view: Any, cursor: QTextCursor, entry: Any) -> None:
             cursor.insertText(line, quiet)
         cursor.movePosition(QTextCursor.MoveOperation.End)
     else:
-        cursor.insertBlock(view._body_block_format(), view._plain_format())  # noqa: SLF001
+        cursor.insertBlock(view._body_block_format(), view.plain_format())  # noqa: SLF001
 
 
 def insert_tool_cards(view: Any, cursor: QTextCursor, entry: Any) -> None:
@@ -121,14 +121,14 @@ def insert_tool_cards(view: Any, cursor: QTextCursor, entry: Any) -> None:
         frame.setBorderBrush(view._tint(0.5, TOOL_HUE))  # noqa: SLF001
         frame.setBackground(view._tint(0.08, TOOL_HUE))  # noqa: SLF001
         cursor.insertFrame(frame)
-        bold = QTextCharFormat(view._plain_format())  # noqa: SLF001
+        bold = QTextCharFormat(view.plain_format())  # noqa: SLF001
         bold.setFontWeight(QFont.Weight.Bold)
         cursor.insertText(f"⚙ {name}", bold)
         try:
             pretty = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
         except json.JSONDecodeError:
             pretty = arguments
-        mono = QTextCharFormat(view._plain_format())  # noqa: SLF001
+        mono = QTextCharFormat(view.plain_format())  # noqa: SLF001
         mono.setFontFamilies(["monospace"])
         mono.setFontFixedPitch(True)
         for line in pretty.split("\n"):

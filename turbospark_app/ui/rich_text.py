@@ -24,12 +24,14 @@ from PySide6.QtGui import (
     QTextFormat,
     QTextFrameFormat,
     QTextLength,
+    QTextTable,
     QTextTableFormat,
 )
 
-from .code_blocks import ColourQueue, code_block_id, insert_code_block, mix, mono_format
+from .code_blocks import SYNC_CHARS, ColourQueue, code_block_id, insert_code_block, mix, mono_format
+from .highlight import TOKENS, guess_language, guessed
 from .formatting import with_line_breaks
-from .markup import split_fences, split_math, split_quotes
+from .markup import Piece, split_chunks, split_fences, split_math, split_quotes
 from .math_render import MATH, MathImage
 
 MATH_SCHEME = "tsmath"
@@ -57,28 +59,36 @@ class RichState:
 
 def insert_rich(document: QTextDocument, cursor: QTextCursor, text: str, palette: QPalette,
                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
-    """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block."""
-    for piece in split_fences(text):
-        if piece.kind == "code" and piece.lang.lower() == "math" and piece.body.strip():
-            _fresh_block(cursor)  # GitHub's ```math block: a display formula
-            markdown = _with_math(document, f"$$\n{piece.body}\n$$", palette, state, px, dpr)
-            _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+    """`text` (Markdown with fences and math) at `cursor`, which stands in an empty block: its
+    chunks (`markup.split_chunks`) one after another, as `insert_chunk` draws each."""
+    for chunk in split_chunks(text):
+        insert_chunk(document, cursor, chunk, palette, state, small, px, dpr)
+
+
+def insert_chunk(document: QTextDocument, cursor: QTextCursor, chunk: Piece, palette: QPalette,
+                 state: RichState, small: QTextCharFormat, px: float, dpr: float) -> None:
+    """One chunk of a reply at `cursor`: a streaming reply's finished chunks are drawn as they
+    settle, each exactly as the finished reply draws it."""
+    if chunk.kind == "code" and chunk.lang.lower() == "math" and chunk.body.strip():
+        fresh_block(cursor)  # GitHub's ```math block: a display formula
+        markdown = _with_math(document, f"$$\n{chunk.body}\n$$", palette, state, px, dpr)
+        _insert_markdown(document, cursor, markdown.strip("\n"), palette, state)
+        return
+    if chunk.kind == "code":
+        fresh_block(cursor)
+        state.codes.append(chunk.body)
+        insert_code_block(cursor, chunk.body, chunk.lang, palette, len(state.codes) - 1, small,
+                          state.colours)
+        return
+    for part in split_quotes(chunk.raw):
+        if not part.raw.strip():
             continue
-        if piece.kind == "code":
-            _fresh_block(cursor)
-            state.codes.append(piece.body)
-            insert_code_block(cursor, piece.body, piece.lang, palette, len(state.codes) - 1, small,
-                              state.colours)
-            continue
-        for part in split_quotes(piece.raw):
-            if not part.raw.strip():
-                continue
-            _fresh_block(cursor)
-            if part.kind == "quote":
-                _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
-            else:
-                markdown = _with_math(document, part.raw, palette, state, px, dpr)
-                _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
+        fresh_block(cursor)
+        if part.kind == "quote":
+            _insert_quote(document, cursor, part.body, palette, state, small, px, dpr)
+        else:
+            markdown = _with_math(document, part.raw, palette, state, px, dpr)
+            _insert_markdown(document, cursor, with_line_breaks(markdown.strip("\n")), palette, state)
 
 
 def _insert_quote(document: QTextDocument, cursor: QTextCursor, body: str, palette: QPalette,
@@ -140,7 +150,33 @@ def prefetch_math(text: str, palette: QPalette, px: float) -> int:
     return sent
 
 
-def _fresh_block(cursor: QTextCursor) -> None:
+def chunk_ready(chunk: Piece, palette: QPalette, px: float) -> bool:
+    """True when drawing `chunk` needs no Pygments or ziamath on the GUI thread (its code lexed,
+    its formulas made); otherwise that work is sent to the worker threads (once) and False."""
+    if chunk.kind == "code" and chunk.lang.lower() != "math":
+        if len(chunk.body) > SYNC_CHARS:
+            return True  # drawn plain and coloured a slice at a time (ColourQueue)
+        if not chunk.lang:
+            if guessed(chunk.body) and TOKENS.has(guess_language(chunk.body), chunk.body):
+                return True
+            TOKENS.prefetch_guess(chunk.body)
+            return False
+        if TOKENS.has(chunk.lang, chunk.body):
+            return True
+        TOKENS.prefetch(chunk.lang, chunk.body)
+        return False
+    text = f"$$\n{chunk.body}\n$$" if chunk.kind == "code" else chunk.raw
+    color = palette.color(QPalette.ColorRole.Text).name()
+    ready = True
+    for m in split_math(text):
+        if m.kind == "math" and not MATH.ready(m.body, display=m.display, color=color, px=px):
+            MATH.prefetch(m.body, display=m.display, color=color, px=px)
+            ready = False
+    return ready
+
+
+def fresh_block(cursor: QTextCursor) -> None:
+    """A new paragraph for the next chunk, unless the cursor stands in an empty one."""
     if cursor.block().length() > 1:
         cursor.insertBlock(QTextBlockFormat())
 
@@ -182,6 +218,9 @@ def _insert_markdown(document: QTextDocument, cursor: QTextCursor, markdown: str
     drew a reply's first heading, quote or code line outside its box."""
     scratch = QTextDocument()
     scratch.setMarkdown(markdown, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    for frame in scratch.rootFrame().childFrames():  # ruled here: inside the edit block that
+        if isinstance(frame, QTextTable):  # inserts them, a cursor finds no table to style
+            _style_table(frame, palette)
     first = scratch.begin()
     start = cursor.position()
     cursor.insertFragment(QTextDocumentFragment(scratch))
@@ -189,25 +228,41 @@ def _insert_markdown(document: QTextDocument, cursor: QTextCursor, markdown: str
         fix = QTextCursor(document)
         fix.setPosition(start)
         fix.setBlockFormat(first.blockFormat())
+    if first.textList() is not None or (first.length() == 1 and QTextCursor(first.next()).currentTable() is not None):
+        _drop_empty_block(document, start)  # (a document begins with a paragraph: a table after it)
     _restyle(document, start, cursor.position(), palette, state)
+
+
+def _drop_empty_block(document: QTextDocument, at: int) -> None:
+    """A list or a table inserted into an empty paragraph goes after it, leaving a blank line
+    (in the previous chunk's font: a heading's, say) that one Markdown text would not have:
+    that paragraph is merged into the one before it (the list or table then starts at `at`)."""
+    empty = document.findBlock(at)
+    before = empty.previous()
+    if (empty.length() != 1 or empty.textList() is not None or not before.isValid()
+            or before.textList() is not None or before.position() + before.length() != at
+            or document.characterAt(at - 1) != "\u2029"):  # (after a table: its frame's end)
+        return
+    c = QTextCursor(document)
+    c.setPosition(at - 1)
+    if c.currentTable() is not None or c.currentFrame() != QTextCursor(empty).currentFrame():
+        return
+    c.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
+    c.removeSelectedText()
 
 
 def _restyle(document: QTextDocument, start: int, end: int, palette: QPalette, state: RichState) -> None:
     """Palette colours and GitHub's look for what Qt's importer made in [start, end): inline
-    code in the fixed font on a tint, quotes muted and indented, tables ruled, formulas placed."""
+    code in the fixed font on a tint, quotes muted and indented, formulas placed (tables are
+    ruled in the scratch document, `_insert_markdown`)."""
     code_bg = mix(palette, 0.07)
     inline_code = mono_format(palette)
     inline_code.clearForeground()
     inline_code.setBackground(code_bg)
     muted = palette.color(QPalette.ColorRole.PlaceholderText)
-    tables = set()
     block = document.findBlock(start)
     while block.isValid() and block.position() < end:
         at = QTextCursor(block)
-        table = at.currentTable()
-        if table is not None and table.firstPosition() not in tables:
-            tables.add(table.firstPosition())
-            _style_table(table, palette)
         if block.blockFormat().hasProperty(_QUOTE_LEVEL):
             fmt = block.blockFormat()
             fmt.setLeftMargin(14 * max(1, int(fmt.intProperty(_QUOTE_LEVEL))))
@@ -256,8 +311,8 @@ def _place_formula(c: QTextCursor, block: QTextBlock, name: str, state: RichStat
     c.setCharFormat(fmt)
 
 
-def _style_table(table, palette: QPalette) -> None:  # type: ignore[no-untyped-def]
-    fmt: QTextTableFormat = table.format()
+def _style_table(table: QTextTable, palette: QPalette) -> None:
+    fmt = table.format()
     fmt.setBorder(1)
     fmt.setBorderBrush(mix(palette, 0.25))
     fmt.setBorderStyle(QTextTableFormat.BorderStyle.BorderStyle_Solid)
@@ -265,6 +320,8 @@ def _style_table(table, palette: QPalette) -> None:  # type: ignore[no-untyped-d
     fmt.setCellPadding(5)
     fmt.setCellSpacing(0)
     fmt.setWidth(QTextLength(QTextLength.Type.VariableLength, 0))
+    fmt.setTopMargin(6)  # (the paragraph or code box above: its bottom margin is not kept)
+    fmt.setBottomMargin(6)
     table.setFormat(fmt)
     header = mix(palette, 0.06)
     for col in range(table.columns()):

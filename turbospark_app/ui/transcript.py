@@ -1,12 +1,11 @@
 """The transcript view: user and assistant messages in one QTextDocument.
 
-Streaming cost: while a reply streams, each delta is inserted as plain text at the end of the
-document through one QTextCursor: O(delta), and the document layout only re-lays out the last
-paragraph. Nothing before the reply is touched; once per event-loop turn the code lines
-finished since are coloured (`code_blocks.StreamColours`) and the formulas of finished
-paragraphs are sent to the math worker. When the reply ends, its range (and only its range) is
-replaced by its rendering (`rich_text`: Markdown, coloured code blocks with a Copy link, math),
-and a small stats line is appended.
+Streaming cost: while a reply streams (`live_reply`), the deltas that came are inserted as
+plain text at the end of the document once per event-loop turn, and Qt re-lays out only the last
+paragraph; nothing before the reply is touched. Each chunk of the reply that settles (a
+paragraph once the next begins, a code block once its fence closes) is drawn in place of its
+plain text then (`rich_text`: Markdown, coloured code blocks with a Copy link, math), so when
+the reply ends only its last chunk is left to draw, and a small stats line is appended.
 
 Colours come from the widget's palette at render time (never hard-coded), and the whole
 transcript is re-rendered on a palette change, so light and dark mode both read well.
@@ -22,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -35,9 +34,11 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 from ..conversations.roles import ROLE_NAMES, role_names
-from .code_blocks import ColourQueue, StreamColours, code_block_text
+from .code_blocks import ColourQueue, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
-from .rich_text import RichState, insert_rich, prefetch_math
+from .live_reply import LiveReply
+from .markup import split_chunks
+from .rich_text import RichState, insert_chunk, insert_rich
 from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
@@ -91,14 +92,10 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._role_names = ROLE_NAMES  # raw completion's names after set_raw_labels(True)
         self._spans: list[tuple[int, int]] = []  # each entry's document range
         self._streaming: Entry | None = None
-        self._stream_cursor: QTextCursor | None = None
-        self._body_start = 0  # where the streaming reply's text begins
-        self._stream_parts: list[str] = []
         self.document().setUndoRedoEnabled(False)  # read-only: no undo history to keep
         self._rich = RichState(ColourQueue(self.document()))  # code and formulas, for Copy
-        self._colours = StreamColours(self.document())  # code colours while a reply streams
-        self._colour_pending = False
-        self._math_scanned = 0  # how far the streaming reply's text was searched for formulas
+        self._live = LiveReply(self, self._rich, self)  # the streaming reply
+        self._colours = self._live.colours  # code colours while a reply streams
         self.live_actions: Callable[[int], tuple[str, ...]] | None = None  # e.g. Regenerate on the last reply
 
     # -- queries ---------------------------------------------------------------------------
@@ -159,7 +156,7 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._entries = []
         self._spans = []
         self._streaming = None
-        self._stream_cursor = None
+        self._live.stop()
         for entry in entries:
             self._append_entry(entry)
         self.scroll_to_end()
@@ -194,32 +191,26 @@ class Transcript(TranscriptActions, QTextBrowser):
         self._spans.append((self._end_position(), self._end_position()))
         self._entries.append(entry)
         self._streaming = entry
-        self._stream_parts = []
         cursor = self._end_cursor()
         self._insert_header(cursor, "assistant")
-        cursor.insertBlock(self._body_block_format(), self._plain_format())
-        self._body_start = cursor.position()
-        self._stream_cursor = cursor
-        self._colours.reset(self._body_start)
-        self._math_scanned = 0
+        cursor.insertBlock(self._body_block_format(), self.plain_format())
+        self._live.start(cursor)
         if at_end:
             self.scroll_to_end()
 
     def append_delta(self, delta: str) -> None:
-        """Append streamed text: one plain-text insert at the end of the document (nothing above
-        is touched; Qt re-lays out only the last paragraph, so the cost grows with that paragraph,
-        never with the transcript — see benchmarks/bench_transcript.py)."""
+        """Append streamed text: written at the end of the document at the next event-loop turn,
+        with every other delta that came meanwhile (`live_reply`; nothing above is touched, and
+        Qt re-lays out only the last paragraph — see benchmarks/bench_transcript.py)."""
         if not delta:
             return
-        assert self._streaming is not None and self._stream_cursor is not None
-        at_end = self._at_end()
-        self._stream_parts.append(delta)
-        self._stream_cursor.insertText(delta)
-        if not self._colour_pending:  # once per event-loop turn, however many deltas came
-            self._colour_pending = True
-            QTimer.singleShot(0, self._update_colours)
-        if at_end:
-            self.scroll_to_end()
+        assert self._streaming is not None
+        self._live.add(delta)
+
+    def flush_stream(self) -> None:
+        """Do now what the next event-loop turn would: write the deltas that came, draw the
+        chunks that settled (tests, benchmarks)."""
+        self._live.flush()
 
     def finish_colours(self) -> None:
         """Colour every code block still waiting for its colours now (export, tests)."""
@@ -230,22 +221,9 @@ class Transcript(TranscriptActions, QTextBrowser):
         """Each shown formula's SVG, by its image name (HTML export)."""
         return {name: image.svg for name, image in self._rich.images.items()}
 
-    def _update_colours(self) -> None:
-        """Once per event-loop turn while streaming: colour the changed code lines, and send the
-        formulas of the paragraphs finished since last time to the math worker."""
-        self._colour_pending = False
-        if self._stream_cursor is None:
-            return
-        self._colours.update(self.palette())
-        text = self.streamed_text()
-        end = text.rfind("\n\n")
-        if end > self._math_scanned:
-            prefetch_math(text[self._math_scanned:end], self.palette(), self._math_px())
-            self._math_scanned = end
-
     def streamed_text(self) -> str:
         """The streaming reply's text so far."""
-        return "".join(self._stream_parts)
+        return self._live.text()
 
     def end_reply(self, text: str, footer: str, *, stopped: bool = False, meta: Entry | None = None) -> None:
         """Replace the streamed plain text with the Markdown rendering of `text` + the footer
@@ -259,18 +237,39 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
         entry.text, entry.footer, entry.stopped = text, footer, stopped
-        self._colours.reset(-1)
+        self._live.write_pending()
+        live = self._live
+        shown = entry.text if entry.answer is None else entry.answer
+        final = split_chunks(shown) if shown.strip() and not (entry.reasoning or entry.tool_calls) else []
+        keep = 0  # the chunks drawn while streaming that are the finished reply's
+        while keep < min(len(live.drawn), len(final)) and live.drawn[keep].chunk.raw == final[keep].raw:
+            keep += 1
         cursor = QTextCursor(self.document())
-        cursor.setPosition(self._body_start)
+        if keep == 0:
+            cursor.setPosition(live.body_start)
+        elif keep < len(final):
+            cursor.setPosition(live.drawn[keep].start if keep < len(live.drawn) else live.tail)
+        else:
+            cursor.setPosition(live.drawn[keep - 1].end)
+        live.stop()
         cursor.movePosition(QTextCursor.MoveOperation.End, QTextCursor.MoveMode.KeepAnchor)
         cursor.beginEditBlock()
+        if self._rich.colours is not None:
+            self._rich.colours.drop_from(cursor.selectionStart())
         cursor.removeSelectedText()
-        self._insert_body(cursor, entry)
+        if keep == 0:
+            cursor.setBlockFormat(self._body_block_format())
+            self._insert_body(cursor, entry)
+        else:
+            if keep < len(live.drawn):
+                cursor.setBlockFormat(QTextBlockFormat())
+            for chunk in final[keep:]:
+                insert_chunk(self.document(), cursor, chunk, self.palette(), self._rich, self.small_format(),
+                             self.math_px(), self.devicePixelRatioF())
+            self._insert_after(cursor, entry)
         cursor.endEditBlock()
         self._spans[-1] = (self._spans[-1][0], self._end_position())
         self._streaming = None
-        self._stream_cursor = None
-        self._stream_parts = []
         if at_end:
             self.scroll_to_end()
 
@@ -286,10 +285,8 @@ class Transcript(TranscriptActions, QTextBrowser):
         if self._rich.colours is not None:
             self._rich.colours.drop_from(position)
         if self._streaming is not None and self._streaming not in self._entries:
-            self._colours.reset(-1)
+            self._live.stop()
             self._streaming = None
-            self._stream_cursor = None
-            self._stream_parts = []
 
     # -- rendering -------------------------------------------------------------------------
 
@@ -305,7 +302,7 @@ class Transcript(TranscriptActions, QTextBrowser):
                 cursor.setBlockFormat(QTextBlockFormat())
                 self._insert_actions(cursor, entry, new_block=False)
         else:
-            cursor.insertBlock(self._body_block_format(), self._plain_format())
+            cursor.insertBlock(self._body_block_format(), self.plain_format())
             self._insert_body(cursor, entry)
         cursor.endEditBlock()
         self._spans.append((start, self._end_position()))
@@ -347,8 +344,8 @@ class Transcript(TranscriptActions, QTextBrowser):
         cursor.insertFrame(frame)
         for i, line in enumerate(entry.text.split("\n")):
             if i:
-                cursor.insertBlock(QTextBlockFormat(), self._plain_format())
-            cursor.insertText(line, self._plain_format())
+                cursor.insertBlock(QTextBlockFormat(), self.plain_format())
+            cursor.insertText(line, self.plain_format())
         cursor.movePosition(QTextCursor.MoveOperation.End)  # out of the frame
 
     def _body_block_format(self) -> QTextBlockFormat:
@@ -356,7 +353,8 @@ class Transcript(TranscriptActions, QTextBrowser):
         block.setTopMargin(2)
         return block
 
-    def _plain_format(self) -> QTextCharFormat:
+    def plain_format(self) -> QTextCharFormat:
+        """Reply text in the palette's text colour."""
         fmt = QTextCharFormat()
         fmt.setForeground(self.palette().color(QPalette.ColorRole.Text))
         return fmt
@@ -378,24 +376,30 @@ class Transcript(TranscriptActions, QTextBrowser):
         if shown.strip() or entry.tool_calls:
             if entry.tool_results:  # an agent reply: the calls and results, then the answer
                 insert_tool_cards(self, cursor, entry)
-                cursor.insertBlock(self._body_block_format(), self._plain_format())
-            insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self._small_format(),
-                        self._math_px(), self.devicePixelRatioF())
+                cursor.insertBlock(self._body_block_format(), self.plain_format())
+            insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self.small_format(),
+                        self.math_px(), self.devicePixelRatioF())
             if not entry.tool_results:
                 insert_tool_cards(self, cursor, entry)
         else:
-            italic = self._plain_format()
-            italic.setFontItalic(True)
-            italic.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            cursor.insertText(
-                "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
-            )
+            self._insert_placeholder(cursor, entry)
+        self._insert_after(cursor, entry)
+
+    def _insert_placeholder(self, cursor: QTextCursor, entry: Entry) -> None:
+        italic = self.plain_format()
+        italic.setFontItalic(True)
+        italic.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        cursor.insertText("(stopped before any text was generated)" if entry.stopped else "(no text)", italic)
+
+    def _insert_after(self, cursor: QTextCursor, entry: Entry) -> None:
+        """Under a reply: its stats line and its action links."""
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:
             self._insert_actions(cursor, entry)
 
-    def _small_format(self) -> QTextCharFormat:
+    def small_format(self) -> QTextCharFormat:
+        """The stats line's and code headers' small, muted text."""
         fmt = QTextCharFormat()
         fmt.setForeground(self.palette().color(QPalette.ColorRole.PlaceholderText))
         font = QFont(self.font())
@@ -405,7 +409,7 @@ class Transcript(TranscriptActions, QTextBrowser):
 
     def _insert_actions(self, cursor: QTextCursor, entry: Entry, *, new_block: bool = True) -> None:
         """`‹ 2/3 ›  Copy · Edit · Delete` as links (hrefs ts:<action>:<message id>)."""
-        fmt = self._small_format()
+        fmt = self.small_format()
         if new_block:
             block = QTextBlockFormat()
             block.setTopMargin(2)
@@ -434,7 +438,7 @@ class Transcript(TranscriptActions, QTextBrowser):
     def _insert_footer(self, cursor: QTextCursor, text: str, badge: str) -> None:
         block = QTextBlockFormat()
         block.setTopMargin(4)
-        fmt = self._small_format()
+        fmt = self.small_format()
         cursor.insertBlock(block, fmt)
         if badge:
             bold = QTextCharFormat(fmt)
@@ -446,7 +450,12 @@ class Transcript(TranscriptActions, QTextBrowser):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _math_px(self) -> float:
+    def follow(self) -> bool:
+        """True when the view shows the transcript's end (streaming then keeps it in view)."""
+        return self._at_end()
+
+    def math_px(self) -> float:
+        """The formulas' font size."""
         info = self.fontInfo()
         return float(info.pixelSize() or 14)
 
@@ -473,11 +482,10 @@ class Transcript(TranscriptActions, QTextBrowser):
         super().changeEvent(event)
         if event.type() == QEvent.Type.PaletteChange and self._entries:
             streaming = self._streaming
-            parts = list(self._stream_parts)
+            parts = self._live.text()
             done = [e for e in self._entries if e is not streaming]
             self.set_entries(done)
             if streaming is not None:
                 self.begin_reply()
-                for part in parts:
-                    self.append_delta(part)
+                self.append_delta(parts)
 
