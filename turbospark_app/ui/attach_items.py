@@ -13,6 +13,7 @@ the attachment parts the message is stored with: what each document put in the p
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import threading
@@ -88,7 +89,9 @@ def sniff_image(data: bytes) -> bool:
 
 
 def read_image(item: TrayItem) -> TrayItem:
-    """Decode an image item (worker thread); its error on failure."""
+    """The image item decoded (worker thread; a copy: the GUI's item is not touched), or with
+    its error."""
+    item = dataclasses.replace(item)
     try:
         if not item.data and item.path is not None:
             from ..media.images import MAX_BYTES
@@ -111,21 +114,28 @@ def read_image(item: TrayItem) -> TrayItem:
 
 
 def read_document(item: TrayItem, count: CountTokens | None, pdf_timeout: float = 60.0) -> TrayItem:
-    """Extract a document item's text and count its tokens (worker thread)."""
+    """The document item with its text extracted and its tokens counted (worker thread; a
+    copy), or with its error."""
     from ..documents.extract import extract
     from ..documents.sources import whole_text
 
     assert item.path is not None
+    item = dataclasses.replace(item)
     try:
         item.doc = extract(item.path, pdf_timeout=pdf_timeout)
         text = whole_text(item.doc)
-        item.tokens, item.estimated = (count(text), False) if count is not None else ((len(text) + 3) // 4, True)
+        item.tokens, item.estimated = (count(text), False) if count is not None else (estimate_tokens(text), True)
         item.state = "ready"
     except ExtractError as e:
         item.state, item.error = "error", e.reason
     except Exception as e:  # noqa: BLE001 (a tokenizer's failure on odd text: the chip says it)
         item.state, item.error = "error", f"could not be read: {e}"
     return item
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count (about 4 characters a token) where the chat model's tokenizer is not here."""
+    return (len(text) + 3) // 4
 
 
 def _short(message: str, name: str) -> str:
@@ -169,7 +179,7 @@ def prepare_documents(question: str, items: Sequence[TrayItem], count: CountToke
                       embedder: Callable[[], Any]) -> PreparedDocs:
     """The attachment parts (worker thread): a whole document's text, or the chunks retrieved
     for `question` (the embedder is opened only then)."""
-    from ..documents.sources import Attachments, whole_text
+    from ..documents.sources import Attachments, prepare_turn, whole_text
 
     modes = resolve_modes(items, budget)
     parts: dict[int, Part] = {}
@@ -187,7 +197,8 @@ def prepare_documents(question: str, items: Sequence[TrayItem], count: CountToke
         whole_budget = max(0, budget - sum(i.tokens for i in items if modes[i.id] == "whole"))
         att = Attachments([i.path for i in retrieved if i.path is not None], emb, count, whole_budget,
                           modes={str(i.path): "retrieved" for i in retrieved})
-        prepared = att.prepare(question)
+        # The CLI's turn: the last retrieved passages dropped while they do not fit.
+        prepared = prepare_turn(question, att, None, (), count, budget=whole_budget)
         for i, a in zip(retrieved, att.items):
             chunks = [{"page": s.page, "text": s.text} for s in prepared.sources
                       if s.mode == "retrieved" and Path(s.path).resolve() == a.path.resolve()]
@@ -244,7 +255,7 @@ class AttachWorker(QObject):
             if self._embedder is None:
                 from ..documents.embedder import open_embedder
 
-                self._embedder = open_embedder(None, threads=2, download=False)
+                self._embedder = open_embedder(None, threads=2)  # fetched first if missing, as the CLI does
             return self._embedder
 
     def shutdown(self) -> None:

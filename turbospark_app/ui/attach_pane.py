@@ -18,6 +18,7 @@ back if the turn fails, with the typed text.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from .attach_items import (
     TrayItem,
     attach_worker,
     document_kind,
+    estimate_tokens,
     image_part,
     is_image_name,
     prepare_documents,
@@ -46,6 +48,7 @@ from .attach_tray import AttachTray
 from .context import usage_from_messages
 from .message_media import ImageViewer, media_items
 
+UNKNOWN_CONTEXT = 8192  # a remote engine that does not say its context: a common size
 ROOM = 96  # tokens kept for the template's own text around the sources (as the CLI's)
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ")"
 DOC_FILTER = "Documents (" + " ".join(f"*{s}" for s in sorted(SUPPORTED)) + ")"
@@ -212,14 +215,14 @@ class PaneAttach:
         if not isinstance(token, tuple) or token[0] is not self:
             return
         if token[1] == "send":
-            self._documents_ready(result)
-        elif isinstance(result, Exception):
+            if token[2] == self._preparing:  # (not a Send stopped meanwhile)
+                self._documents_ready(result)
+        elif isinstance(result, TrayItem):
+            self.attach_tray.update(result)
+        else:  # the reader itself failed (a bug, or no memory): the chip says it
             item = next((i for i in self.attach_tray.items() if i.id == token[1]), None)
             if item is not None:
-                item.state, item.error = "error", f"could not be read: {result}"
-                self.attach_tray.refresh(item.id)
-        else:
-            self.attach_tray.refresh(token[1])
+                self.attach_tray.update(dataclasses.replace(item, state="error", error=f"could not be read: {result}"))
 
     def _chat_counter(self) -> Any:
         builder = self._builder()  # type: ignore[attr-defined]
@@ -229,6 +232,20 @@ class PaneAttach:
         return lambda text: len(tokenizer.encode(text))
 
     # -- Send --------------------------------------------------------------------------------
+
+    @property
+    def preparing_attachments(self) -> bool:
+        """A Send is waiting for its documents (whole or retrieved) on the worker."""
+        return getattr(self, "_preparing", None) is not None
+
+    def _stop_preparing(self) -> bool:
+        """Stop during the documents' preparation: nothing is sent, nothing is lost."""
+        if self._preparing is None:
+            return False
+        self._preparing, self._prepared_plan = None, None
+        self._set_state("stopped", "before sending")  # type: ignore[attr-defined]
+        self._update_actions()  # type: ignore[attr-defined]
+        return True
 
     def attachments_pending(self) -> bool:
         return bool(self.attach_tray.items())
@@ -251,15 +268,13 @@ class PaneAttach:
         docs = [i for i in items if i.kind == "document"]
         if not docs:
             return self._start_turn(plan)  # type: ignore[attr-defined]
-        count = self._chat_counter()
-        if count is None:
-            self._set_state("error", "the documents wait for the model to load")  # type: ignore[attr-defined]
-            return False
+        count = self._chat_counter() or estimate_tokens  # a remote engine's tokenizer is not here
         worker = attach_worker()
-        self._preparing = id(plan)
+        self._preparing = token = next(_sends)
         self._prepared_plan = plan
         self._set_state("queued", "reading the attachments")  # type: ignore[attr-defined]
-        worker.run((self, "send"), prepare_documents, plan.user_text or "", docs, count,
+        self._update_actions()  # type: ignore[attr-defined]
+        worker.run((self, "send", token), prepare_documents, plan.user_text or "", docs, count,
                    self._documents_budget(plan, count), worker.embedder)
         return True
 
@@ -280,7 +295,7 @@ class PaneAttach:
         conversation so far, the question and some room for the template."""
         used = usage_from_messages(list(plan.history), self._turn_model_id_now()) or 0
         max_new = int(self._settings.get("max_new_tokens") or 512)  # type: ignore[attr-defined]
-        context = int(self._bridge.max_context or 0)  # type: ignore[attr-defined]
+        context = int(self._bridge.max_context or UNKNOWN_CONTEXT)  # type: ignore[attr-defined]
         return max(0, context - max_new - ROOM - used - count(plan.user_text or ""))
 
     def _turn_model_id_now(self) -> str:
@@ -295,6 +310,7 @@ class PaneAttach:
             message = result.error if isinstance(result, PreparedDocs) else f"the documents could not be prepared: {result}"
             self.transcript.append_error(f"Not sent: {message}. Your message and attachments are still here.")  # type: ignore[attr-defined]
             self._set_state("error", "attachments")  # type: ignore[attr-defined]
+            self._update_actions()  # type: ignore[attr-defined]
             return
         self._start_turn(dataclasses.replace(plan, user_parts=(*plan.user_parts, *result.parts)))  # type: ignore[attr-defined]
 
@@ -304,6 +320,9 @@ class PaneAttach:
     def _attachments_back(self) -> None:
         self.attach_tray.add_all(self._sent_items)
         self._sent_items = []
+
+
+_sends = itertools.count(1)
 
 
 def _looks_like_image(path: Path) -> bool:

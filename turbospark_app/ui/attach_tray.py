@@ -126,9 +126,13 @@ class AttachTray(QScrollArea):
         for item in items:
             self.add(item)
 
-    def refresh(self, item_id: int) -> None:
-        chip = self._chips.get(item_id)
+    def update(self, item: TrayItem) -> None:
+        """The worker's reading of an item (ignored when it was removed meanwhile); the mode
+        chosen while it was read is kept."""
+        chip = self._chips.get(item.id)
         if chip is not None:
+            item.mode = chip.item.mode
+            chip.item = item
             chip.refresh()
             self.changed.emit()
 

@@ -271,8 +271,9 @@ class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRaw
 
     @property
     def busy(self) -> bool:
-        """True while a turn of this pane is queued or running (its tool calls included)."""
-        return self.request_id is not None or self.agent_busy or self._agent_starting
+        """True while a turn of this pane is queued or running (its tool calls included, and
+        its attachments being prepared)."""
+        return self.request_id is not None or self.agent_busy or self._agent_starting or self.preparing_attachments
 
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""
@@ -324,7 +325,7 @@ class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRaw
     def stop(self) -> None:
         """Stop the running turn; the partial reply is kept (ends within one forward step).
         During tool calls: they are cancelled and the loop ends at once."""
-        if self._stop_tools():
+        if self._stop_tools() or self._stop_preparing():
             return
         if self.request_id is not None and self.state != "stopping":
             self._bridge.cancel(self.request_id)
