@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from attach_fakes import VisionFake
+from docs_corpus import write_encrypted_pdf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QFileDialog
@@ -109,9 +110,11 @@ def test_hostile_files_are_an_error_on_their_chip_and_nothing_else_changes(ui, q
     for name, data, _ in HOSTILE:
         (tmp_path / name).write_bytes(data)
         paths.append(tmp_path / name)
+    paths.append(write_encrypted_pdf(tmp_path / "locked.pdf"))
+    expected = [*HOSTILE, ("locked.pdf", b"", "password")]
     drop(pane.input.viewport(), paths)
-    items = ready(qtbot, pane, len(HOSTILE))
-    for item, (name, _, words) in zip(items, HOSTILE):
+    items = ready(qtbot, pane, len(expected))
+    for item, (name, _, words) in zip(items, expected):
         assert item.state == "error" and words.lower() in item.error.lower(), (name, item.error)
         assert name in pane.attach_tray.chip(item.id).label.text()
     assert pane.input.toPlainText() == "my carefully typed question"
