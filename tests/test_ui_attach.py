@@ -168,7 +168,12 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     entry = pane.transcript.entries[0]
     assert [m.kind for m in entry.media] == ["image", "attachment"]
     assert entry.media[1].label == f"notes.md · {doc.meta['tokens']:,} tokens · whole"
-    assert "📄 notes.md" in pane.transcript.document().toPlainText()
+    assert "▤ notes.md" in pane.transcript.document().toPlainText()
+    # A click on the thumbnail opens the viewer on that image, at its size.
+    pane.transcript._anchor_clicked(QUrl(f"ts:image:{user.id}#0"))
+    assert pane.viewer is not None and pane.viewer.isVisible()
+    assert pane.viewer.picture.pixmap().size().toTuple() == (48, 40)
+    pane.viewer.close()
     # The same picture attached again is stored once.
     pane.add_files([tmp_path / "a.png"])
     ready(qtbot, pane, 1)

@@ -68,7 +68,7 @@ class AttachChip(QFrame):
                 40, 40, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation))
             self.thumb.setVisible(True)
         elif item.kind == "document":
-            self.thumb.setText("📄")
+            self.thumb.setText("▤")
             self.thumb.setVisible(True)
         else:
             self.thumb.setVisible(False)
@@ -95,7 +95,7 @@ class AttachTray(QScrollArea):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.setFixedHeight(58)
+        self.setFixedHeight(50)
         inner = QWidget(self)
         self._row = QHBoxLayout(inner)
         self._row.setContentsMargins(0, 0, 0, 0)

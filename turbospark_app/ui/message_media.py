@@ -2,7 +2,7 @@
 
 Inside the message's box, under its text: each image a thumbnail (a link, href
 `ts:image:<message id>#<n>`: a click opens `ImageViewer` on it) and each attachment a chip
-(`📄 report.pdf · 12 pages · 8,412 tokens · whole` or `… · retrieved: 4 of 212 chunks`).
+(`▤ report.pdf · 12 pages · 8,412 tokens · whole` or `… · retrieved: 4 of 212 chunks`).
 Thumbnails are read from the content-addressed store with Qt's scaled decode and cached, so a
 long conversation is not re-decoded on every repaint; a stored image gone from disk is said.
 """
@@ -117,7 +117,7 @@ def insert_media(doc: QTextDocument, cursor: QTextCursor, entry: Any, small: QTe
         fmt = QTextCharFormat(small)
         fmt.setForeground(link_colour)
         fmt.setToolTip(m.label)
-        cursor.insertText("📄 " + m.label, fmt)
+        cursor.insertText("▤ " + m.label, fmt)
 
 
 class ImageViewer(QDialog):
