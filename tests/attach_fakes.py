@@ -4,6 +4,7 @@ prompt as 4 pseudo ids derived from its sha256, as the real mtmd producer does."
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Sequence
@@ -26,14 +27,14 @@ class VisionFake(FakeBackend):
 
     def prepare_turn(self, session_id: str, messages: Sequence[Any], settings: Any, **kw: Any) -> Any:
         self.seen.append(tuple(messages))
+        if messages and messages[-1].images and not messages[-1].content.strip():  # as the real check
+            messages = [*messages[:-1], dataclasses.replace(messages[-1], content="<image>")]
         turn = super().prepare_turn(session_id, messages, settings, **kw)
         ids: list[int] = []
         for m in messages:  # each image's 4 cells before its message's text
             for image in m.images:
                 ids.extend(-(int(image.sha256[i * 8:(i + 1) * 8], 16) % 100000) - 1 for i in range(4))
         if ids:
-            import dataclasses
-
             turn = dataclasses.replace(turn, prompt_ids=tuple(ids) + tuple(turn.prompt_ids))
         return turn
 

@@ -274,3 +274,41 @@ def test_a_long_document_goes_retrieved(ui, qtbot, tmp_path: Path, embedder_path
     assert "Bartholomew" in backend.seen[0][-1].content
     label = pane.transcript.entries[0].media[0].label
     assert f"retrieved: {doc.meta['used']} of {doc.meta['chunks']} chunks" in label
+
+
+def test_an_image_alone_is_sent_without_text(ui, qtbot, tmp_path: Path) -> None:
+    backend = VisionFake()
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    qtbot.keyClick(pane.input, Qt.Key.Key_Return)  # nothing typed, nothing attached: nothing sent
+    assert backend.turns_started == 0
+    (tmp_path / "a.png").write_bytes(png())
+    pane.add_files([tmp_path / "a.png"])
+    ready(qtbot, pane, 1)
+    pane.input.setFocus()
+    qtbot.keyClick(pane.input, Qt.Key.Key_Return)
+    wait_idle(qtbot, pane)
+    user, reply = w.store.messages(pane.conversation_id)
+    assert user.content == "" and [p.kind for p in user.parts] == [IMAGE] and reply.content
+    assert w.store.conversation(pane.conversation_id).title == "New conversation"
+
+
+def test_whole_or_retrieved_follows_the_budget_and_the_chip(ui, qtbot, tmp_path: Path) -> None:
+    from turbospark_app.ui.attach_items import TrayItem, resolve_modes
+
+    a, b = TrayItem("document", "a.md", tokens=600), TrayItem("document", "b.md", tokens=500)
+    assert set(resolve_modes([a, b], 1200).values()) == {"whole"}
+    assert set(resolve_modes([a, b], 1000).values()) == {"retrieved"}  # together they do not fit
+    b.mode = "whole"
+    assert resolve_modes([a, b], 1000) == {a.id: "retrieved", b.id: "whole"}
+    w = ui.window(VisionFake())
+    pane = w.area.current_pane()
+    (tmp_path / "n.md").write_text(FACT)
+    pane.add_files([tmp_path / "n.md"])
+    (item,) = ready(qtbot, pane, 1)
+    chip = pane.attach_tray.chip(item.id)
+    assert chip.mode_button.text() == "auto"
+    qtbot.mouseClick(chip.mode_button, Qt.MouseButton.LeftButton)
+    assert chip.mode_button.text() == "whole" and pane.attach_tray.items()[0].mode == "whole"
+    qtbot.mouseClick(chip.mode_button, Qt.MouseButton.LeftButton)
+    assert pane.attach_tray.items()[0].mode == "retrieved"

@@ -361,6 +361,8 @@ class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRaw
         if self.conversation.title != DEFAULT_TITLE or len([m for m in self.tree.all if m.role == "user"]) != 1:
             return
         first = " ".join(text.split())
+        if not first:  # an image or a document sent without a word: the default title stays
+            return
         title = first if len(first) <= 48 else first[:47].rstrip() + "…"
         try:
             self._store.rename_conversation(self.conversation.id, title)
