@@ -14,7 +14,7 @@ from docs_corpus import write_encrypted_pdf
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QFileDialog
-from ui_fakes import FakeBackend, send, wait_idle
+from ui_fakes import send, wait_idle
 from vision_assets import animated_gif, huge_declared_png, png
 
 from turbospark_app.conversations.export import conversation_markdown
@@ -165,6 +165,8 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     assert [i.sha256 for i in prompt_user.images] == [image.meta["sha256"]]
     assert f'<source id="1" file="notes.md">' in prompt_user.content and FACT in prompt_user.content
     assert prompt_user.content.endswith("Question: What is the cat called?")
+    assert reply.stats["document_tokens"] == doc.meta["tokens"] > 0
+    assert f"documents +{doc.meta['tokens']} tok" in pane.transcript.entries[1].footer
     entry = pane.transcript.entries[0]
     assert [m.kind for m in entry.media] == ["image", "attachment"]
     assert entry.media[1].label == f"notes.md · {doc.meta['tokens']:,} tokens · whole"
@@ -272,6 +274,8 @@ def test_a_long_document_goes_retrieved(ui, qtbot, tmp_path: Path, embedder_path
     assert doc.meta["mode"] == "retrieved" and doc.meta["chunks"] > 4 and doc.meta["used"] == len(doc.meta["sources"])
     assert any("Bartholomew" in s["text"] for s in doc.meta["sources"])
     assert "Bartholomew" in backend.seen[0][-1].content
+    reply = w.store.messages(pane.conversation_id)[1]
+    assert 0 < reply.stats["document_tokens"] == doc.meta["prompt_tokens"] < item.tokens
     label = pane.transcript.entries[0].media[0].label
     assert f"retrieved: {doc.meta['used']} of {doc.meta['chunks']} chunks" in label
 

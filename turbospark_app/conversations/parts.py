@@ -19,7 +19,7 @@ messages, read as one text part, and the columns every other reader uses keep th
                  kind (pdf, markdown, html, code, text), pages, tokens (the whole text's, by
                  the chat model), mode ("whole" | "retrieved"), path (the file attached);
                  retrieved: chunks (of the document), used, sources ([{page, text}]: the
-                 passages the prompt got)
+                 passages the prompt got), prompt_tokens (theirs)
 A user message's images and attachments are its parts before its text; they reach the prompt
 through `ui.attach_prompt` (images as `ChatMessage.images`, attachments as numbered sources).
 

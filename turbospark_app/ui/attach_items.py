@@ -202,7 +202,8 @@ def prepare_documents(question: str, items: Sequence[TrayItem], count: CountToke
         for i, a in zip(retrieved, att.items):
             chunks = [{"page": s.page, "text": s.text} for s in prepared.sources
                       if s.mode == "retrieved" and Path(s.path).resolve() == a.path.resolve()]
-            meta = _doc_meta(i, "retrieved") | {"chunks": a.chunks, "used": len(chunks), "sources": chunks}
+            meta = _doc_meta(i, "retrieved") | {"chunks": a.chunks, "used": len(chunks), "sources": chunks,
+                                                "prompt_tokens": sum(count(c["text"]) for c in chunks)}
             if a.error:
                 return PreparedDocs([], f"{i.name}: {a.error}")
             parts[i.id] = Part(ATTACHMENT, "", name=i.name, meta=meta)

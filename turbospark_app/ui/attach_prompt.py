@@ -42,6 +42,12 @@ def user_prompt_text(question: str, parts: Sequence[Part]) -> str:
     return prompt_with_sources(question, attachment_sources(parts))
 
 
+def document_tokens(parts: Sequence[Part]) -> int:
+    """The chat model's tokens a message's attachments put in its prompt (as counted when it
+    was sent: a whole text's, or its retrieved passages')."""
+    return sum(int(p.meta.get("prompt_tokens", p.meta.get("tokens", 0)) or 0) for p in parts if p.kind == ATTACHMENT)
+
+
 def has_attachments(messages: Sequence[StoredMessage]) -> bool:
     """Whether any message carries a document's text (tools' "always allow" is suspended)."""
     return any(p.kind == ATTACHMENT for m in messages for p in m.parts)

@@ -42,7 +42,7 @@ from ..service import (
     TurnRequest,
 )
 from ..media.images import ImageError
-from .attach_prompt import has_attachments, media_prompt_messages
+from .attach_prompt import document_tokens, has_attachments, media_prompt_messages
 from .formatting import rate_label, seconds_label, stats_line
 from .transcript import Transcript
 from .turn_settings import to_turn_settings
@@ -268,6 +268,8 @@ class PaneTurns:
         figures = self._reader.figures
         stats.update(reasoning_tokens=figures.reasoning_tokens, answer_tokens=figures.answer_tokens,
                      reasoning_seconds=round(figures.reasoning_seconds, 3))
+        if self._pending_user is not None:  # what its attachments put in the prompt
+            stats["document_tokens"] = document_tokens(self._pending_user.parts)
         # A remote reply has no ids of ours: its text is what the next prompt reads.
         remote = not event.generated_ids and bool(event.text)
         ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)
