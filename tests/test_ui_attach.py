@@ -201,18 +201,23 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     again = backend2.seen[0]
     assert again[0] == backend.seen[0][-1]  # the first message, images and sources, as first sent
     last = w2.store.messages(cid)[-1]
-    assert last.stats["reused_prefix_tokens"] >= len(backend2.seen and again[0].content.encode())
+    assert last.stats["reused_prefix_tokens"] >= 4 + len(again[0].content.encode())  # past the first message
 
 
-def test_a_failed_turn_gives_the_attachments_back(ui, qtbot, tmp_path: Path) -> None:
-    backend = VisionFake(fail_on_step=0)
+def sent_with_image(ui, qtbot, tmp_path: Path, backend: VisionFake, text: str):
+    """A window over `backend` whose pane sent `text` with a.png; (window, pane)."""
     w = ui.window(backend)
     pane = w.area.current_pane()
     (tmp_path / "a.png").write_bytes(png())
     pane.add_files([tmp_path / "a.png"])
     ready(qtbot, pane, 1)
-    send(qtbot, pane, "describe")
+    send(qtbot, pane, text)
     wait_idle(qtbot, pane)
+    return w, pane
+
+
+def test_a_failed_turn_gives_the_attachments_back(ui, qtbot, tmp_path: Path) -> None:
+    w, pane = sent_with_image(ui, qtbot, tmp_path, VisionFake(fail_on_step=0), "describe")
     assert pane.input.toPlainText() == "describe"
     assert [i.name for i in pane.attach_tray.items()] == ["a.png"] and pane.attach_tray.isVisible()
     assert not w.store.messages(pane.conversation_id)
@@ -220,13 +225,7 @@ def test_a_failed_turn_gives_the_attachments_back(ui, qtbot, tmp_path: Path) -> 
 
 def test_edit_and_regenerate_keep_the_parts(ui, qtbot, tmp_path: Path) -> None:
     backend = VisionFake(replies=("one", "two", "three"))
-    w = ui.window(backend)
-    pane = w.area.current_pane()
-    (tmp_path / "a.png").write_bytes(png())
-    pane.add_files([tmp_path / "a.png"])
-    ready(qtbot, pane, 1)
-    send(qtbot, pane, "describe")
-    wait_idle(qtbot, pane)
+    w, pane = sent_with_image(ui, qtbot, tmp_path, backend, "describe")
     pane.regenerate()
     wait_idle(qtbot, pane)
     assert len(backend.seen[1][-1].images) == 1  # the regenerated prompt still has the image

@@ -99,10 +99,7 @@ class PaneAttach:
     def vision_refusal(self) -> str | None:
         """Why the model cannot take images (None: it can, or a remote server will say)."""
         bridge = self._bridge  # type: ignore[attr-defined]
-        remote = getattr(bridge, "is_remote", False)
-        if callable(remote):
-            remote = remote()
-        if remote:
+        if getattr(bridge, "is_remote", False):  # a PaneEngine on a remote source (a property)
             return None
         info = getattr(bridge, "model_info", None) or {}
         if not info:
