@@ -266,6 +266,7 @@ def test_a_long_document_goes_retrieved(ui, qtbot, tmp_path: Path, embedder_path
     pane.add_files([tmp_path / "long.md"])
     (item,) = ready(qtbot, pane, 1)
     assert item.tokens > 1024
+    assert pane.attach_tray.chip(item.id).mode_button.text() == "auto: retrieved"
     send(qtbot, pane, "What is the lighthouse keeper's cat named?")
     wait_idle(qtbot, pane, timeout=60000)
     user = w.store.messages(pane.conversation_id)[0]
@@ -310,7 +311,7 @@ def test_whole_or_retrieved_follows_the_budget_and_the_chip(ui, qtbot, tmp_path:
     pane.add_files([tmp_path / "n.md"])
     (item,) = ready(qtbot, pane, 1)
     chip = pane.attach_tray.chip(item.id)
-    assert chip.mode_button.text() == "auto"
+    assert chip.mode_button.text() == "auto: whole"  # it fits: auto would send it whole
     qtbot.mouseClick(chip.mode_button, Qt.MouseButton.LeftButton)
     assert chip.mode_button.text() == "whole" and pane.attach_tray.items()[0].mode == "whole"
     qtbot.mouseClick(chip.mode_button, Qt.MouseButton.LeftButton)

@@ -41,6 +41,7 @@ from .attach_items import (
     prepare_documents,
     read_document,
     read_image,
+    resolve_modes,
     save_pasted_text,
     sniff_image,
 )
@@ -63,6 +64,7 @@ class PaneAttach:
         self._preparing: int | None = None  # the token of a Send waiting for its documents
         self.attach_tray = AttachTray(self)  # type: ignore[arg-type]
         footer.addWidget(self.attach_tray)
+        self.attach_tray.changed.connect(self._show_auto_modes)
         self.image_button = QToolButton(self)  # type: ignore[arg-type]
         self.image_button.setObjectName("imageButton")
         self.image_button.setText("Image")
@@ -274,6 +276,18 @@ class PaneAttach:
         worker.run((self, "send", token), prepare_documents, plan.user_text or "", docs, count,
                    self._documents_budget(plan, count), worker.embedder)
         return True
+
+    def _show_auto_modes(self) -> None:
+        """Each document chip on "auto" says what it would be now: whole or retrieved."""
+        docs = [i for i in self.attach_tray.items() if i.kind == "document" and i.state == "ready"]
+        if not docs:
+            return
+        plan = self.tree.plan_send(self.input.toPlainText())  # type: ignore[attr-defined]
+        modes = resolve_modes(docs, self._documents_budget(plan, self._chat_counter() or estimate_tokens))
+        for item in docs:
+            chip = self.attach_tray.chip(item.id)
+            if chip is not None:
+                chip.show_resolved(modes[item.id])
 
     def _send_problem(self, items: list[TrayItem]) -> str:
         if any(i.state == "reading" for i in items):

@@ -30,6 +30,7 @@ class AttachChip(QFrame):
     def __init__(self, item: TrayItem, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.item = item
+        self.resolved = ""  # what "auto" would be now (the pane says, from the context's room)
         self.setObjectName("attachChip")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         row = QHBoxLayout(self)
@@ -74,8 +75,15 @@ class AttachChip(QFrame):
             self.thumb.setVisible(False)
         doc_ready = item.kind == "document" and item.state == "ready"
         self.mode_button.setVisible(doc_ready)
-        self.mode_button.setText(MODE_LABELS[item.mode])
+        auto_now = f": {self.resolved}" if item.mode == "auto" and self.resolved else ""
+        self.mode_button.setText(MODE_LABELS[item.mode] + auto_now)
         self.mode_button.setToolTip(MODE_TIPS[item.mode])
+
+    def show_resolved(self, mode: str) -> None:
+        """What "auto" would choose if the message were sent now."""
+        if mode != self.resolved:
+            self.resolved = mode
+            self.refresh()
 
     def _next_mode(self) -> None:
         self.item.mode = MODES[(MODES.index(self.item.mode) + 1) % len(MODES)]
