@@ -316,3 +316,19 @@ def test_whole_or_retrieved_follows_the_budget_and_the_chip(ui, qtbot, tmp_path:
     assert chip.mode_button.text() == "whole" and pane.attach_tray.items()[0].mode == "whole"
     qtbot.mouseClick(chip.mode_button, Qt.MouseButton.LeftButton)
     assert pane.attach_tray.items()[0].mode == "retrieved"
+
+
+def test_a_stored_image_gone_from_disk_is_said_and_nothing_is_sent(ui, qtbot, tmp_path: Path) -> None:
+    backend = VisionFake()
+    w, pane = sent_with_image(ui, qtbot, tmp_path, backend, "describe")
+    user = w.store.messages(pane.conversation_id)[0]
+    cid = pane.conversation_id
+    ui.close(w)
+    (Path(ui.data_dir) / "images" / user.parts[0].meta["file"]).unlink()
+    w2 = ui.window(VisionFake())
+    pane2 = w2.area.open(cid)
+    assert "no longer stored" in pane2.transcript.document().toPlainText()
+    send(qtbot, pane2, "and now?")
+    wait_idle(qtbot, pane2)
+    assert "is no longer stored" in pane2.transcript.document().toPlainText()
+    assert len(w2.store.messages(cid)) == 2 and pane2.input.toPlainText() == "and now?"

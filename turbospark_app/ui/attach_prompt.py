@@ -18,7 +18,8 @@ from ..conversations.actions import prompt_messages
 from ..conversations.parts import ATTACHMENT, IMAGE, Part
 from ..conversations.store import StoredMessage
 from ..documents.sources import Source, prompt_with_sources
-from ..media.image_store import ImageStore
+from ..media.image_store import ImageStore, StoredImage
+from ..media.images import ImageError
 
 
 def attachment_sources(parts: Sequence[Part]) -> list[Source]:
@@ -53,18 +54,27 @@ def has_attachments(messages: Sequence[StoredMessage]) -> bool:
     return any(p.kind == ATTACHMENT for m in messages for p in m.parts)
 
 
+def stored_image(images: ImageStore, part: Part) -> StoredImage:
+    """An image part as the prompt carries it (decoded on the engine thread when it is
+    encoded); ImageError at once when its file is gone."""
+    sha, mime = str(part.meta.get("sha256", "")), str(part.meta.get("mime", ""))
+    if not images.has(sha, mime):
+        raise ImageError(f"the image {part.name or sha[:12]} is no longer stored (its file "
+                         f"{images.path_for(sha, mime).name} was removed)")
+    return StoredImage(images, sha, mime, part.name or "")
+
+
 def media_prompt_messages(history: Sequence[StoredMessage], model_id: str,
                           images: ImageStore) -> tuple[ChatMessage, ...]:
-    """`prompt_messages` with each user message's images and attachments (ImageError when a
-    stored image is gone)."""
+    """`prompt_messages` with each user message's images (`StoredImage`s) and attachments
+    (ImageError when a stored image is gone)."""
     out: list[ChatMessage] = []
     for m in history:
         rendered = prompt_messages([m], model_id)
         media = [p for p in m.parts if p.kind in (IMAGE, ATTACHMENT)]
         if m.role == "user" and media:
             last = rendered[-1]
-            pictures = tuple(images.load(str(p.meta.get("sha256", "")), str(p.meta.get("mime", "")), p.name or "")
-                             for p in media if p.kind == IMAGE)
+            pictures = tuple(stored_image(images, p) for p in media if p.kind == IMAGE)
             rendered = (*rendered[:-1], dataclasses.replace(
                 last, content=user_prompt_text(last.content, media), images=pictures))
         out.extend(rendered)
