@@ -181,7 +181,8 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     ready(qtbot, pane, 1)
     send(qtbot, pane, "Again?")
     wait_idle(qtbot, pane)
-    assert len(list((Path(ui.data_dir) / "images").iterdir())) == 1
+    stored_files = sorted(p.name for p in (Path(ui.data_dir) / "images").iterdir())
+    assert stored_files == [stored.name, f"{stored.stem}.thumb.png"]  # the image once, its thumbnail
     # Export: the image links to its stored file, the attachment is named.
     md = conversation_markdown(w.store, pane.conversation_id)
     assert f"![a.png]({stored.resolve().as_uri()})" in md and "**Attachment:** `notes.md`" in md
@@ -196,6 +197,7 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     pane2 = w2.area.open(cid)
     entry = pane2.transcript.entries[0]
     assert [m.kind for m in entry.media] == ["image", "attachment"] and entry.media[0].path == str(stored)
+    assert entry.media[0].thumb == str(stored.with_name(f"{stored.stem}.thumb.png"))
     send(qtbot, pane2, "And now?")
     wait_idle(qtbot, pane2)
     again = backend2.seen[0]

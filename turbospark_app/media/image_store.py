@@ -1,6 +1,6 @@
 """Images kept with conversations: content-addressed files in `<data dir>/images`.
 
-A file is named by the sha256 of its bytes (the same id `images.decode_image` gives the
+A file is named by the sha256 of its bytes (its transcript thumbnail beside it, `.thumb.png`) (the same id `images.decode_image` gives the
 engine), so the same picture attached twice is stored once and is the same image to the KV
 prefix. The bytes are stored as the user gave them (PNG, JPEG, WebP, GIF); decoding them again
 gives the same `ImageInput` the first turn sent. Decoded images are kept in a small cache, so a
@@ -56,6 +56,22 @@ class ImageStore:
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)  # a crash mid-write never leaves half an image under its name
+        return path
+
+    def thumb_path(self, sha256: str) -> Path:
+        """Where the image's small copy for the transcript is (`<sha256>.thumb.png`)."""
+        if not _SHA.match(sha256):
+            raise ImageError(f"not an image id: {sha256!r}")
+        return self.folder / f"{sha256}.thumb.png"
+
+    def put_thumb(self, sha256: str, png: bytes) -> Path:
+        """Keep the transcript's thumbnail of image `sha256` (once)."""
+        path = self.thumb_path(sha256)
+        if not path.is_file():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(png)
+            os.replace(tmp, path)
         return path
 
     def remember(self, image: ImageInput) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QBuffer, QIODevice, QObject, Qt, Signal
 from PySide6.QtGui import QImage
 
 from ..conversations.parts import ATTACHMENT, IMAGE, Part
@@ -31,7 +31,8 @@ from ..documents.pages import ExtractError
 from ..media.images import ImageError, ImageInput, decode_image
 from ..media.image_store import ImageStore
 
-THUMB_PX = 72  # the tray's thumbnails (the message's are drawn from the stored file)
+THUMB_PX = 72  # the tray's thumbnails
+MESSAGE_THUMB_PX = 120  # the transcript's, stored beside the image (a long history opens fast)
 PASTE_AS_FILE_CHARS = 2000  # a paste longer than this becomes a text attachment (LM Studio's rule)
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"})
 MODES = ("auto", "whole", "retrieved")
@@ -52,6 +53,7 @@ class TrayItem:
     error: str = ""
     image: ImageInput | None = None
     thumb: QImage | None = None
+    message_thumb: bytes = b""  # PNG, MESSAGE_THUMB_PX
     doc: Extracted | None = None
     tokens: int = 0
     estimated: bool = False  # tokens by a rough rule (no chat model loaded yet)
@@ -105,6 +107,8 @@ def read_image(item: TrayItem) -> TrayItem:
                       QImage.Format.Format_RGB888)
         item.thumb = full.scaled(THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio,
                                  Qt.TransformationMode.SmoothTransformation).copy()
+        item.message_thumb = png_bytes(full.scaled(MESSAGE_THUMB_PX, MESSAGE_THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio,
+                                                   Qt.TransformationMode.SmoothTransformation))
         item.state = "ready"
     except OSError as e:
         item.state, item.error = "error", f"cannot be read: {e.strerror or e}"
@@ -131,6 +135,14 @@ def read_document(item: TrayItem, count: CountTokens | None, pdf_timeout: float 
     except Exception as e:  # noqa: BLE001 (a tokenizer's failure on odd text: the chip says it)
         item.state, item.error = "error", f"could not be read: {e}"
     return item
+
+
+def png_bytes(image: QImage) -> bytes:
+    """`image` as a PNG file's bytes."""
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buf, "PNG")
+    return bytes(buf.data().data())
 
 
 def estimate_tokens(text: str) -> int:
@@ -224,6 +236,8 @@ def image_part(item: TrayItem, store: ImageStore) -> Part:
     """An image item stored (content-addressed) and as the message's part."""
     assert item.image is not None
     path = store.put(item.data, item.image.mime)
+    if item.message_thumb:
+        store.put_thumb(item.image.sha256, item.message_thumb)
     store.remember(item.image)
     return Part(IMAGE, name=item.name, meta={
         "sha256": item.image.sha256, "mime": item.image.mime, "size": len(item.data),

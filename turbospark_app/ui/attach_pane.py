@@ -22,7 +22,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject
+from PySide6.QtCore import QEvent, QMimeData, QObject
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QToolButton, QVBoxLayout
 
@@ -38,6 +38,7 @@ from .attach_items import (
     estimate_tokens,
     image_part,
     is_image_name,
+    png_bytes,
     prepare_documents,
     read_document,
     read_image,
@@ -178,10 +179,7 @@ class PaneAttach:
         if mime.hasImage():
             image = mime.imageData()
             if isinstance(image, QImage) and not image.isNull():
-                buf = QBuffer()
-                buf.open(QIODevice.OpenModeFlag.WriteOnly)
-                image.save(buf, "PNG")
-                self.add_image_bytes(bytes(buf.data().data()), "pasted image.png")
+                self.add_image_bytes(png_bytes(image), "pasted image.png")
                 return True
         if mime.hasText() and len(mime.text()) > PASTE_AS_FILE_CHARS:
             self.add_text(mime.text())

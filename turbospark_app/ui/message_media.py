@@ -3,8 +3,9 @@
 Inside the message's box, under its text: each image a thumbnail (a link, href
 `ts:image:<message id>#<n>`: a click opens `ImageViewer` on it) and each attachment a chip
 (`▤ report.pdf · 12 pages · 8,412 tokens · whole` or `… · retrieved: 4 of 212 chunks`).
-Thumbnails are read from the content-addressed store with Qt's scaled decode and cached, so a
-long conversation is not re-decoded on every repaint; a stored image gone from disk is said.
+Thumbnails are the small copies stored beside the images at Send (else the file read with Qt's
+scaled decode), cached, so a long conversation opens without decoding its pictures; a stored
+image gone from disk is said.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class MediaItem:
     label: str
     path: str = ""  # an image's stored file ("" when it is gone)
     sha256: str = ""
+    thumb: str = ""  # its stored thumbnail ("": none, drawn from the file)
 
 
 def attachment_label(p: Part) -> str:
@@ -61,7 +63,9 @@ def media_items(parts: Sequence[Part], store: ImageStore) -> tuple[MediaItem, ..
                 path = None
             w, h = p.meta.get("width"), p.meta.get("height")
             label = f"{p.name or 'image'}" + (f" ({w} x {h})" if w and h else "")
-            out.append(MediaItem("image", label, str(path) if path and path.is_file() else "", sha))
+            thumb = store.thumb_path(sha) if path is not None else None
+            out.append(MediaItem("image", label, str(path) if path and path.is_file() else "", sha,
+                                 str(thumb) if thumb is not None and thumb.is_file() else ""))
     for p in parts:
         if p.kind == ATTACHMENT:
             out.append(MediaItem("attachment", attachment_label(p)))
@@ -101,7 +105,7 @@ def insert_media(doc: QTextDocument, cursor: QTextCursor, entry: Any, small: QTe
                 gone.setFontItalic(True)
                 cursor.insertText(f"[{m.label}: no longer stored]", gone)
                 continue
-            image = thumbnail(m.path)
+            image = thumbnail(m.thumb or m.path)
             name = f"tsthumb:{m.sha256}"
             doc.addResource(QTextDocument.ResourceType.ImageResource, QUrl(name), image)
             fmt = QTextImageFormat()
