@@ -186,6 +186,10 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     # Export: the image links to its stored file, the attachment is named.
     md = conversation_markdown(w.store, pane.conversation_id)
     assert f"![a.png]({stored.resolve().as_uri()})" in md and "**Attachment:** `notes.md`" in md
+    from turbospark_app.ui.html_export import conversation_html
+
+    page = conversation_html("t", pane.transcript.entries, pane.transcript.palette())
+    assert 'src="data:image/png;base64,' in page and "tsthumb:" not in page and "notes.md" in page
     cid = pane.conversation_id
     ui.close(w)
 

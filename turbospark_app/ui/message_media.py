@@ -124,6 +124,21 @@ def insert_media(doc: QTextDocument, cursor: QTextCursor, entry: Any, small: QTe
         cursor.insertText("▤ " + m.label, fmt)
 
 
+def thumb_sources(entries: Sequence[Any]) -> dict[str, str]:
+    """`tsthumb:<sha256>` -> a data: URI of the thumbnail (an HTML export carries its images)."""
+    import base64
+
+    from .attach_items import png_bytes
+
+    out = {}
+    for entry in entries:
+        for m in getattr(entry, "media", ()):
+            if m.kind == "image" and (m.thumb or m.path):
+                data = base64.b64encode(png_bytes(thumbnail(m.thumb or m.path))).decode("ascii")
+                out[f"tsthumb:{m.sha256}"] = f"data:image/png;base64,{data}"
+    return out
+
+
 class ImageViewer(QDialog):
     """A message's images at their size (fitted to the screen), ‹ › between them."""
 
