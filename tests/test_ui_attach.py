@@ -338,3 +338,33 @@ def test_a_stored_image_gone_from_disk_is_said_and_nothing_is_sent(ui, qtbot, tm
     wait_idle(qtbot, pane2)
     assert "is no longer stored" in pane2.transcript.document().toPlainText()
     assert len(w2.store.messages(cid)) == 2 and pane2.input.toPlainText() == "and now?"
+
+
+def test_stop_while_the_documents_are_prepared_sends_nothing_and_keeps_everything(
+        ui, qtbot, tmp_path: Path, monkeypatch) -> None:
+    import threading
+
+    from turbospark_app.ui import attach_pane
+
+    release = threading.Event()
+    real = attach_pane.prepare_documents
+
+    def slow(*args):  # the worker waits until the test has pressed Stop
+        release.wait(10)
+        return real(*args)
+
+    monkeypatch.setattr(attach_pane, "prepare_documents", slow)
+    backend = VisionFake()
+    w = ui.window(backend)
+    pane = w.area.current_pane()
+    (tmp_path / "n.md").write_text(FACT)
+    pane.add_files([tmp_path / "n.md"])
+    ready(qtbot, pane, 1)
+    send(qtbot, pane, "the cat?")
+    assert pane.busy and pane.send_button.text() == "Stop" and "reading the attachments" in pane.state_label.text()
+    qtbot.mouseClick(pane.send_button, Qt.MouseButton.LeftButton)
+    assert not pane.busy and pane.state == "stopped"
+    release.set()
+    qtbot.wait(300)  # the worker's late answer is ignored
+    assert backend.turns_started == 0 and not w.store.messages(pane.conversation_id)
+    assert pane.input.toPlainText() == "the cat?" and len(pane.attach_tray.items()) == 1
