@@ -49,3 +49,11 @@ def mmproj_for(model: Path, out: Path, projector: str | None = None) -> Path:
     args = [str(model), str(out)] + (["--projector", projector] if projector else [])
     synthetic_mmproj.main(args)
     return out
+
+
+def vision_pair(folder: Path, model: Path) -> Path:
+    """`folder` holding a link to `model` and its synthetic mmproj beside it; the link's path."""
+    link = folder / model.name
+    link.symlink_to(model)
+    mmproj_for(model, folder / "mmproj-SmolLM2-135M-synthetic.gguf")
+    return link

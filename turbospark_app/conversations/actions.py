@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..chat.api import ChatMessage
-from .parts import chat_messages
+from .parts import Part, chat_messages
 from .reply_stats import INTERRUPTED, combine_stats, partial_stats, previous_runs
 from .store import Store, StoredMessage
 from .tree import active_path, children_of, variant_of
@@ -46,6 +46,7 @@ class TurnPlan:
     target: StoredMessage | None = None  # continue: the reply that grows
     replaces: int | None = None  # the sibling on screen now (shown again if the turn fails)
     discard: int | None = None  # an empty reply a crash left: deleted when the new one starts
+    user_parts: tuple[Part, ...] = ()  # the new user message's images and attachments
 
     @property
     def continue_final(self) -> bool:
@@ -145,4 +146,6 @@ class ConversationTree:
         if index is None:
             return None
         old = self.path[index]
-        return TurnPlan("edit", tuple(self.path[:index]), old.parent_id, text, replaces=old.id)
+        # The edited message keeps its images and attachments (the composer may add more).
+        return TurnPlan("edit", tuple(self.path[:index]), old.parent_id, text, replaces=old.id,
+                        user_parts=old.parts)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
-from .parts import TOOL_CALL, TOOL_RESULT, Part
+from .parts import ATTACHMENT, IMAGE, TOOL_CALL, TOOL_RESULT, Part
 from .roles import role_names
 from .store import INTERRUPTED, Store, StoredMessage
 from .tree import children_of, variant_of
@@ -47,9 +48,15 @@ def conversation_json(store: Store, conversation_id: str, *, model: dict[str, An
     }
 
 
-def conversation_markdown(store: Store, conversation_id: str) -> str:
+def conversation_markdown(store: Store, conversation_id: str, *, images_dir: Path | None = None) -> str:
     """The branch on screen as Markdown: each message under its role, replies with their
-    figures and how they ended; a message with alternatives says which one is shown."""
+    figures and how they ended; a message with alternatives says which one is shown. A user
+    message's images are links to their stored files (`images_dir`: by default
+    `<data dir>/images`, where the window keeps them), its attachments their names."""
+    if images_dir is None:
+        from ..host.folders import data_dir
+
+        images_dir = data_dir() / "images"
     conv = store.conversation(conversation_id)
     if conv is None:
         raise ExportError(f"no conversation {conversation_id}")
@@ -70,6 +77,7 @@ def conversation_markdown(store: Store, conversation_id: str) -> str:
             title += f" (alternative {position} of {count})"
         lines += [f"## {title}", ""]
         lines += _parts_markdown(m.parts)
+        lines += _media_markdown(m.parts, images_dir)
         lines += [m.content if m.role == "assistant" else _user_text(m.content), ""]
         figures = _figures_line(m)
         if figures:
@@ -91,6 +99,29 @@ def _parts_markdown(parts: Sequence[Part]) -> list[str]:
             seconds = p.meta.get("seconds")
             timing = f" ({float(seconds) * 1000:.0f} ms)" if seconds is not None else ""
             out += [f"**{head}** `{p.name}`{timing}:", "", "```", p.text, "```", ""]
+    return out
+
+
+def _media_markdown(parts: Sequence[Part], images_dir: Path) -> list[str]:
+    """A user message's images (linked to their stored files) and attachments (named)."""
+    out: list[str] = []
+    for p in parts:
+        if p.kind == IMAGE and p.meta.get("file"):
+            alt = (p.name or "image").replace("]", ")").replace("[", "(")
+            out += [f"![{alt}]({(images_dir / str(p.meta['file'])).resolve().as_uri()})", ""]
+    for p in parts:
+        if p.kind == ATTACHMENT:
+            bits = [f"`{p.name}`"]
+            if p.meta.get("pages"):
+                bits.append(f"{p.meta['pages']} pages")
+            if p.meta.get("tokens") is not None:
+                bits.append(f"{int(p.meta['tokens']):,} tokens")
+            mode = p.meta.get("mode")
+            if mode == "retrieved":
+                bits.append(f"retrieved: {p.meta.get('used', 0)} of {p.meta.get('chunks', 0)} chunks")
+            elif mode:
+                bits.append(str(mode))
+            out += ["**Attachment:** " + " · ".join(bits), ""]
     return out
 
 

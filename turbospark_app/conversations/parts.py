@@ -12,8 +12,16 @@ messages, read as one text part, and the columns every other reader uses keep th
                  meta: server, tool, approval ("once" | "always" | "deny" | "auto")
     tool_result  `call_id`, `name`, `text` (what the model read); meta: is_error, seconds,
                  truncated
-    image        meta: mime, path or sha256, size (for a later vision model)
-    attachment   `name` (file name), `text` (its extracted text); meta: mime, pages
+    image        `name` (file name as given); meta: sha256 (of the file's bytes: the engine's
+                 image id too), mime, size (bytes), width, height (as decoded), file (its
+                 content-addressed name in `<data dir>/images`: `media.image_store`)
+    attachment   `name` (file name), `text` (its extracted text when it went whole); meta:
+                 kind (pdf, markdown, html, code, text), pages, tokens (the whole text's, by
+                 the chat model), mode ("whole" | "retrieved"), path (the file attached);
+                 retrieved: chunks (of the document), used, sources ([{page, text}]: the
+                 passages the prompt got), prompt_tokens (theirs)
+A user message's images and attachments are its parts before its text; they reach the prompt
+through `ui.attach_prompt` (images as `ChatMessage.images`, attachments as numbered sources).
 
 An agent turn is ONE assistant message: [text(step 1, ids), tool_call, ..., tool_result, ...,
 text(step 2, ids), tool_call, ..., tool_result, ...] + the final answer in `content`; Regenerate,

@@ -336,18 +336,19 @@ class Store:
 
     def start_turn(
         self, conversation_id: str, parent_id: int | None, user_text: str | None = None,
-        *, discard: int | None = None,
+        *, discard: int | None = None, user_parts: Sequence[Part] = (),
     ) -> tuple[StoredMessage | None, StoredMessage]:
         """One transaction: the user message (when given) under `parent_id`, and under it (or
         under `parent_id`) an empty reply marked INTERRUPTED until its turn ends. Both become
         the branch on screen; their former siblings are kept as alternatives. `discard`: a
-        message deleted in the same transaction (an empty reply a crash left)."""
+        message deleted in the same transaction (an empty reply a crash left). `user_parts`:
+        the user message's parts before its text (images, attachments)."""
         with self._tx() as db:
             if discard is not None:
                 delete_one(db, discard)
             user = None
             if user_text is not None:
-                user = self._insert(db, conversation_id, "user", user_text, parent_id)
+                user = self._insert(db, conversation_id, "user", user_text, parent_id, parts=user_parts)
                 parent_id = user.id
             reply = self._insert(db, conversation_id, "assistant", "", parent_id,
                                  stop_reason=INTERRUPTED)
@@ -442,22 +443,22 @@ class Store:
     def _insert(
         db: sqlite3.Connection, conversation_id: str, role: str, content: str, parent_id: int | None,
         token_ids: Sequence[int] | None = None, stats: dict[str, Any] | None = None,
-        stop_reason: str | None = None,
+        stop_reason: str | None = None, parts: Sequence[Part] = (),
     ) -> StoredMessage:
         now = time.time()
         db.execute("UPDATE messages SET active = 0 WHERE conversation_id = ? AND parent_id IS ?",
                    (conversation_id, parent_id))
         cur = db.execute(
             "INSERT INTO messages (conversation_id, role, content, token_ids, stats, stop_reason, "
-            "created, parent_id, active) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+            "created, parent_id, active, parts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
             (conversation_id, role, content, _ids_json(token_ids),
-             None if stats is None else json.dumps(stats), stop_reason, now, parent_id),
+             None if stats is None else json.dumps(stats), stop_reason, now, parent_id, parts_json(parts)),
         )
         db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
         return StoredMessage(
             int(cur.lastrowid or 0), conversation_id, role, content,
             None if token_ids is None else tuple(int(t) for t in token_ids),
-            stats, stop_reason, now, parent_id, True,
+            stats, stop_reason, now, parent_id, True, tuple(parts),
         )
 
 def _ids_json(token_ids: Sequence[int] | None) -> str | None:

@@ -77,7 +77,8 @@ def sources_footer(sources: Sequence[Source]) -> str:
     return "Sources:\n" + "\n".join(f"  [{s.n}] {s.label()}" for s in sources)
 
 
-def _whole_text(doc: Extracted) -> str:
+def whole_text(doc: Extracted) -> str:
+    """A document's text as it goes in whole (a PDF's pages marked `[page n]`)."""
     if doc.kind != "pdf":
         return doc.text
     return "\n\n".join(f"[page {p.number}]\n{p.text.strip()}" for p in doc.pages)
@@ -128,7 +129,7 @@ class Attachments:
         for item in self.items:
             try:
                 item.doc = extract(item.path, pdf_timeout=pdf_timeout)
-                item.tokens = count_chat(_whole_text(item.doc))
+                item.tokens = count_chat(whole_text(item.doc))
             except ExtractError as exc:
                 item.error = exc.reason
         self.store = DocumentStore(":memory:")
@@ -163,7 +164,7 @@ class Attachments:
         sources: list[Source] = []
         for a in self.items:
             if a.doc is not None and a.resolved == "whole":
-                sources.append(Source(len(sources) + 1, str(a.path), None, _whole_text(a.doc), "whole",
+                sources.append(Source(len(sources) + 1, str(a.path), None, whole_text(a.doc), "whole",
                                       a.doc.n_pages))
         prepared = Prepared(question, sources)
         if self._retriever is not None:

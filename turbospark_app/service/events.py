@@ -88,6 +88,9 @@ class TurnStats:
     answer_tokens: int = 0
     reasoning_seconds: float = 0.0
     restored_tokens: int = 0  # of the reused prefix, from RAM (the slot had been taken)
+    image_tokens: int = 0  # the prompt's image cells encoded this turn (0: none, or all reused)
+    image_encode_seconds: float = 0.0  # the time their encodes took
+    document_tokens: int = 0  # what the user message's attachments put in the prompt (the window's)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict (stored with the reply)."""
@@ -104,7 +107,8 @@ class TurnStats:
             "stop_latency": None, "slot_evicted": False, "source": "local", "remote": "",
             "usage_reported": True, "reuse_source": "engine", "cap": "",
             "drafted_tokens": 0, "accepted_tokens": 0, "reasoning_tokens": 0, "answer_tokens": 0,
-            "reasoning_seconds": 0.0, "restored_tokens": 0,
+            "reasoning_seconds": 0.0, "restored_tokens": 0, "image_tokens": 0, "image_encode_seconds": 0.0,
+            "document_tokens": 0,
         }
         defaults.update({k: v for k, v in data.items() if k in defaults})
         return cls(**defaults)

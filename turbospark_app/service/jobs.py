@@ -74,6 +74,8 @@ def turn_stats(job: Job, result: RawDecodeResult, now: float) -> TurnStats:
         drafted_tokens=result.drafted_tokens,
         accepted_tokens=result.accepted_tokens,
         restored_tokens=result.restored_tokens,
+        image_tokens=result.image_tokens,
+        image_encode_seconds=result.image_encode_seconds,
     )
 
 

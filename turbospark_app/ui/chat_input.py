@@ -1,11 +1,15 @@
 """The message input: Enter sends, Shift+Enter inserts a new line, Esc asks to stop.
 
-It grows with its text from two to eight lines, then scrolls.
+It grows with its text from two to eight lines, then scrolls. A paste or drop is offered to
+`media_handler` first (the pane's attachments: an image, files, a long text), which returns
+True when it took it.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from typing import Callable
+
+from PySide6.QtCore import QMimeData, QSize, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QPlainTextEdit, QSizePolicy, QWidget
 
@@ -28,7 +32,18 @@ class ChatInput(QPlainTextEdit):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().setDocumentMargin(6)
         self.textChanged.connect(self._fit_height)
+        self.media_handler: Callable[[QMimeData], bool] | None = None
         self._fit_height()
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        """Images and files too (the pane's tray takes them)."""
+        return source.hasImage() or source.hasUrls() or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
+        """Paste / drop: the pane's attachments first, else plain text."""
+        if self.media_handler is not None and self.media_handler(source):
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
         """Enter sends; Shift+Enter is a new line; Esc stops."""

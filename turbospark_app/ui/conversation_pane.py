@@ -7,7 +7,8 @@ an empty "interrupted" reply are saved at once, the reply is checkpointed while 
 (off the GUI thread), and the finished reply replaces it. CANCELLED is a normal end: "stopped".
 The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`; raw
 completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`; the Think
-toggle (reasoning on or off, where the template has a switch) is `pane_think`.
+toggle (reasoning on or off, where the template has a switch) is `pane_think`; images and
+documents attached to the message being written are `attach_pane`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from PySide6.QtWidgets import (
 from ..conversations.actions import ConversationTree
 from ..conversations.store import DEFAULT_TITLE, Conversation, Store, StoredMessage
 from ..service import Failed
+from .attach_pane import PaneAttach
 from .bridge import EngineBridge
 from .chat_input import ChatInput
 from .context import (
@@ -63,7 +65,7 @@ STATE_TEXT_RESERVE = 230
 buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
-class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
+class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -112,9 +114,11 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         self._update_actions()
         self.refresh_context()
         bridge.backendStateChanged.connect(self._backend_state_changed)
+        bridge.backendStateChanged.connect(self.update_attach_buttons)
         source_changed = getattr(bridge, "sourceChanged", None)  # a PaneEngine (remote engines)
         if source_changed is not None:
             source_changed.connect(self._update_actions)
+            source_changed.connect(self.update_attach_buttons)
             source_changed.connect(self._source_changed)
 
     # -- construction ----------------------------------------------------------------------
@@ -203,6 +207,7 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         footer.addLayout(status_row)
         footer.addLayout(self.actions_row)
         footer.addWidget(self.edit_banner)
+        self._build_attach(footer, input_row)  # the tray above the input, its buttons beside it
         footer.addLayout(input_row)
         self._build_tools(status_row, footer)  # the Tools button, the approval cards' place
         self._row_widgets = (*self._row_widgets, self.tools_button)
@@ -266,8 +271,9 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
 
     @property
     def busy(self) -> bool:
-        """True while a turn of this pane is queued or running (its tool calls included)."""
-        return self.request_id is not None or self.agent_busy or self._agent_starting
+        """True while a turn of this pane is queued or running (its tool calls included, and
+        its attachments being prepared)."""
+        return self.request_id is not None or self.agent_busy or self._agent_starting or self.preparing_attachments
 
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""
@@ -306,20 +312,20 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         return len(doomed)
 
     def send(self) -> None:
-        """Send the input's text as the next user message, or in place of the message being
-        edited (ignored while busy or empty)."""
+        """Send the input's text (and the tray's attachments) as the next user message, or in
+        place of the message being edited (ignored while busy or empty)."""
         text = self.input.toPlainText()
-        if self.busy or not text.strip():
+        if self.busy or not (text.strip() or self.attachments_pending()):
             return
         if self.editing is not None:
             self._send_edit(text)
         else:
-            self._start_turn(self.tree.plan_send(text))
+            self.send_with_attachments(self.tree.plan_send(text))
 
     def stop(self) -> None:
         """Stop the running turn; the partial reply is kept (ends within one forward step).
         During tool calls: they are cancelled and the loop ends at once."""
-        if self._stop_tools():
+        if self._stop_tools() or self._stop_preparing():
             return
         if self.request_id is not None and self.state != "stopping":
             self._bridge.cancel(self.request_id)
@@ -355,6 +361,8 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         if self.conversation.title != DEFAULT_TITLE or len([m for m in self.tree.all if m.role == "user"]) != 1:
             return
         first = " ".join(text.split())
+        if not first:  # an image or a document sent without a word: the default title stays
+            return
         title = first if len(first) <= 48 else first[:47].rstrip() + "…"
         try:
             self._store.rename_conversation(self.conversation.id, title)

@@ -138,6 +138,10 @@ def stats_line(stats: TurnStats, with_reason: bool = True) -> str:
         parts.append(reason_label(stats.stop_reason))
     if stats.restored_tokens:
         parts.append(f"{stats.restored_tokens:,} tok restored from RAM")
+    if stats.document_tokens:
+        parts.append(f"documents +{stats.document_tokens:,} tok")
+    if stats.image_tokens:
+        parts.append(f"image: {stats.image_tokens} tok, encoded in {seconds_label(stats.image_encode_seconds)}")
     if stats.slot_evicted:
         parts.append("evicted another conversation's KV")
     return " · ".join(parts)

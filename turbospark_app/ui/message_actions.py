@@ -18,6 +18,7 @@ from ..conversations.actions import ConversationTree, can_continue
 from ..conversations.store import INTERRUPTED, StoredMessage
 from ..service import TurnStats
 from .formatting import stats_line
+from .message_media import media_items
 from .reply_parts import apply_parts, apply_split
 from .transcript import Entry, Transcript
 
@@ -62,6 +63,8 @@ class MessageActions:
             actions = ("copy", "edit", "delete")
         entry = Entry(message.role, message.content, footer, stopped=message.stop_reason == "cancelled",
                       message_id=message.id, variant=self.tree.variant(message), actions=actions, badge=badge)
+        if message.role == "user" and message.parts:
+            entry.media = media_items(message.parts, self.image_store)  # type: ignore[attr-defined]
         if message.role == "assistant":
             info = getattr(getattr(self, "_bridge", None), "model_info", None) or {}
             apply_split(entry, info.get("chat_template"), message.stats)
@@ -177,7 +180,7 @@ class MessageActions:
             return False
         self.editing = None
         self.edit_banner.setVisible(False)  # type: ignore[attr-defined]
-        return self._start_turn(plan)  # type: ignore[attr-defined]
+        return self.send_with_attachments(plan)  # type: ignore[attr-defined]
 
     def switch_alternative(self, message_id: int, step: int) -> bool:
         """Show the previous (-1) / next (+1) alternative of a message (saved at once)."""

@@ -298,7 +298,9 @@ class PaneTools:
     async def _run_step(self, a: AgentState, text: str, ids: Any, pending: list[PendingCall]) -> None:
         service = tools_service()
         try:
-            await run_calls(service.hub, pending, self._ask, service.approvals, on_update=self._on_call_update)
+            # A document's text in the prompt: every call asks, "always allow" is suspended.
+            await run_calls(service.hub, pending, self._ask, service.approvals, on_update=self._on_call_update,
+                            untrusted_text=getattr(self, "_untrusted_turn", False))
         except asyncio.CancelledError:
             a.parts += step_parts(text, ids, pending)
             self._end_agent(StopReason.CANCELLED)

@@ -26,7 +26,6 @@ from ..conversations.actions import (
     ConversationTree,
     TurnPlan,
     combine_stats,
-    prompt_messages,
 )
 from ..conversations.checkpoint import ReplyRecorder
 from ..conversations.store import INTERRUPTED, Store, StoredMessage
@@ -42,6 +41,8 @@ from ..service import (
     Token,
     TurnRequest,
 )
+from ..media.images import ImageError
+from .attach_prompt import document_tokens, has_attachments, media_prompt_messages
 from .formatting import rate_label, seconds_label, stats_line
 from .transcript import Transcript
 from .turn_settings import to_turn_settings
@@ -98,26 +99,34 @@ class PaneTurns:
             return False
         store, cid = self._store, self.conversation.id
         target = plan.target
+        self._turn_model_id = model_identity(self._bridge.model_info)
+        try:  # before anything is saved: a stored image gone from disk stops the turn here
+            messages = media_prompt_messages(plan.history, self._turn_model_id, self.image_store)
+        except ImageError as e:
+            self.transcript.append_error(f"This conversation cannot be sent: {e}.")
+            return False
         try:
             if target is not None:  # continue: the same row grows
                 reply = store.update_reply(target.id, target.content, token_ids=target.token_ids,
                                            stats=target.stats, stop_reason=INTERRUPTED)
                 user = None
             else:
-                user, reply = store.start_turn(cid, plan.parent_id, plan.user_text, discard=plan.discard)
+                user, reply = store.start_turn(cid, plan.parent_id, plan.user_text, discard=plan.discard,
+                                               user_parts=plan.user_parts)
         except sqlite3.Error as e:
             where = " It is still in the input box." if plan.user_text is not None else ""
             self.transcript.append_error(f"Could not save your message: {e}.{where}")
             return False
-        self._turn_model_id = model_identity(self._bridge.model_info)
-        messages = prompt_messages(plan.history, self._turn_model_id)
         if user is not None:
-            messages += prompt_messages([user], self._turn_model_id)
+            messages += media_prompt_messages([user], self._turn_model_id, self.image_store)
+        # A document's text in the prompt suspends the tools' "always allow" (pane_tools).
+        self._untrusted_turn = has_attachments([*plan.history, *([user] if user else [])])
         self._plan, self._reply, self._pending_user = plan, reply, user
         self._show_start(plan, user)
         if plan.user_text is not None:
             self._sent_text = plan.user_text
             self.input.clear()
+            self._attachments_sent()  # the tray empties (they come back if the turn fails)
             self._auto_title(plan.user_text)
         prefix_ids = messages[-1].token_ids if target is not None else ()
         self._recorder = ReplyRecorder(
@@ -227,6 +236,13 @@ class PaneTurns:
         elif isinstance(event, Failed):
             self._fail(event)
 
+    # The composer's tray (attach_pane overrides): nothing here.
+    def _attachments_sent(self) -> None:
+        pass
+
+    def _attachments_back(self) -> None:
+        pass
+
     # Tool steps (pane_tools overrides): none here.
     def _with_tools(self, messages: tuple[Any, ...], settings: Any) -> tuple[tuple[Any, ...], Any]:
         return messages, settings
@@ -258,6 +274,8 @@ class PaneTurns:
         figures = self._reader.figures
         stats.update(reasoning_tokens=figures.reasoning_tokens, answer_tokens=figures.answer_tokens,
                      reasoning_seconds=round(figures.reasoning_seconds, 3))
+        if self._pending_user is not None:  # what its attachments put in the prompt
+            stats["document_tokens"] = document_tokens(self._pending_user.parts)
         # A remote reply has no ids of ours: its text is what the next prompt reads.
         remote = not event.generated_ids and bool(event.text)
         ids = None if remote else reply_token_ids(event.result.reason, event.generated_ids)
@@ -320,6 +338,7 @@ class PaneTurns:
             restored = self._sent_text + ("\n\n" + typed_since if typed_since.strip() else "")
             self.input.setPlainText(restored)
             self.input.moveCursor(QTextCursor.MoveOperation.End)
+            self._attachments_back()
         self._set_state("error", event.error_type)
         kind = self._plan.kind
         self._end_turn("failed")

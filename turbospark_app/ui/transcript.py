@@ -19,7 +19,7 @@ done here (the Markdown source of the entry); every other action is emitted as `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import (
@@ -35,6 +35,7 @@ from PySide6.QtWidgets import QFrame, QTextBrowser, QWidget
 
 from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import ColourQueue, code_block_text
+from .message_media import insert_media
 from .reply_parts import insert_reasoning, insert_tool_cards
 from .live_reply import LiveReply
 from .markup import split_chunks
@@ -69,6 +70,8 @@ class Entry:
     tool_calls: tuple[tuple[str, str], ...] = ()
     # An agent reply's results, one per call ("" = none): "✓ 0.12 s\n<text>" (reply_parts)
     tool_results: tuple[str, ...] = ()
+    # A user message's images and attachments (ui.message_media.MediaItem), under its text
+    media: tuple[Any, ...] = ()
 
 
 class Transcript(TranscriptActions, QTextBrowser):
@@ -76,6 +79,7 @@ class Transcript(TranscriptActions, QTextBrowser):
     transcript only ever changes at its end."""
 
     actionRequested = Signal(str, int)  # action name, message id
+    imageRequested = Signal(int, int)  # message id, which of its images (a thumbnail's click)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -346,6 +350,9 @@ class Transcript(TranscriptActions, QTextBrowser):
             if i:
                 cursor.insertBlock(QTextBlockFormat(), self.plain_format())
             cursor.insertText(line, self.plain_format())
+        if entry.media:
+            insert_media(self.document(), cursor, entry, self.small_format(),
+                         self.palette().color(QPalette.ColorRole.Link))
         cursor.movePosition(QTextCursor.MoveOperation.End)  # out of the frame
 
     def _body_block_format(self) -> QTextBlockFormat:

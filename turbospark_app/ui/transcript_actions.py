@@ -38,7 +38,9 @@ class TranscriptActions:
         action, _, mid = url.path().partition(":")
         if not mid.isdigit():
             return
-        if action == "code":  # a code block's Copy link: its exact code
+        if action == "image":  # a user message's thumbnail: ts:image:<message id>#<n>
+            self.imageRequested.emit(int(mid), int(url.fragment()) if url.fragment().isdigit() else 0)
+        elif action == "code":  # a code block's Copy link: its exact code
             if int(mid) < len(self._rich.codes):
                 QGuiApplication.clipboard().setText(self._rich.codes[int(mid)])
         elif action == "copy":
