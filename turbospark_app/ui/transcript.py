@@ -176,6 +176,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
+            entry.media = meta.media
         self._append_entry(entry)
         if at_end:
             self.scroll_to_end()
