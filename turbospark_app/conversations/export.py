@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any, Sequence
 
-from .parts import TOOL_CALL, TOOL_RESULT, Part
+from .parts import SOURCES, TOOL_CALL, TOOL_RESULT, Part
 from .roles import role_names
 from .store import INTERRUPTED, Store, StoredMessage
 from .tree import children_of, variant_of
@@ -71,6 +71,7 @@ def conversation_markdown(store: Store, conversation_id: str) -> str:
         lines += [f"## {title}", ""]
         lines += _parts_markdown(m.parts)
         lines += [m.content if m.role == "assistant" else _user_text(m.content), ""]
+        lines += _sources_markdown(m.parts)
         figures = _figures_line(m)
         if figures:
             lines += [f"*{figures}*", ""]
@@ -91,6 +92,18 @@ def _parts_markdown(parts: Sequence[Part]) -> list[str]:
             seconds = p.meta.get("seconds")
             timing = f" ({float(seconds) * 1000:.0f} ms)" if seconds is not None else ""
             out += [f"**{head}** `{p.name}`{timing}:", "", "```", p.text, "```", ""]
+    return out
+
+
+def _sources_markdown(parts: Sequence[Part]) -> list[str]:
+    """A reply's Sources (its `sources` part): `[n] file, page n` and the passage, quoted."""
+    meta = next((p.meta for p in parts if p.kind == SOURCES), None)
+    if not meta or not meta.get("sources"):
+        return []
+    out = ["**Sources:**", ""]
+    for s in meta["sources"]:
+        page = f", page {s['page']}" if s.get("page") is not None else ""
+        out += [f"{s.get('n')}. `{s.get('path', '')}`{page}", "", _quote(str(s.get("text", "")).strip()), ""]
     return out
 
 

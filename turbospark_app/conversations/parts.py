@@ -14,6 +14,12 @@ messages, read as one text part, and the columns every other reader uses keep th
                  truncated
     image        meta: mime, path or sha256, size (for a later vision model)
     attachment   `name` (file name), `text` (its extracted text); meta: mime, pages
+    sources      on a reply that used documents: what the prompt was given, so the Sources
+                 list under it survives a restart and an export. meta: sources (a list of
+                 {n, path, page, text, mode}: n is the [n] the prompt numbered it with, page
+                 None outside PDFs, text the passage), retrieved (chunks), ms (retrieval
+                 time), added_tokens (the chat model's tokens the sources added), collections
+                 (their names). Never rendered into a prompt.
 
 An agent turn is ONE assistant message: [text(step 1, ids), tool_call, ..., tool_result, ...,
 text(step 2, ids), tool_call, ..., tool_result, ...] + the final answer in `content`; Regenerate,
@@ -29,9 +35,9 @@ from typing import Any, Mapping, Sequence
 
 from ..chat.api import ChatMessage
 
-TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT = (
-    "text", "reasoning", "tool_call", "tool_result", "image", "attachment")
-KINDS = (TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT)
+TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT, SOURCES = (
+    "text", "reasoning", "tool_call", "tool_result", "image", "attachment", "sources")
+KINDS = (TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT, SOURCES)
 
 
 @dataclass(frozen=True)

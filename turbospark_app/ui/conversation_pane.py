@@ -7,7 +7,8 @@ an empty "interrupted" reply are saved at once, the reply is checkpointed while 
 (off the GUI thread), and the finished reply replaces it. CANCELLED is a normal end: "stopped".
 The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`; raw
 completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`; the Think
-toggle (reasoning on or off, where the template has a switch) is `pane_think`.
+toggle (reasoning on or off, where the template has a switch) is `pane_think`; the Collections
+button and a turn answered from document collections are `pane_documents`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .context import (
 from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
+from .pane_documents import PaneDocuments
 from .pane_raw import PaneRawMode
 from .pane_think import PaneThink
 from .pane_tools import PaneTools
@@ -63,7 +65,7 @@ STATE_TEXT_RESERVE = 230
 buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
-class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
+class ConversationPane(PaneDocuments, PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -205,7 +207,8 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
         footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
         self._build_tools(status_row, footer)  # the Tools button, the approval cards' place
-        self._row_widgets = (*self._row_widgets, self.tools_button)
+        self._build_documents(status_row)  # the Collections button (pane_documents)
+        self._row_widgets = (*self._row_widgets, self.tools_button, self.collections_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -267,7 +270,7 @@ class ConversationPane(PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneTh
     @property
     def busy(self) -> bool:
         """True while a turn of this pane is queued or running (its tool calls included)."""
-        return self.request_id is not None or self.agent_busy or self._agent_starting
+        return self.request_id is not None or self.agent_busy or self._agent_starting or self._docs_pending
 
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""

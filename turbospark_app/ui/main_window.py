@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 from ..conversations.store import Store
 from .about import AboutDialog
 from .api_server import install_api_server
+from .documents_menu import install_documents
 from .bridge import EngineBridge
 from .catalog_menu import ModelsMenu
 from .conversation_menu import add_message_actions
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.catalog = ModelsMenu(self)  # Models › Find Models… (Hugging Face), My Models
         self.api = install_api_server(self)  # Server menu, status-bar item, QA panel table
+        self.documents = install_documents(self)  # Documents menu, collections, QA panel table
 
         self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
         self.sidebar.newRequested.connect(self.new_conversation)
@@ -520,6 +522,7 @@ class MainWindow(QMainWindow):
             self.remote.shutdown()
             self.catalog.shutdown()
             self.api.shutdown()
+            self.documents.close()
             self.bridge.shutdown()
             self.store.close()
         super().closeEvent(event)

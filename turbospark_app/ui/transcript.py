@@ -38,6 +38,7 @@ from ..conversations.roles import ROLE_NAMES, role_names
 from .code_blocks import ColourQueue, StreamColours, code_block_text
 from .reply_parts import insert_reasoning, insert_tool_cards
 from .rich_text import RichState, insert_rich, prefetch_math
+from .sources_view import insert_sources, mark_citations
 from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
@@ -68,6 +69,9 @@ class Entry:
     tool_calls: tuple[tuple[str, str], ...] = ()
     # An agent reply's results, one per call ("" = none): "✓ 0.12 s\n<text>" (reply_parts)
     tool_results: tuple[str, ...] = ()
+    # A reply that used documents (ui.sources_view): its sources' dicts and their figures
+    sources: tuple[dict, ...] = ()
+    sources_figures: str = ""
 
 
 class Transcript(TranscriptActions, QTextBrowser):
@@ -175,6 +179,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
+            entry.sources, entry.sources_figures = meta.sources, meta.sources_figures
         self._append_entry(entry)
         if at_end:
             self.scroll_to_end()
@@ -258,6 +263,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
+            entry.sources, entry.sources_figures = meta.sources, meta.sources_figures
         entry.text, entry.footer, entry.stopped = text, footer, stopped
         self._colours.reset(-1)
         cursor = QTextCursor(self.document())
@@ -379,8 +385,10 @@ class Transcript(TranscriptActions, QTextBrowser):
             if entry.tool_results:  # an agent reply: the calls and results, then the answer
                 insert_tool_cards(self, cursor, entry)
                 cursor.insertBlock(self._body_block_format(), self._plain_format())
+            start = cursor.position()
             insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self._small_format(),
                         self._math_px(), self.devicePixelRatioF())
+            mark_citations(self, start, cursor.position(), entry)
             if not entry.tool_results:
                 insert_tool_cards(self, cursor, entry)
         else:
@@ -390,6 +398,8 @@ class Transcript(TranscriptActions, QTextBrowser):
             cursor.insertText(
                 "(stopped before any text was generated)" if entry.stopped else "(no text)", italic
             )
+        if entry.sources:
+            insert_sources(self, cursor, entry)
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:
