@@ -48,7 +48,7 @@ class DocsHub(QObject):
 
     def __init__(self, bridge: Any = None, store: DocumentStore | None = None,
                  open_embedder: Callable[[], Any] | None = None, *, yield_mode: str = "low",
-                 parent: QObject | None = None) -> None:
+                 lower_priority: bool = True, parent: QObject | None = None) -> None:
         super().__init__(parent)
         global _HUB
         self.store = store if store is not None else DocumentStore(default_index_path())
@@ -58,6 +58,7 @@ class DocsHub(QObject):
         self._finished.connect(self._on_finished, q)
         self.service = DocumentsService(
             self.store, open_embedder or _default_embedder, yield_mode=yield_mode,
+            lower_priority=lower_priority,
             on_progress=self._progress.emit,
             on_done=lambda name, p, err: self._finished.emit(name, p, err))
         self._generating: set[int] = set()
