@@ -9,9 +9,10 @@ The window (build_window, the default chat model) answers the same prompt greedi
 in a fresh conversation. Conditions, in a rotating order each round:
 
     idle       nothing indexes
-    low        a big collection indexes (DocsHub, the app's default): the index thread at nice
-               19 (its compute threads inherit it), 1 thread while the reply generates
-    pause      the index thread waits while a reply generates (documents.service.YieldGate)
+    low        a big collection indexes: the index thread at nice 19 (its compute threads
+               inherit it), 1 thread while the reply generates
+    pause      (the app's default) the index thread, at nice 19, waits while a reply generates
+               (documents.service.YieldGate)
     none       no yielding at all: normal priority, 2 threads throughout (what yielding buys)
 
 A 16 ms precise QTimer stands for a 60 Hz animation; its tick-to-tick gaps are the frames
@@ -142,14 +143,14 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                               else "none", lower_priority=name != "none")
                 hub.add("big", [corpus])
                 start = time.monotonic()
-                while (hub.service.progress.get("big") is None or hub.service.progress["big"].chunks == 0):
+                while hub.service.embedding is None or hub.service.embedding.embedded == 0:
                     app.processEvents()
                     time.sleep(0.02)
                     if time.monotonic() - start > 120:
                         raise SystemExit("the indexer did not start")
-            before = hub.service.progress["big"].chunks if hub else 0
+            before = hub.service.embedding.embedded if hub else 0
             rate, n, gaps, cpu = reply_round(w, args.max_new)
-            during = (hub.service.progress["big"].chunks - before) if hub else 0
+            during = (hub.service.embedding.embedded - before) if hub else 0
             still = hub.service.busy("big") if hub else True
             if hub is not None:
                 hub.service.cancel("big")

@@ -96,6 +96,11 @@ def test_collections_dialog_indexes_lists_errors_reindexes_and_removes(ui, qtbot
     with LlamaCppEmbedder(Path(__import__("os").environ["TURBOSPARK_EMBEDDER"])) as e:
         hits = Retriever(hub.store, e).search("Home", "capital of Xylo", 1).hits
     assert "Ambergate" in hits[0].chunk.text
+    # a new file in the folder: the watcher re-indexes the collection by itself
+    assert str(folder) in w.collection_watch.watched()
+    (folder / "new.md").write_text("# New\n\nThe lighthouse keeper is called Mirabel.\n", encoding="utf-8")
+    qtbot.waitUntil(lambda: any(d.path.endswith("new.md") for d in hub.store.documents(
+        hub.store.collection("Home").id)) and not hub.service.busy("Home"), timeout=60000)
     assert hub.store.integrity() == []
     hub.remove("Home")
     qtbot.waitUntil(lambda: hub.store.collection("Home") is None, timeout=10000)

@@ -7,8 +7,12 @@ less than a question waiting behind a batch of 32 chunks being embedded):
                    first (`host.priority`: nice 19 on Linux, the background band on macOS), so
                    the compute threads llama.cpp starts from it inherit that. It embeds in
                    slices of `SLICE` chunks and asks the `YieldGate` before each slice: while
-                   a reply generates it runs on 1 thread ("low", the default) or waits for
-                   the reply to end ("pause").
+                   a reply generates it waits for the reply to end ("pause", the default) or
+                   goes on with 1 thread ("low"; "none": no yielding, for the benchmark).
+                   Measured (benchmarks/bench_docs_yield.py): "low" still cost a reply ~10% of
+                   its decode rate on 2 cores, and a niced thread that holds the GIL when the
+                   scheduler passes it over stalls the GUI thread behind it; "pause" costs the
+                   reply nothing, and indexing goes on between replies.
     query thread   a turn's retrieval (`sources.prepare_turn`), at normal priority.
 
 Callbacks run on those threads: the caller hands them over to its own (the window uses
@@ -36,7 +40,7 @@ from .retrieve import Retriever
 from .sources import CountTokens, Prepared, prepare_turn
 from .store import Collection, DocumentStore
 
-SLICE = 8  # chunks embedded between two looks at the gate
+SLICE = 4  # chunks embedded between two looks at the gate (~1k tokens: well under a second)
 YIELD_MODES = ("low", "pause", "none")
 
 
@@ -60,7 +64,7 @@ def decode_sources(coll: Collection) -> list[Path]:
 class YieldGate:
     """Whether a reply is generating, and what background embedding does meanwhile."""
 
-    def __init__(self, mode: str = "low") -> None:
+    def __init__(self, mode: str = "pause") -> None:
         if mode not in YIELD_MODES:
             raise ValueError(f"yield mode {mode!r}: one of {', '.join(YIELD_MODES)}")
         self.mode = mode
@@ -102,6 +106,7 @@ class YieldingEmbedder:
         self.cancelled = cancelled
         self.max_tokens = inner.max_tokens
         self._threads_now = threads
+        self.embedded = 0  # texts embedded so far (a benchmark reads it while a reply runs)
 
     @property
     def info(self) -> object:
@@ -123,6 +128,7 @@ class YieldingEmbedder:
             yielding = self.gate.generating and self.gate.mode == "low"
             self._set_threads(1 if yielding else self.threads)
             parts.append(self.inner.embed(texts[at:at + SLICE]))
+            self.embedded += len(parts[-1])
         if not parts:
             return self.inner.embed(texts)
         return np.concatenate(parts)
@@ -144,7 +150,7 @@ class DocumentsService:
 
     def __init__(self, store: DocumentStore, open_embedder: Callable[[], EmbedderLike], *,
                  on_progress: ProgressFn | None = None, on_done: DoneFn | None = None,
-                 yield_mode: str = "low", threads: int = 2, lower_priority: bool = True) -> None:
+                 yield_mode: str = "pause", threads: int = 2, lower_priority: bool = True) -> None:
         self.store = store
         self._open = open_embedder
         self.on_progress = on_progress or (lambda n, p: None)
@@ -163,6 +169,7 @@ class DocumentsService:
         self._query_embedder: EmbedderLike | None = None
         self._retriever: Retriever | None = None
         self.progress: dict[str, IndexProgress] = {}  # the last of each collection's runs
+        self.embedding: YieldingEmbedder | None = None  # the running job's (its `embedded` count)
         self._thread = threading.Thread(target=self._run, name="documents-index", daemon=True)
         self._thread.start()
         self._queries = ThreadPoolExecutor(1, thread_name_prefix="documents-query")
@@ -253,6 +260,7 @@ class DocumentsService:
             self._index_embedder = self._open()
         cancelled = lambda: self._closed or job.name in self._cancel  # noqa: E731
         embedder = YieldingEmbedder(self._index_embedder, self.gate, self.threads, cancelled)
+        self.embedding = embedder
         indexer = Indexer(self.store, embedder)
 
         def report(p: IndexProgress) -> None:

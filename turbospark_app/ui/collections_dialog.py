@@ -181,6 +181,9 @@ class CollectionsDialog(QDialog):
             text = "indexing · " + (progress_text(p, True) or "starting")
             if p is not None and p.current:
                 text += f" · {p.current}"
+            gate = self.hub.service.gate
+            if gate.generating and gate.mode == "pause":
+                text += " · paused while a reply generates"
         else:
             docs = self.hub.store.documents(coll.id) if coll is not None else []
             errors = sum(1 for d in docs if d.status == "error")

@@ -19,7 +19,7 @@ from ..documents.indexer import IndexProgress
 from ..documents.service import DocumentsService
 from ..documents.sources import CountTokens, Prepared
 from ..documents.store import DocumentStore, default_index_path
-from ..service import Failed, Finished, Prefilling, Started, Token
+from ..service import Failed, Finished, Prefilling, Queued, Started, Token
 
 _HUB: "DocsHub | None" = None
 
@@ -47,7 +47,7 @@ class DocsHub(QObject):
     _finished = Signal(str, object, object)
 
     def __init__(self, bridge: Any = None, store: DocumentStore | None = None,
-                 open_embedder: Callable[[], Any] | None = None, *, yield_mode: str = "low",
+                 open_embedder: Callable[[], Any] | None = None, *, yield_mode: str = "pause",
                  lower_priority: bool = True, parent: QObject | None = None) -> None:
         super().__init__(parent)
         global _HUB
@@ -129,7 +129,7 @@ class DocsHub(QObject):
         if rid is None:
             return
         before = len(self._generating)
-        if isinstance(event, (Started, Prefilling, Token)):
+        if isinstance(event, (Queued, Started, Prefilling, Token)):
             self._generating.add(rid)
         elif isinstance(event, (Finished, Failed)):
             self._generating.discard(rid)

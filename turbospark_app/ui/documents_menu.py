@@ -2,7 +2,8 @@
 All) before Help, and the QA panel's "Last retrieval" table: the last turn's ranked chunks with
 both scores (cosine and BM25, each with its rank) and the fused (reciprocal rank) score.
 Every collection is looked at again a few seconds after the window opens (files changed while
-the app was closed are re-indexed; unchanged ones cost a stat).
+the app was closed are re-indexed; unchanged ones cost a stat), and when its files change
+(`collection_watch`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
 
 from ..documents.sources import Prepared
+from .collection_watch import CollectionWatch
 from .docs_hub import DocsHub
 
 RECHECK_AFTER_MS = 4000
@@ -63,6 +65,7 @@ def install_documents(window: Any, hub: DocsHub | None = None) -> DocsHub:
     hub.searched.connect(table.show_prepared)
     window.retrieval_table = table
     QTimer.singleShot(RECHECK_AFTER_MS, window, hub.reindex)
+    window.collection_watch = CollectionWatch(hub, window)  # a changed file: re-indexed
     return hub
 
 
