@@ -130,6 +130,15 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
         time.sleep(0.01)
     if w.bridge.backend_state == "failed":
         raise SystemExit(f"the model did not load: {w.bridge.backend_error}")
+    # One embedder loaded and run in every condition, idle included: libgomp throttles its
+    # threads' spin-waiting once the process has more OpenMP threads than cores, which on a
+    # loaded machine changed the decode rate 3-10x by itself (GOMP_SPINCOUNT=1000 did the same):
+    # without this, "idle" would be the slow one. In the app the hub's embedders are loaded
+    # from the first collection on.
+    from turbospark_app.model.llamacpp.embedding import LlamaCppEmbedder
+
+    resident = LlamaCppEmbedder(os.environ["TURBOSPARK_EMBEDDER"], threads=2)
+    resident.embed(["warm-up", "the OpenMP team of the embedder"])
     reply_round(w, 16)  # warm-up: the first turn's one-off costs
     modes = [m for m in args.modes.split(",") if m]
     names = ["idle", *modes]
@@ -164,6 +173,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
                   f"{percentile(cpu, 0.99):4.1f} ms · {during} chunks embedded during the reply"
                   + ("" if still else " (indexing ENDED before the reply: corpus too small)"), flush=True)
     w.close()
+    resident.close()
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     idle = statistics.median(rows["idle"]["rate"])
     print(f"\n{path.name} · {os.cpu_count()} cores · greedy, {args.max_new} new tokens · medians of "

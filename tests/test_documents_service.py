@@ -172,3 +172,29 @@ def test_a_pdf_source_opens_at_its_page_with_a_viewer_that_takes_one(tmp_path: P
         assert said == "okular page 3" and launched == [("/usr/bin/okular", ["-p", "3", str(pdf)])]
     assert sv.open_source(str(md), None, open_url=opener) == "opened" and urls[-1] == str(md)
     assert "no longer" in sv.open_source(str(tmp_path / "gone.pdf"), 2, open_url=opener)
+
+
+def test_a_removal_stops_the_run_within_a_slice(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(40):
+        (folder / f"n{i:02d}.md").write_text("\n\n".join(f"Paragraph {j} of note {i}. " * 30 for j in range(6)))
+    store = DocumentStore(tmp_path / "index.db")
+    made: list[FakeEmbedder] = []
+    done: list[tuple[str, object, object]] = []
+    service = DocumentsService(store, lambda: made.append(FakeEmbedder(0.4)) or made[-1],
+                               on_done=lambda n, p, e: done.append((n, p, e)))
+    try:
+        service.index("big", [folder])
+        deadline = time.monotonic() + 20
+        while not (made and made[0].batches) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        start = time.monotonic()
+        service.remove("big")
+        assert service.wait_idle(10)
+        assert time.monotonic() - start < 1.5  # one slice (0.4 s here), not a whole batch of files
+        assert [(n, e) for n, _, e in done] == [("big", "stopped"), ("big", None)]
+        assert store.collection("big") is None and store.integrity() == []
+    finally:
+        service.close()
+        store.close()

@@ -230,3 +230,36 @@ def test_without_collections_nothing_changes(ui, qtbot, docs_env) -> None:
     assert not [a for a in _anchors(pane) if a[1].startswith("ts:cite:")]
     cursor = QTextCursor(pane.transcript.document())
     assert cursor is not None
+
+
+def test_stop_while_searching_starts_no_turn_and_keeps_the_message(ui, qtbot, tmp_path, docs_env,
+                                                                   monkeypatch) -> None:
+    import time as _time
+
+    folder = tmp_path / "docs"
+    write_folder(folder)
+    backend = RecordingBackend(replies=("Zorro [1].",))
+    w = ui.window(backend)
+    hub = hub_of(w)
+    hub.add("Home", [folder])
+    wait_indexed(qtbot, hub, "Home")
+    pane = w.area.current_pane()
+    pane.set_collections(["Home"])
+    slow = hub.service._prepare
+
+    def slow_prepare(*a):  # type: ignore[no-untyped-def]
+        _time.sleep(1.0)
+        return slow(*a)
+
+    monkeypatch.setattr(hub.service, "_prepare", slow_prepare)
+    send(qtbot, pane, "Where does Zorro sleep?")
+    assert pane.busy and "searching" in pane.state_label.text() and pane.send_button.text() == "Stop"
+    pane.stop()
+    assert not pane.busy and pane.state == "stopped"
+    qtbot.wait(1500)  # the search ends: its result is dropped
+    assert backend.prompts == [] and pane.input.toPlainText() == "Where does Zorro sleep?"
+    assert not w.store.messages(pane.conversation_id)
+    monkeypatch.setattr(hub.service, "_prepare", slow)
+    pane.send()  # sent again: answered with its sources
+    wait_idle(qtbot, pane, timeout=30000)
+    assert len(backend.prompts) == 1 and "<source" in backend.prompts[0][-1].content

@@ -26,6 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from screenshot import settle  # noqa: E402
 
 QUESTION = "How do I reset the router, and how long does the battery last?"
 REPLY = ("Hold the **red button** on the back for ten seconds until the light blinks amber [1]; "
@@ -46,13 +49,6 @@ def write_handbook(folder: Path) -> None:
         "## Charging\n\nUse the supplied USB-C adapter; a full charge takes two hours.\n", encoding="utf-8")
     (folder / "warranty.md").write_text(
         "# Warranty\n\nThe warranty covers two years from the date of purchase.\n", encoding="utf-8")
-
-
-def settle(app, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
 
 
 def main(argv: list[str] | None = None) -> int:

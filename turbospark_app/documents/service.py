@@ -61,6 +61,10 @@ def decode_sources(coll: Collection) -> list[Path]:
     return [Path(root)] if root else []
 
 
+class IndexStopped(Exception):
+    """The index run was cancelled (a removal, the app closing) between two slices."""
+
+
 class YieldGate:
     """Whether a reply is generating, and what background embedding does meanwhile."""
 
@@ -125,6 +129,8 @@ class YieldingEmbedder:
         parts = []
         for at in range(0, len(texts), SLICE):
             self.gate.wait(self.cancelled)
+            if self.cancelled():  # stop within a slice, not a batch: the embedder may be closed next
+                raise IndexStopped()
             yielding = self.gate.generating and self.gate.mode == "low"
             self._set_threads(1 if yielding else self.threads)
             parts.append(self.inner.embed(texts[at:at + SLICE]))
@@ -268,8 +274,12 @@ class DocumentsService:
             self.progress[job.name] = snap
             self.on_progress(job.name, snap)
 
-        result = indexer.index(job.name, job.sources, root=encode_sources(job.sources) if job.sources else None,
-                               on_progress=report, cancel=cancelled)
+        try:
+            result = indexer.index(job.name, job.sources, root=encode_sources(job.sources) if job.sources else None,
+                                   on_progress=report, cancel=cancelled)
+        except IndexStopped:  # the documents not yet written are indexed on the next run
+            self.on_done(job.name, self.progress.get(job.name), "stopped")
+            return
         self.progress[job.name] = result
         self.on_done(job.name, result, "stopped" if cancelled() else None)
 

@@ -39,6 +39,7 @@ class PaneDocuments:
     _docs_turn: Prepared | None = None
     _docs_names: list[str] = []
     _docs_prompt: str | None = None
+    _docs_ticket = 0  # the retrieval whose result is awaited (Stop, or a newer one, voids it)
 
     # -- the Collections button ------------------------------------------------------------------
 
@@ -117,13 +118,28 @@ class PaneDocuments:
                 or self.raw_mode or self.busy):  # type: ignore[attr-defined]
             return super()._start_turn(plan)  # type: ignore[misc]
         self._docs_pending = True
+        self._docs_ticket += 1
+        ticket = self._docs_ticket
         self._set_state("queued", "searching the collections…")  # type: ignore[attr-defined]
         self._update_actions()  # type: ignore[attr-defined]
         hub.prepare(question, names, self._count_chat, self._docs_budget(plan, question),
-                    lambda result: self._docs_ready(plan, names, result))
+                    lambda result: self._docs_ready(plan, names, result, ticket))
         return True
 
-    def _docs_ready(self, plan: Any, names: list[str], result: Any) -> None:
+    def _stop_tools(self) -> bool:  # wraps PaneTools._stop_tools: Stop while retrieving
+        if self._docs_pending:
+            self._docs_pending = False
+            self._docs_ticket += 1  # its result is dropped; the message stays in the input
+            self._set_state("stopped", "before the model ran")  # type: ignore[attr-defined]
+            self._update_actions()  # type: ignore[attr-defined]
+            if getattr(self, "_dispose_when_idle", False):  # the pane was closing
+                self.deleteLater()  # type: ignore[attr-defined]
+            return True
+        return super()._stop_tools()  # type: ignore[misc]
+
+    def _docs_ready(self, plan: Any, names: list[str], result: Any, ticket: int) -> None:
+        if ticket != self._docs_ticket:
+            return  # stopped meanwhile
         self._docs_pending = False
         if getattr(self, "_discarded", False):
             return
