@@ -198,3 +198,15 @@ def test_a_removal_stops_the_run_within_a_slice(tmp_path: Path) -> None:
     finally:
         service.close()
         store.close()
+
+
+def test_the_gate_asks_the_engine_too() -> None:
+    turns = [1]
+    gate = YieldGate("pause", probe=lambda: turns[0])
+    assert gate.generating
+    inner = FakeEmbedder()
+    done = threading.Event()
+    threading.Thread(target=lambda: (YieldingEmbedder(inner, gate).embed(["x"]), done.set()), daemon=True).start()
+    assert not done.wait(0.5)
+    turns[0] = 0  # the API's turn ended: no event says so, the probe does
+    assert done.wait(5) and inner.batches == [1]

@@ -68,16 +68,19 @@ class IndexStopped(Exception):
 class YieldGate:
     """Whether a reply is generating, and what background embedding does meanwhile."""
 
-    def __init__(self, mode: str = "pause") -> None:
+    def __init__(self, mode: str = "pause", probe: Callable[[], int] | None = None) -> None:
+        """`probe`: how many turns the engine runs or queues (read before every slice, so a
+        turn from any source counts: the window's panes, the local API)."""
         if mode not in YIELD_MODES:
             raise ValueError(f"yield mode {mode!r}: one of {', '.join(YIELD_MODES)}")
         self.mode = mode
+        self.probe = probe
         self._active = 0
         self._cv = threading.Condition()
 
     @property
     def generating(self) -> bool:
-        return self._active > 0
+        return self._active > 0 or (self.probe is not None and self.probe() > 0)
 
     def pending(self) -> list[str]:
         """The collections waiting to index (not the one indexing now)."""
@@ -95,7 +98,7 @@ class YieldGate:
         if self.mode != "pause":
             return
         with self._cv:
-            while self._active and not cancelled():
+            while self.generating and not cancelled():
                 self._cv.wait(poll)
 
 

@@ -62,6 +62,9 @@ class DocsHub(QObject):
             on_progress=self._progress.emit,
             on_done=lambda name, p, err: self._finished.emit(name, p, err))
         self._generating: set[int] = set()
+        engine = getattr(bridge, "engine", None)
+        if hasattr(engine, "busy_turns"):  # the local API's turns count too
+            self.service.gate.probe = engine.busy_turns
         self.last: Prepared | None = None
         self._closed = False
         if bridge is not None:
