@@ -66,6 +66,8 @@ def test_collections_dialog_indexes_lists_errors_reindexes_and_removes(ui, qtbot
 
     folder = tmp_path / "docs"
     write_folder(folder)
+    with (folder / "huge.txt").open("wb") as f:  # 40 MB (sparse): over the text limit
+        f.truncate(40 << 20)
     w = ui.window(RecordingBackend())
     hub = hub_of(w)
     dialog = CollectionsDialog(hub, w)
@@ -75,21 +77,22 @@ def test_collections_dialog_indexes_lists_errors_reindexes_and_removes(ui, qtbot
     assert dialog.add_collection("Home", [folder])
     assert not dialog.add_collection("Home", [folder])  # the name is taken (said in a box)
     wait_indexed(qtbot, hub, "Home")
-    qtbot.waitUntil(lambda: "6 files" in dialog.status_of("Home"), timeout=5000)
-    assert "3 errors" in dialog.status_of("Home")
-    assert seen and seen[-1][2] == 6 and any(name == "Home" for name, _, _ in seen)
+    qtbot.waitUntil(lambda: "7 files" in dialog.status_of("Home"), timeout=5000)
+    assert "4 errors" in dialog.status_of("Home")
+    assert seen and seen[-1][2] == 7 and any(name == "Home" for name, _, _ in seen)
     item = dialog._items["Home"]
     rows = {item.child(i).text(0): item.child(i).text(1) for i in range(item.childCount())}
     assert "chunk" in rows["cats.md"] and "2 pages" in rows["manual.pdf"]
     assert "not a valid PDF" in rows["broken.pdf"] or "PDF" in rows["broken.pdf"]
     assert "password" in rows["locked.pdf"].lower() or "encrypt" in rows["locked.pdf"].lower()
     assert "text" in rows["binary.txt"].lower()
+    assert "too large" in rows["huge.txt"]
     # a changed file is re-indexed on Re-index: its new fact is found
     (folder / "planets.txt").write_text("The capital of the planet Xylo is Ambergate now.\n", encoding="utf-8")
     (folder / "binary.txt").unlink()  # and a file gone leaves the list
     item.setSelected(True)
     dialog.reindex_button.click()
-    qtbot.waitUntil(lambda: "5 files" in dialog.status_of("Home") and not hub.service.busy("Home"), timeout=60000)
+    qtbot.waitUntil(lambda: "6 files" in dialog.status_of("Home") and not hub.service.busy("Home"), timeout=60000)
     from turbospark_app.documents.retrieve import Retriever
     from turbospark_app.model.llamacpp.embedding import LlamaCppEmbedder
 

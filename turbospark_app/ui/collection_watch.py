@@ -47,6 +47,8 @@ class CollectionWatch(QObject):
 
     def rewatch(self) -> None:
         """Watch what every collection links now."""
+        if self.hub.closed:
+            return
         owner: dict[str, set[str]] = {}
         for coll in self.hub.store.collections():
             for path in _paths(decode_sources(coll)):
@@ -67,6 +69,8 @@ class CollectionWatch(QObject):
 
     def _reindex_dirty(self) -> None:
         dirty, self._dirty = self._dirty, set()
+        if self.hub.closed:
+            return
         known = set(self.hub.names())
         for name in sorted(dirty & known):
             self.hub.reindex(name)

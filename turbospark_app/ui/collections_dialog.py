@@ -124,6 +124,8 @@ class CollectionsDialog(QDialog):
 
     def refresh(self) -> None:
         """Rebuild the list from the store (and the hub's progress of each collection)."""
+        if self.hub.closed:
+            return
         keep = self.selected_name()
         open_ = {n for n, it in self._items.items() if it.isExpanded()}
         self.tree.clear()

@@ -73,9 +73,14 @@ class DocsHub(QObject):
 
     # -- collections ------------------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        """The window closed it: its store is closed too."""
+        return self._closed
+
     def names(self) -> list[str]:
-        """The collections in the index."""
-        return [c.name for c in self.store.collections()]
+        """The collections in the index ([] once closed)."""
+        return [] if self._closed else [c.name for c in self.store.collections()]
 
     def taken(self, name: str) -> bool:
         """True when `name` is a collection, or one waiting to be made."""

@@ -22,12 +22,12 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 from ..conversations.store import Store
 from .about import AboutDialog
 from .api_server import install_api_server
-from .documents_menu import install_documents
 from .bridge import EngineBridge
 from .catalog_menu import ModelsMenu
 from .conversation_menu import add_message_actions
 from .conversation_menu import watch as watch_menu
 from .conversation_pane import ConversationPane
+from .documents_menu import install_documents
 from .endpoints_dialog import EndpointsDialog
 from .gguf_info import FileDescriber
 from .model_dialogs import ModelInfoDialog
