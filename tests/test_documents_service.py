@@ -210,3 +210,22 @@ def test_the_gate_asks_the_engine_too() -> None:
     assert not done.wait(0.5)
     turns[0] = 0  # the API's turn ended: no event says so, the probe does
     assert done.wait(5) and inner.batches == [1]
+
+
+def test_a_sources_part_round_trips_and_never_reaches_a_prompt() -> None:
+    from turbospark_app.conversations.parts import SOURCES, Part, chat_messages, parts_from_json, parts_json
+    from turbospark_app.documents.sources import Prepared, Source
+    from turbospark_app.ui.sources_view import figures_text, sources_meta, sources_part
+
+    prepared = Prepared("q", [Source(1, "/d/manual.pdf", 3, "Hold the red button.", "retrieved"),
+                              Source(2, "/d/notes.md", None, "Zorro sleeps.", "retrieved")],
+                        retrieved=2, seconds=0.0123, added_tokens=87)
+    part = sources_part(prepared, ["Home"])
+    back = parts_from_json(parts_json([part]))
+    assert back == (part,) and back[0].kind == SOURCES
+    meta = sources_meta(back)
+    assert meta is not None and meta["sources"][0]["page"] == 3 and meta["ms"] == 12.3
+    assert figures_text(meta) == "2 chunks from manual.pdf, notes.md · retrieval 12 ms · +87 tokens"
+    msgs = chat_messages("assistant", back, "The answer [1].", None)
+    assert [m.content for m in msgs] == ["The answer [1]."]  # the passages stay out of the prompt
+    assert Part(SOURCES).to_json() == {"kind": "sources"}
