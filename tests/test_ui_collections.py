@@ -143,7 +143,7 @@ def test_a_turn_with_a_collection_shows_its_sources_and_keeps_them(ui, qtbot, tm
     pane._fill_collections_menu()
     action = next(a for a in pane.collections_menu.actions() if a.text() == "Home")
     action.setChecked(True)  # the menu's checkbox
-    assert pane.collections_button.text() == "Collections (1)"
+    assert pane.collections_button.text() == "Docs (1)"
     assert w.store.conversation(pane.conversation_id).settings["collections"] == ["Home"]
     send(qtbot, pane, "Where does the cat Zorro sleep?")
     wait_idle(qtbot, pane, timeout=30000)
@@ -188,7 +188,7 @@ def test_a_turn_with_a_collection_shows_its_sources_and_keeps_them(ui, qtbot, tm
     assert pane2.conversation_id == cid
     assert "[1] cats.md" in _sources_text(pane2)
     assert [a[1] for a in _anchors(pane2) if a[1].startswith("ts:cite:")] == [f"ts:cite:{rid}-1"]
-    assert pane2.collections_button.text() == "Collections (1)"
+    assert pane2.collections_button.text() == "Docs (1)"
 
 
 def test_continue_gives_the_prompt_the_same_sources_and_regenerate_retrieves_again(ui, qtbot, tmp_path,
@@ -224,7 +224,7 @@ def test_without_collections_nothing_changes(ui, qtbot, docs_env) -> None:
     backend = RecordingBackend(replies=("Plain [1].",))
     w = ui.window(backend)
     pane = w.area.current_pane()
-    assert pane.collections_button.text() == "Collections"
+    assert pane.collections_button.text() == "Docs"
     send(qtbot, pane, "Hello")
     wait_idle(qtbot, pane)
     assert [m for m in backend.prompts[-1] if m.role == "user"][-1].content == "Hello"

@@ -207,8 +207,10 @@ class ConversationPane(PaneDocuments, PaneTools, PaneTurns, MessageActions, Pane
         footer.addWidget(self.edit_banner)
         footer.addLayout(input_row)
         self._build_tools(status_row, footer)  # the Tools button, the approval cards' place
-        self._build_documents(status_row)  # the Collections button (pane_documents)
-        self._row_widgets = (*self._row_widgets, self.tools_button, self.collections_button)
+        # The Collections button (pane_documents) stays in the status row when the buttons wrap
+        # to a row of their own: that row is full with two panes side by side.
+        self._build_documents(status_row)
+        self._row_widgets = (*self._row_widgets, self.tools_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)

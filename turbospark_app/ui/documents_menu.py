@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem
+from PySide6.QtWidgets import QHeaderView, QSizePolicy, QTableWidget, QTableWidgetItem
 
 from ..documents.sources import Prepared
 from .collection_watch import CollectionWatch
@@ -32,6 +32,9 @@ class RetrievalTable(QTableWidget):
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.verticalHeader().setVisible(False)
         self.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        # It takes the room the panel has and asks for none: the panes above keep theirs
+        # (tests/test_ui_fit.py: two panes and the QA panel in the default window).
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Ignored)
         self.query = ""
 
     def show_prepared(self, prepared: Prepared) -> None:

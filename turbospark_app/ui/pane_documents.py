@@ -1,7 +1,7 @@
 """A pane's collections (mixed into ConversationPane): the Collections button, and a turn that
 answers from them.
 
-    Collections button  which collections this conversation uses (none by default), and
+    Collections button  ("Docs") which collections this conversation uses (none by default), and
                         Documents › Collections…; kept in the conversation's settings
                         ("collections": [names])
     a turn              send / regenerate / edit with collections chosen: the question is
@@ -46,7 +46,8 @@ class PaneDocuments:
     def _build_documents(self, row: Any) -> None:
         self.collections_button = QToolButton(self)  # type: ignore[arg-type]
         self.collections_button.setObjectName("collectionsButton")
-        self.collections_button.setToolTip("Document collections this conversation answers from")
+        self.collections_button.setToolTip("Collections: the document collections this conversation "
+                                           "answers from (Documents › Collections… makes them)")
         self.collections_button.setAutoRaise(True)
         self.collections_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.collections_menu = QMenu(self.collections_button)
@@ -73,7 +74,8 @@ class PaneDocuments:
 
     def _update_collections_label(self) -> None:
         n = len(self.chosen_collections())
-        self.collections_button.setText(f"Collections ({n})" if n else "Collections")
+        # Short: a full-width pane keeps its buttons on one row (tests/test_ui_fit.py)
+        self.collections_button.setText(f"Docs ({n})" if n else "Docs")
 
     def _fill_collections_menu(self) -> None:
         menu = self.collections_menu
