@@ -266,3 +266,30 @@ def test_stop_while_searching_starts_no_turn_and_keeps_the_message(ui, qtbot, tm
     pane.send()  # sent again: answered with its sources
     wait_idle(qtbot, pane, timeout=30000)
     assert len(backend.prompts) == 1 and "<source" in backend.prompts[0][-1].content
+
+
+def test_the_real_model_answers_from_a_collection(ui, qtbot, tmp_path, docs_env, default_model_path) -> None:
+    """The default chat model (its tokenizer counts the sources' budget) and the real embedder."""
+    from turbospark_app.chat.backend import load_backend
+
+    folder = tmp_path / "docs"
+    write_folder(folder)
+    w = ui.window(factory=lambda: load_backend(default_model_path, session_slots=2))
+    assert w.bridge.backend_state == "ready"
+    hub = hub_of(w)
+    hub.add("Home", [folder])
+    wait_indexed(qtbot, hub, "Home")
+    pane = w.area.current_pane()
+    pane.set_collections(["Home"])
+    pane.settings_form.max_new.setValue(16)
+    pane.settings_form.temperature.setValue(0.0)
+    send(qtbot, pane, "How do I reset the router?")
+    wait_idle(qtbot, pane, timeout=120000)
+    reply = w.store.messages(pane.conversation_id)[-1]
+    assert reply.content.strip() and reply.stats["new_tokens"] > 0
+    meta = next(p for p in reply.parts if p.kind == SOURCES).meta
+    assert any(s["path"].endswith("manual.pdf") and s["page"] == 2 for s in meta["sources"])
+    added = meta["added_tokens"]
+    question = len(pane._builder().tokenizer.encode("How do I reset the router?"))
+    assert added > 50 and reply.stats["prompt_tokens"] >= question + added  # the sources reached the model
+    assert "manual.pdf, page 2" in pane.transcript.toPlainText()
