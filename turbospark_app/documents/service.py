@@ -9,10 +9,11 @@ less than a question waiting behind a batch of 32 chunks being embedded):
                    slices of `SLICE` chunks and asks the `YieldGate` before each slice: while
                    a reply generates it waits for the reply to end ("pause", the default) or
                    goes on with 1 thread ("low"; "none": no yielding, for the benchmark).
-                   Measured (benchmarks/bench_docs_yield.py): "low" still cost a reply ~10% of
-                   its decode rate on 2 cores, and a niced thread that holds the GIL when the
-                   scheduler passes it over stalls the GUI thread behind it; "pause" costs the
-                   reply nothing, and indexing goes on between replies.
+                   Measured (benchmarks/bench_docs_yield.py, a loaded 2-core machine): "none"
+                   cost a reply ~20% of its decode rate, "low" ~12% in one 3-round run, "pause"
+                   nothing measurable; and a niced thread holding the GIL while the scheduler
+                   passes it over could stall the GUI thread (a risk "pause" avoids: not
+                   measured). Indexing goes on between replies.
     query thread   a turn's retrieval (`sources.prepare_turn`), at normal priority.
 
 Callbacks run on those threads: the caller hands them over to its own (the window uses
