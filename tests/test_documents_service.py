@@ -229,3 +229,24 @@ def test_a_sources_part_round_trips_and_never_reaches_a_prompt() -> None:
     msgs = chat_messages("assistant", back, "The answer [1].", None)
     assert [m.content for m in msgs] == ["The answer [1]."]  # the passages stay out of the prompt
     assert Part(SOURCES).to_json() == {"kind": "sources"}
+
+
+def test_nothing_is_read_while_a_reply_generates_in_pause_mode(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nText of note {i}.\n")
+    store = DocumentStore(tmp_path / "index.db")
+    service = DocumentsService(store, FakeEmbedder)
+    try:
+        service.set_generating(1)
+        service.index("notes", [folder])
+        time.sleep(0.6)
+        coll = store.collection("notes")
+        assert coll is not None and store.documents(coll.id) == [] and service.busy("notes")
+        assert "notes" not in service.progress  # not one file read yet (no progress reported)
+        service.set_generating(0)
+        assert service.wait_idle(10) and len(store.documents(coll.id)) == 3
+    finally:
+        service.close()
+        store.close()

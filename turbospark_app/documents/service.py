@@ -278,9 +278,13 @@ class DocumentsService:
             self.progress[job.name] = snap
             self.on_progress(job.name, snap)
 
+        def between_files() -> bool:  # reading and chunking wait for a reply too ("pause")
+            self.gate.wait(cancelled)
+            return cancelled()
+
         try:
             result = indexer.index(job.name, job.sources, root=encode_sources(job.sources) if job.sources else None,
-                                   on_progress=report, cancel=cancelled)
+                                   on_progress=report, cancel=between_files)
         except IndexStopped:  # the documents not yet written are indexed on the next run
             self.on_done(job.name, self.progress.get(job.name), "stopped")
             return
