@@ -11,6 +11,7 @@ embedding tokens/s, the top-4 hit rate and the p50/max query time.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -32,16 +33,17 @@ class Timed:
     """The embedder, its time and tokens counted."""
 
     def __init__(self, inner: LlamaCppEmbedder) -> None:
-        self.inner, self.seconds, self.tokens = inner, 0.0, 0
+        self.inner, self.seconds, self.tokens, self.cpu = inner, 0.0, 0, 0.0
         self.max_tokens, self.info = inner.max_tokens, inner.info
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
     def embed(self, texts):  # type: ignore[no-untyped-def]
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = self.inner.embed(texts)
         self.seconds += time.perf_counter() - t
+        self.cpu += time.process_time() - c  # (the indexer runs nothing else meanwhile)
         self.tokens += sum(len(self.inner.capped(self.inner.tokenize(x))) for x in texts)
         return out
 
@@ -67,6 +69,9 @@ def main() -> int:
               f"in {total:.1f} s (extract+chunk+store {total - timed.seconds:.1f} s, embed {timed.seconds:.1f} s)")
         print(f"embedding throughput: {timed.tokens / timed.seconds:,.0f} tokens/s "
               f"({args.threads} threads, n_ubatch {args.ubatch}); whole index: {timed.tokens / total:,.0f} tokens/s")
+        print(f"embedding CPU time: {timed.cpu:.1f} s, {timed.tokens / timed.cpu:,.0f} tokens per CPU-second "
+              f"(on {args.threads} idle cores the wall rate would be up to {args.threads}x that; the load "
+              f"now: {os.getloadavg()[0]:.1f})")
         retriever = Retriever(store, embedder)
         hits, times = 0, []
         for fact in facts:

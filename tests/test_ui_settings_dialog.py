@@ -27,7 +27,7 @@ from turbospark_app.ui.settings_dialog import (
 )
 
 # What the dialog edits: every setting but the pane's Think toggle (`thinking`) and Tools button.
-EDITED = {k: v for k, v in DEFAULTS.items() if k not in ("thinking", "tools")}
+EDITED = {k: v for k, v in DEFAULTS.items() if k not in ("thinking", "tools", "collections")}
 
 
 # -- the mapping ---------------------------------------------------------------------------------

@@ -33,9 +33,9 @@ def add_docs_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def index_db_path() -> Path:
-    from ..host import folders
+    from ..documents.store import default_index_path
 
-    return folders.data_dir() / "documents.db"
+    return default_index_path()
 
 
 def _bar(done: int, total: int, width: int = 24) -> str:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from .parts import ATTACHMENT, IMAGE, TOOL_CALL, TOOL_RESULT, Part
+from .parts import ATTACHMENT, IMAGE, SOURCES, TOOL_CALL, TOOL_RESULT, Part
 from .roles import role_names
 from .store import INTERRUPTED, Store, StoredMessage
 from .tree import children_of, variant_of
@@ -79,6 +79,7 @@ def conversation_markdown(store: Store, conversation_id: str, *, images_dir: Pat
         lines += _parts_markdown(m.parts)
         lines += _media_markdown(m.parts, images_dir)
         lines += [m.content if m.role == "assistant" else _user_text(m.content), ""]
+        lines += _sources_markdown(m.parts)
         figures = _figures_line(m)
         if figures:
             lines += [f"*{figures}*", ""]
@@ -122,6 +123,18 @@ def _media_markdown(parts: Sequence[Part], images_dir: Path) -> list[str]:
             elif mode:
                 bits.append(str(mode))
             out += ["**Attachment:** " + " · ".join(bits), ""]
+    return out
+
+
+def _sources_markdown(parts: Sequence[Part]) -> list[str]:
+    """A reply's Sources (its `sources` part): `[n] file, page n` and the passage, quoted."""
+    meta = next((p.meta for p in parts if p.kind == SOURCES), None)
+    if not meta or not meta.get("sources"):
+        return []
+    out = ["**Sources:**", ""]
+    for s in meta["sources"]:
+        page = f", page {s['page']}" if s.get("page") is not None else ""
+        out += [f"{s.get('n')}. `{s.get('path', '')}`{page}", "", _quote(str(s.get("text", "")).strip()), ""]
     return out
 
 

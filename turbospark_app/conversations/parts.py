@@ -20,6 +20,13 @@ messages, read as one text part, and the columns every other reader uses keep th
                  the chat model), mode ("whole" | "retrieved"), path (the file attached);
                  retrieved: chunks (of the document), used, sources ([{page, text}]: the
                  passages the prompt got), prompt_tokens (theirs)
+    sources      on a reply that used documents: what the prompt was given, so the Sources
+                 list under it survives a restart and an export. meta: sources (a list of
+                 {n, path, page, text, mode}: n is the [n] the prompt numbered it with, page
+                 None outside PDFs, text the passage), retrieved (chunks), ms (retrieval
+                 time), added_tokens (the chat model's tokens the sources added), collections
+                 (their names). Never rendered into a prompt.
+
 A user message's images and attachments are its parts before its text; they reach the prompt
 through `ui.attach_prompt` (images as `ChatMessage.images`, attachments as numbered sources).
 
@@ -37,9 +44,9 @@ from typing import Any, Mapping, Sequence
 
 from ..chat.api import ChatMessage
 
-TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT = (
-    "text", "reasoning", "tool_call", "tool_result", "image", "attachment")
-KINDS = (TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT)
+TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT, SOURCES = (
+    "text", "reasoning", "tool_call", "tool_result", "image", "attachment", "sources")
+KINDS = (TEXT, REASONING, TOOL_CALL, TOOL_RESULT, IMAGE, ATTACHMENT, SOURCES)
 
 
 @dataclass(frozen=True)

@@ -13,5 +13,7 @@ retrieval, and the sources a reply is given and shows. May import: model, host (
     retrieve     exact cosine in numpy + BM25 from FTS5, fused by reciprocal rank
     sources      attachments whole or retrieved, the numbered sources of a prompt, the
                  Sources list under a reply
+    service      collections indexed on a background thread of low priority that yields to
+                 a generating reply, and a turn's retrieval on a query thread
     embedder     the embedder the app uses (the default all-MiniLM-L6-v2 GGUF, or any)
 """

@@ -24,6 +24,14 @@ import numpy as np
 from .chunking import Chunk
 
 SCHEMA_VERSION = 1
+INDEX_FILENAME = "documents.db"
+
+
+def default_index_path() -> Path:
+    """`<per-user data folder>/documents.db`: the collections' index (CLI and window share it)."""
+    from ..host import folders
+
+    return folders.data_dir() / INDEX_FILENAME
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS collections(

@@ -233,6 +233,11 @@ class EngineThread:
         """True while the engine thread runs."""
         return self._thread.is_alive()
 
+    def busy_turns(self) -> int:
+        """Turns running or waiting (any source: panes, the local API); cheap, any thread."""
+        with self._cond:
+            return len(self._active) + len(self._pending)
+
     def system_info(self) -> dict[str, Any]:
         """The backend's last `system_info` document (refreshed between steps) merged with live
         readings taken here on the caller's thread. Never blocks on a step."""

@@ -8,7 +8,8 @@ an empty "interrupted" reply are saved at once, the reply is checkpointed while 
 The message actions (‹ › alternatives, Copy, Edit, Delete) are `message_actions`; raw
 completion mode (the "Raw completion" badge and the Raw toggle) is `pane_raw`; the Think
 toggle (reasoning on or off, where the template has a switch) is `pane_think`; images and
-documents attached to the message being written are `attach_pane`.
+documents attached to the message being written are `attach_pane`; the Collections button
+and a turn answered from document collections are `pane_documents`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .context import (
 from .elided_label import ElidedLabel
 from .formatting import rate_label
 from .message_actions import MessageActions
+from .pane_documents import PaneDocuments
 from .pane_raw import PaneRawMode
 from .pane_think import PaneThink
 from .pane_tools import PaneTools
@@ -65,7 +67,8 @@ STATE_TEXT_RESERVE = 230
 buttons on a row of their own; narrower than that it is elided, the whole text in its tooltip."""
 
 
-class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink, QWidget):
+class ConversationPane(PaneAttach, PaneDocuments, PaneTools, PaneTurns, MessageActions, PaneRawMode, PaneThink,
+                       QWidget):
     """See the module docstring."""
 
     titleChanged = Signal(str, str)  # conversation id, title
@@ -210,6 +213,9 @@ class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRaw
         self._build_attach(footer, input_row)  # the tray above the input, its buttons beside it
         footer.addLayout(input_row)
         self._build_tools(status_row, footer)  # the Tools button, the approval cards' place
+        # The Collections button (pane_documents) stays in the status row when the buttons wrap
+        # to a row of their own: that row is full with two panes side by side.
+        self._build_documents(status_row)
         self._row_widgets = (*self._row_widgets, self.tools_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -271,9 +277,10 @@ class ConversationPane(PaneAttach, PaneTools, PaneTurns, MessageActions, PaneRaw
 
     @property
     def busy(self) -> bool:
-        """True while a turn of this pane is queued or running (its tool calls included, and
-        its attachments being prepared)."""
-        return self.request_id is not None or self.agent_busy or self._agent_starting or self.preparing_attachments
+        """True while a turn of this pane is queued or running (its tool calls included, its
+        attachments being prepared and its collections being searched)."""
+        return (self.request_id is not None or self.agent_busy or self._agent_starting
+                or self.preparing_attachments or self._docs_pending)
 
     def set_title(self, title: str) -> None:
         """The conversation was renamed elsewhere (the sidebar)."""

@@ -18,6 +18,8 @@ dialog, the QSettings defaults, a conversation's `settings` column):
     tools               dict or None         the pane's Tools button: {"servers": [names], "choice":
                                              "auto" | "required"}; None = no tools
     tool_step_limit     int, 1 .. 100        tool steps per message before the loop is ended
+    collections         list[str]            the pane's Collections button: the document
+                                             collections its turns answer from ([] = none)
 
 Defaults follow llama.cpp's sampler chain (top-k 40, top-p 0.95, min-p 0.05, no repetition
 penalty). Stored values that no longer parse (a hand-edited INI, an older app) fall back to the
@@ -47,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "thinking": None,
     "tools": None,
     "tool_step_limit": 10,
+    "collections": [],
 }
 MAX_RATE = 1000.0
 MAX_STOP_STRINGS = 16
@@ -190,6 +193,13 @@ def parse_tools(value: Any) -> dict[str, Any] | None:
     return {"servers": sorted(set(servers)), "choice": choice}
 
 
+def parse_collections(value: Any) -> list[str]:
+    """The pane's collections: names."""
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise Invalid("must be a list of collection names")
+    return sorted(set(value))
+
+
 PARSERS: dict[str, Callable[[Any], Any]] = {
     # Bounds shared with the pane's quick form (its spin boxes would clamp anything wider).
     "max_new_tokens": _ranged(int, "Max new tokens", 1, 32768),
@@ -206,6 +216,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "thinking": parse_thinking,
     "tools": parse_tools,
     "tool_step_limit": _ranged(int, "Tool steps", 1, 100, hint="tool calls per message before the loop ends"),
+    "collections": parse_collections,
 }
 parse_session_slots = _ranged(int, "Session slots", *SESSION_SLOTS_RANGE,
                               hint="conversations whose KV cache is kept in memory")

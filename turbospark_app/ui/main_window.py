@@ -27,6 +27,7 @@ from .catalog_menu import ModelsMenu
 from .conversation_menu import add_message_actions
 from .conversation_menu import watch as watch_menu
 from .conversation_pane import ConversationPane
+from .documents_menu import install_documents
 from .endpoints_dialog import EndpointsDialog
 from .gguf_info import FileDescriber
 from .model_dialogs import ModelInfoDialog
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self.catalog = ModelsMenu(self)  # Models › Find Models… (Hugging Face), My Models
         self.api = install_api_server(self)  # Server menu, status-bar item, QA panel table
+        self.documents = install_documents(self)  # Documents menu, collections, QA panel table
 
         self.sidebar.openRequested.connect(lambda cid: self.area.open(cid))
         self.sidebar.newRequested.connect(self.new_conversation)
@@ -523,6 +525,7 @@ class MainWindow(QMainWindow):
             self.remote.shutdown()
             self.catalog.shutdown()
             self.api.shutdown()
+            self.documents.close()
             self.bridge.shutdown()
             self.store.close()
         super().closeEvent(event)

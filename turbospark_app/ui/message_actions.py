@@ -20,6 +20,7 @@ from ..service import TurnStats
 from .formatting import stats_line
 from .message_media import media_items
 from .reply_parts import apply_parts, apply_split
+from .sources_view import apply_sources
 from .transcript import Entry, Transcript
 
 
@@ -69,6 +70,7 @@ class MessageActions:
             info = getattr(getattr(self, "_bridge", None), "model_info", None) or {}
             apply_split(entry, info.get("chat_template"), message.stats)
             apply_parts(entry, message.parts, info.get("chat_template"))
+            apply_sources(entry, message.parts)
         return entry
 
     def show_messages(self, messages: Sequence[StoredMessage]) -> None:

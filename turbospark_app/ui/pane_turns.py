@@ -138,6 +138,7 @@ class PaneTurns:
         settings = to_turn_settings(self._settings, self.conversation.system_prompt,
                                     thinking_switch((self._bridge.model_info or {}).get("chat_template")))
         self._agent_settings = settings
+        messages = self._with_documents(messages)  # pane_documents: the turn's sources
         messages, settings = self._with_tools(messages, settings)  # pane_tools: a tool step
         request = TurnRequest(cid, messages, settings, continue_final=plan.continue_final,
                               raw=self.raw_mode)
@@ -242,6 +243,10 @@ class PaneTurns:
 
     def _attachments_back(self) -> None:
         pass
+
+    # Documents (pane_documents overrides): none here.
+    def _with_documents(self, messages: Any) -> Any:
+        return messages
 
     # Tool steps (pane_tools overrides): none here.
     def _with_tools(self, messages: tuple[Any, ...], settings: Any) -> tuple[tuple[Any, ...], Any]:

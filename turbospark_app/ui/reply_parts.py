@@ -55,6 +55,7 @@ def apply_parts(entry: Any, parts: Any, template_source: str | None) -> None:
     with its result on its card, then the final answer (already split into `entry`)."""
     from ..conversations.parts import TEXT, TOOL_CALL, TOOL_RESULT
 
+    parts = [p for p in parts or () if p.kind in (TEXT, TOOL_CALL, TOOL_RESULT)]  # (sources: apart)
     if not parts:
         return
     results = {p.call_id: p for p in parts if p.kind == TOOL_RESULT}

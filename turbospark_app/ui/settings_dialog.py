@@ -348,6 +348,7 @@ class SettingsDialog(QDialog):
         values = merged(self.raw())
         values.pop("thinking", None)
         values.pop("tools", None)  # the pane's Tools button's
+        values.pop("collections", None)  # the pane's Collections button's
         return values
 
     def system_prompt(self) -> str | None:

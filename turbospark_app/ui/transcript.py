@@ -40,6 +40,7 @@ from .reply_parts import insert_reasoning, insert_tool_cards
 from .live_reply import LiveReply
 from .markup import split_chunks
 from .rich_text import RichState, insert_chunk, insert_rich
+from .sources_view import insert_sources, mark_citations
 from .transcript_actions import TranscriptActions
 
 ACTION_LABELS = {
@@ -72,6 +73,9 @@ class Entry:
     tool_results: tuple[str, ...] = ()
     # A user message's images and attachments (ui.message_media.MediaItem), under its text
     media: tuple[Any, ...] = ()
+    # A reply that used documents (ui.sources_view): its sources' dicts and their figures
+    sources: tuple[dict, ...] = ()
+    sources_figures: str = ""
 
 
 class Transcript(TranscriptActions, QTextBrowser):
@@ -177,6 +181,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
             entry.media = meta.media
+            entry.sources, entry.sources_figures = meta.sources, meta.sources_figures
         self._append_entry(entry)
         if at_end:
             self.scroll_to_end()
@@ -241,6 +246,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             entry.actions, entry.badge = meta.actions, meta.badge
             entry.answer, entry.reasoning, entry.tool_calls = meta.answer, meta.reasoning, meta.tool_calls
             entry.reasoning_label, entry.tool_results = meta.reasoning_label, meta.tool_results
+            entry.sources, entry.sources_figures = meta.sources, meta.sources_figures
         entry.text, entry.footer, entry.stopped = text, footer, stopped
         self._live.write_pending()
         live = self._live
@@ -271,6 +277,7 @@ class Transcript(TranscriptActions, QTextBrowser):
             for chunk in final[keep:]:
                 insert_chunk(self.document(), cursor, chunk, self.palette(), self._rich, self.small_format(),
                              self.math_px(), self.devicePixelRatioF())
+            mark_citations(self, live.body_start, cursor.position(), entry)
             self._insert_after(cursor, entry)
         cursor.endEditBlock()
         self._spans[-1] = (self._spans[-1][0], self._end_position())
@@ -385,8 +392,10 @@ class Transcript(TranscriptActions, QTextBrowser):
             if entry.tool_results:  # an agent reply: the calls and results, then the answer
                 insert_tool_cards(self, cursor, entry)
                 cursor.insertBlock(self._body_block_format(), self.plain_format())
+            start = cursor.position()
             insert_rich(self.document(), cursor, shown, self.palette(), self._rich, self.small_format(),
                         self.math_px(), self.devicePixelRatioF())
+            mark_citations(self, start, cursor.position(), entry)
             if not entry.tool_results:
                 insert_tool_cards(self, cursor, entry)
         else:
@@ -400,7 +409,9 @@ class Transcript(TranscriptActions, QTextBrowser):
         cursor.insertText("(stopped before any text was generated)" if entry.stopped else "(no text)", italic)
 
     def _insert_after(self, cursor: QTextCursor, entry: Entry) -> None:
-        """Under a reply: its stats line and its action links."""
+        """Under a reply: its Sources (when it used documents), stats line and action links."""
+        if entry.sources:
+            insert_sources(self, cursor, entry)
         if entry.footer or entry.badge:
             self._insert_footer(cursor, entry.footer, "stopped" if entry.stopped else entry.badge)
         if entry.actions or entry.variant[1] > 1:

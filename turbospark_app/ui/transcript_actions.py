@@ -10,6 +10,7 @@ from PySide6.QtCore import QMimeData, QPoint, QUrl
 from PySide6.QtGui import QContextMenuEvent, QDesktopServices, QGuiApplication
 
 from .rich_text import formula_at, selection_mime
+from .sources_view import handle_source_link
 
 MENU_LABELS = {
     "copy": "Copy Message (Markdown)", "edit": "Edit and Resend…", "delete": "Delete Message Pair…",
@@ -36,6 +37,9 @@ class TranscriptActions:
             QDesktopServices.openUrl(url)
             return
         action, _, mid = url.path().partition(":")
+        if action in ("source", "cite"):  # a reply's source: its file (ui.sources_view)
+            handle_source_link(self, mid)
+            return
         if not mid.isdigit():
             return
         if action == "image":  # a user message's thumbnail: ts:image:<message id>#<n>
