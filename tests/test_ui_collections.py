@@ -220,6 +220,38 @@ def test_continue_gives_the_prompt_the_same_sources_and_regenerate_retrieves_aga
     assert regen.id != reply.id and any(p.kind == SOURCES for p in regen.parts)
 
 
+def test_an_attached_document_and_a_collection_share_one_numbering(ui, qtbot, tmp_path, docs_env) -> None:
+    # The attachment stays source 1 (as attach_prompt numbers it); the collection's passages
+    # follow from 2, in the same user message; the reply's Sources (and its [n] chips) use 2.
+    folder = tmp_path / "docs"
+    write_folder(folder)
+    backend = RecordingBackend(replies=("Zorro sleeps on the blue sofa [2], says [1].",))
+    w = ui.window(backend)
+    hub = hub_of(w)
+    hub.add("Home", [folder])
+    wait_indexed(qtbot, hub, "Home")
+    pane = w.area.current_pane()
+    pane.set_collections(["Home"])
+    note = tmp_path / "note.md"
+    note.write_text("# Note\n\nMy own note: the cat is called Zorro.\n", encoding="utf-8")
+    pane.add_files([note])
+    qtbot.waitUntil(lambda: len(pane.attach_tray.items()) == 1 and pane.attach_tray.items()[0].state == "ready",
+                    timeout=30000)
+    send(qtbot, pane, "Where does the cat Zorro sleep?")
+    wait_idle(qtbot, pane, timeout=30000)
+    prompt = [m for m in backend.prompts[-1] if m.role == "user"][-1].content
+    assert '<source id="1" file="note.md">' in prompt and "My own note" in prompt
+    assert '<source id="2" file="cats.md">' in prompt and prompt.endswith("Question: Where does the cat Zorro sleep?")
+    assert prompt.count('<source id="1"') == 1
+    user, reply = w.store.messages(pane.conversation_id)
+    assert user.content == "Where does the cat Zorro sleep?" and user.parts[0].name == "note.md"
+    sources = next(p for p in reply.parts if p.kind == SOURCES).meta["sources"]
+    assert sources[0]["n"] == 2 and sources[0]["path"].endswith("cats.md")
+    assert "[2] cats.md" in _sources_text(pane)
+    chips = [a[1] for a in _anchors(pane) if a[1].startswith("ts:cite:")]
+    assert chips == [f"ts:cite:{reply.id}-2"]
+
+
 def test_without_collections_nothing_changes(ui, qtbot, docs_env) -> None:
     backend = RecordingBackend(replies=("Plain [1].",))
     w = ui.window(backend)

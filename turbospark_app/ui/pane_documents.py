@@ -13,6 +13,10 @@ answers from them.
     the reply           gets a `sources` part (conversations.parts): the Sources list under it,
                         its figures and its [n] chips (`sources_view`), after a restart too;
                         Continue gives the prompt the same sources again
+    with attachments    a message that also carries attached documents (`attach_pane`): its
+                        attachments stay sources 1..k as `attach_prompt` numbers them, the
+                        collections' passages follow from k+1, all in one user message, and their
+                        tokens count against the sources' budget
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from PySide6.QtWidgets import QMenu, QToolButton
 from ..chat.api import ChatMessage
 from ..conversations.parts import Part
 from ..documents.sources import Prepared, Source, prompt_with_sources
+from .attach_prompt import attachment_sources, document_tokens
 from .context import usage_from_messages
 from .docs_hub import docs_hub
 from .sources_view import sources_meta, sources_part
@@ -146,8 +151,11 @@ class PaneDocuments:
         if getattr(self, "_discarded", False):
             return
         if isinstance(result, Prepared):
+            attached = attachment_sources(_user_parts(plan))
+            result.sources = [dataclasses.replace(s, n=len(attached) + i + 1) for i, s in enumerate(result.sources)]
             self._docs_turn, self._docs_names = result, names
-            self._docs_prompt = result.text if result.sources else None
+            question = _question(plan) or ""
+            self._docs_prompt = prompt_with_sources(question, attached + result.sources) if result.sources else None
         else:
             self.transcript.append_error(  # type: ignore[attr-defined]
                 f"The collections could not be searched ({result}); the question goes without sources.")
@@ -194,7 +202,8 @@ class PaneDocuments:
             return 2048
         history = usage_from_messages(list(plan.history), model_identity(self._bridge.model_info)) or 0  # type: ignore[attr-defined]
         max_new = int(self._settings.get("max_new_tokens") or 256)  # type: ignore[attr-defined]
-        return max(0, context - history - max_new - ROOM - self._count_chat(question))
+        attached = document_tokens(plan.user_parts) if plan.user_text is not None else 0
+        return max(0, context - history - max_new - ROOM - self._count_chat(question) - attached)
 
 
 def _question(plan: Any) -> str | None:
@@ -205,6 +214,14 @@ def _question(plan: Any) -> str | None:
     return last.content if last is not None else None
 
 
+def _user_parts(plan: Any) -> Sequence[Part]:
+    """The parts (images, attachments) of the user message a turn answers."""
+    if plan.user_text is not None:
+        return tuple(plan.user_parts)
+    last = next((m for m in reversed(plan.history) if m.role == "user"), None)
+    return last.parts if last is not None else ()
+
+
 def _stored_prompt(plan: Any, question: str | None) -> str | None:
     """Continue: the prompt text the reply was given, rebuilt from its sources part."""
     meta = sources_meta(plan.target.parts) if plan.target is not None else None
@@ -212,4 +229,4 @@ def _stored_prompt(plan: Any, question: str | None) -> str | None:
         return None
     sources = [Source(int(s.get("n", i + 1)), str(s.get("path", "")), s.get("page"), str(s.get("text", "")),
                       str(s.get("mode", "retrieved"))) for i, s in enumerate(meta.get("sources") or [])]
-    return prompt_with_sources(question, sources) if sources else None
+    return prompt_with_sources(question, attachment_sources(_user_parts(plan)) + sources) if sources else None
