@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from turbospark_app.media.images import decode_image
-    from turbospark_app.ui import message_media
+    from turbospark_app.ui.render import message_media
     from turbospark_app.ui.app import build_window
-    from turbospark_app.ui.attach_prompt import media_prompt_messages
+    from turbospark_app.ui.pane.attach_prompt import media_prompt_messages
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
 

@@ -169,8 +169,8 @@ def big_block(run: int = 0) -> None:
     from PySide6.QtWidgets import QApplication
 
     from turbospark_app.ui.app import paint_on_the_gui_thread
-    from turbospark_app.ui.math_render import warm_up
-    from turbospark_app.ui.transcript import Transcript
+    from turbospark_app.ui.render.math import warm_up
+    from turbospark_app.ui.pane.transcript import Transcript
 
     paint_on_the_gui_thread()
     app = QApplication.instance() or QApplication([])

@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
     from turbospark_app.model.embedder_fetch import ensure_embedder
     from turbospark_app.model.fetch import resolve_model_path
     from turbospark_app.ui.app import build_window
-    from turbospark_app.ui.docs_hub import DocsHub
+    from turbospark_app.ui.services.docs_hub import DocsHub
 
     app = QApplication.instance() or QApplication([])
     path = resolve_model_path(args.model)  # (before the data folder moves to the temp one)

@@ -91,7 +91,7 @@ def _shaping(sampling: str, seed: int):
 
     if sampling == "greedy":
         return Shaping()
-    from turbospark_app.ui.generation_settings import DEFAULTS as D
+    from turbospark_app.ui.prefs.generation import DEFAULTS as D
 
     return Shaping(temperature=D["temperature"], top_k=D["top_k"], top_p=D["top_p"],
                    min_p=D["min_p"], repetition_penalty=D["repetition_penalty"], seed=seed)

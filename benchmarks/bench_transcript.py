@@ -18,7 +18,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from turbospark_app.ui.transcript import Entry, Transcript  # noqa: E402
+from turbospark_app.ui.pane.transcript import Entry, Transcript  # noqa: E402
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 

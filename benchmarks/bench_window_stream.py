@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> int:
 
     from turbospark_app.chat.backend import load_backend
     from turbospark_app.model.fetch import resolve_model_path
-    from turbospark_app.ui import bridge as bridge_module
+    from turbospark_app.ui.services import bridge as bridge_module
     from turbospark_app.ui.app import build_window, paint_on_the_gui_thread
 
     paint_on_the_gui_thread()  # as the app does (run_app), before the QApplication

@@ -102,7 +102,7 @@ HIDDEN_IMPORTS_EXTRA: tuple[str, ...] = (
     "qasync", "psutil", "platformdirs", "jinja2", "yaml",
     # llama.cpp's binding (model/llamacpp/library.py imports it inside a function).
     "llama_cpp", "llama_cpp.llama_cpp", "llama_cpp._ctypes_extensions", "typing_extensions",
-    # The transcript's math (ui/math_render.py imports ziamath inside a function).
+    # The transcript's math (ui/render/math.py imports ziamath inside a function).
     "ziamath", "ziafont", "latex2mathml",
     # The Hugging Face catalog (catalog/): huggingface_hub loads its API lazily by name, over
     # httpx2 (and tqdm for its progress bars).

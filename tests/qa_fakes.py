@@ -22,7 +22,7 @@ from turbospark_app.chat.api import PreparedTurn
 from turbospark_app.engine.power import MemoryPressure, ThermalLevel
 from turbospark_app.readings import MemoryMonitor, ThermalMonitor
 from turbospark_app.readings.system_info import _reading_dict
-from turbospark_app.ui.power_controls import PowerControls
+from turbospark_app.ui.qa.power_controls import PowerControls
 from ui_fakes import EngineLoopBackend, FakeBackend, fake_factory
 
 

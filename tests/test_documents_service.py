@@ -25,7 +25,7 @@ from turbospark_app.documents.service import (
     encode_sources,
 )
 from turbospark_app.documents.store import DocumentStore
-from turbospark_app.ui.citations import citation_spans
+from turbospark_app.ui.render.citations import citation_spans
 
 
 class Info:
@@ -156,7 +156,7 @@ def test_citation_spans_point_at_their_numbers(text: str, count: int) -> None:
 
 
 def test_a_pdf_source_opens_at_its_page_with_a_viewer_that_takes_one(tmp_path: Path, monkeypatch) -> None:
-    import turbospark_app.ui.sources_view as sv
+    import turbospark_app.ui.render.sources_view as sv
 
     pdf = tmp_path / "m.pdf"
     pdf.write_bytes(b"%PDF-1.4")
@@ -215,7 +215,7 @@ def test_the_gate_asks_the_engine_too() -> None:
 def test_a_sources_part_round_trips_and_never_reaches_a_prompt() -> None:
     from turbospark_app.conversations.parts import SOURCES, Part, chat_messages, parts_from_json, parts_json
     from turbospark_app.documents.sources import Prepared, Source
-    from turbospark_app.ui.sources_view import figures_text, sources_meta, sources_part
+    from turbospark_app.ui.render.sources_view import figures_text, sources_meta, sources_part
 
     prepared = Prepared("q", [Source(1, "/d/manual.pdf", 3, "Hold the red button.", "retrieved"),
                               Source(2, "/d/notes.md", None, "Zorro sleeps.", "retrieved")],

@@ -163,7 +163,7 @@ def test_the_think_toggle_sets_the_templates_switch_and_is_remembered(ui, qtbot,
     assert second.endswith("<think>\n\n</think>\n\n")
     entry = pane.transcript.entries[-1]
     assert entry.answer.strip() == "Sunny." and not entry.reasoning
-    from turbospark_app.ui.generation_settings import DEFAULTS
+    from turbospark_app.ui.prefs.generation import DEFAULTS
 
     pane.apply_settings({k: v for k, v in DEFAULTS.items() if k != "thinking"}, None)  # the dialog's OK
     assert pane.thinking is False and not toggle.isChecked()

@@ -16,7 +16,7 @@ from turbospark_app.engine.config import Shaping
 from turbospark_app.engine.errors import SelectionError
 from turbospark_app.engine.host_gauge import MAX_GAP_S, HostGauge
 from turbospark_app.engine.selection import checked_logits, make_sampler
-from turbospark_app.ui.qa_engine import host_overhead_text
+from turbospark_app.ui.qa.engine import host_overhead_text
 
 
 def test_the_gauge_counts_gaps_between_decode_steps_only() -> None:

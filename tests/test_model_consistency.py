@@ -30,7 +30,7 @@ def _write(tmp_path: Path, **tokenizer) -> Path:
 def _refusal(path: Path, tmp_path: Path) -> EngineError:
     with pytest.raises(EngineError) as info:
         load_backend(path, session_slots=1)
-    from turbospark_app.ui.model_dialogs import (
+    from turbospark_app.ui.dialogs.models import (
         check_model_file,  # the window's Open Model check
     )
 

@@ -60,7 +60,7 @@ def run(backend: LlamaChatBackend, messages: list[ChatMessage], *, session: str 
 
 
 def test_a_model_without_a_template_opens_for_raw_completion(base_model: Path, base_backend) -> None:
-    from turbospark_app.ui.model_dialogs import check_model_file
+    from turbospark_app.ui.dialogs.models import check_model_file
 
     assert not base_backend.has_chat_template and base_backend.template is None
     info = base_backend.model_info()

@@ -157,7 +157,7 @@ def test_check_qt_fails_when_a_ui_module_does_not_import(
 
 
 def test_check_qt_fails_when_math_does_not_render(offscreen: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from turbospark_app.ui import math_render, rich_text
+    from turbospark_app.ui.render import math as math_render, rich_text
 
     monkeypatch.setattr(rich_text, "MATH", math_render.MathRenderer())  # nothing cached
     monkeypatch.setattr(math_render, "_svg", lambda *a: None)  # as without ziamath's font

@@ -11,7 +11,7 @@ from PySide6.QtGui import QGuiApplication, QPalette
 
 from turbospark_app import __version__
 from turbospark_app.ui import theme
-from turbospark_app.ui.about import AboutDialog, versions, versions_text
+from turbospark_app.ui.dialogs.about import AboutDialog, versions, versions_text
 from turbospark_app.ui.status_bar import model_label
 
 

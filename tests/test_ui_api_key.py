@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings
 
 from turbospark_app.host.keystore import SERVICE, usable_keyring
 from turbospark_app.server import ServerConfig
-from turbospark_app.ui.api_server import (
+from turbospark_app.ui.services.api_server import (
     LOCAL_API_KEY_NAME,
     LOCAL_API_KEYS_FILE,
     ApiServerController,
@@ -23,7 +23,7 @@ from turbospark_app.ui.api_server import (
     local_api_keys,
     save_api_config,
 )
-from turbospark_app.ui.settings import read_json, write_json
+from turbospark_app.ui.prefs.store import read_json, write_json
 
 
 class MemoryKeyring(KeyringBackend):

@@ -18,8 +18,8 @@ from test_server_units import ApiFakeBackend
 from ui_fakes import FakeBackend
 
 from turbospark_app.server import ServerConfig
-from turbospark_app.ui.api_server import load_api_config, local_api_keys, save_api_config
-from turbospark_app.ui.api_widgets import ApiRequestsTable, ApiSettingsDialog
+from turbospark_app.ui.services.api_server import load_api_config, local_api_keys, save_api_config
+from turbospark_app.ui.dialogs.api_widgets import ApiRequestsTable, ApiSettingsDialog
 
 
 @pytest.fixture(autouse=True)

@@ -186,7 +186,7 @@ def test_an_image_and_a_document_are_sent_stored_shown_and_exported(ui, qtbot, t
     # Export: the image links to its stored file, the attachment is named.
     md = conversation_markdown(w.store, pane.conversation_id)
     assert f"![a.png]({stored.resolve().as_uri()})" in md and "**Attachment:** `notes.md`" in md
-    from turbospark_app.ui.html_export import conversation_html
+    from turbospark_app.ui.render.html_export import conversation_html
 
     page = conversation_html("t", pane.transcript.entries, pane.transcript.palette())
     assert 'src="data:image/png;base64,' in page and "tsthumb:" not in page and "notes.md" in page
@@ -304,7 +304,7 @@ def test_an_image_alone_is_sent_without_text(ui, qtbot, tmp_path: Path) -> None:
 
 
 def test_whole_or_retrieved_follows_the_budget_and_the_chip(ui, qtbot, tmp_path: Path) -> None:
-    from turbospark_app.ui.attach_items import TrayItem, resolve_modes
+    from turbospark_app.ui.pane.attach_items import TrayItem, resolve_modes
 
     a, b = TrayItem("document", "a.md", tokens=600), TrayItem("document", "b.md", tokens=500)
     assert set(resolve_modes([a, b], 1200).values()) == {"whole"}
@@ -344,7 +344,7 @@ def test_stop_while_the_documents_are_prepared_sends_nothing_and_keeps_everythin
         ui, qtbot, tmp_path: Path, monkeypatch) -> None:
     import threading
 
-    from turbospark_app.ui import attach_pane
+    from turbospark_app.ui.pane import attach as attach_pane
 
     release = threading.Event()
     real = attach_pane.prepare_documents

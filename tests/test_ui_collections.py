@@ -62,7 +62,7 @@ def wait_indexed(qtbot, hub, name: str, timeout: int = 60000) -> None:  # type: 
 
 
 def test_collections_dialog_indexes_lists_errors_reindexes_and_removes(ui, qtbot, tmp_path, docs_env) -> None:
-    from turbospark_app.ui.collections_dialog import CollectionsDialog
+    from turbospark_app.ui.dialogs.collections import CollectionsDialog
 
     folder = tmp_path / "docs"
     write_folder(folder)
@@ -169,7 +169,7 @@ def test_a_turn_with_a_collection_shows_its_sources_and_keeps_them(ui, qtbot, tm
     opened = []
     from PySide6.QtCore import QUrl
 
-    import turbospark_app.ui.sources_view as sv
+    import turbospark_app.ui.render.sources_view as sv
 
     monkeypatch.setattr(sv.QDesktopServices, "openUrl", lambda url: opened.append(url.toLocalFile()) or True)
     pane.transcript._anchor_clicked(QUrl(f"ts:source:{rid}-1"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from turbospark_app.engine.errors import ContextOverflow
 from turbospark_app.conversations.store import StoredMessage
-from turbospark_app.ui.context import (
+from turbospark_app.ui.pane.context import (
     ContextMeter,
     OverflowChoice,
     estimate_tokens,

@@ -15,7 +15,7 @@ from PySide6.QtCore import QSettings, Qt
 from tiny_gguf import write_tiny_gguf
 from turbospark_app.host import folders as paths
 from turbospark_app.model import fetch
-from turbospark_app.ui.first_run import (
+from turbospark_app.ui.dialogs.first_run import (
     FirstRunDialog,
     model_at_startup,
     needs_first_run,
@@ -191,7 +191,7 @@ class _Answer:
 
 
 def test_startup_asks_once_and_remembers_the_pick(fake_pip, settings, tmp_path) -> None:
-    from turbospark_app.ui.first_run import model_at_startup
+    from turbospark_app.ui.dialogs.first_run import model_at_startup
 
     picked = tmp_path / "mine.gguf"
     picked.write_bytes(b"GGUF")
@@ -203,7 +203,7 @@ def test_startup_asks_once_and_remembers_the_pick(fake_pip, settings, tmp_path) 
 
 
 def test_not_now_starts_without_a_model(fake_pip, settings) -> None:
-    from turbospark_app.ui.first_run import model_at_startup
+    from turbospark_app.ui.dialogs.first_run import model_at_startup
 
     answer = _Answer(False, None)
     assert model_at_startup(None, settings, lambda: answer) == fetch.default_model_path()

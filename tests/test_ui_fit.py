@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QLabel, QWidget
 from ui_fakes import FakeBackend, send, wait_idle
 
-from turbospark_app.ui.conversation_pane import ConversationPane
+from turbospark_app.ui.pane.conversation_pane import ConversationPane
 from turbospark_app.ui.elided_label import ElidedLabel
 from turbospark_app.ui.main_window import DEFAULT_SIZE
 

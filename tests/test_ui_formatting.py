@@ -45,7 +45,7 @@ def test_stats_line_for_stopped_replies() -> None:
 def test_a_cut_off_reply_says_token_limit_once() -> None:
     """The "token limit" badge opens the footer: the stats line does not repeat it."""
     from turbospark_app.conversations.store import StoredMessage
-    from turbospark_app.ui.message_actions import reply_footer
+    from turbospark_app.ui.pane.message_actions import reply_footer
 
     def reply(reason: str) -> StoredMessage:
         return StoredMessage(1, "c", "assistant", "text", None, stats(stop_reason=reason).to_json(), reason, 0.0)

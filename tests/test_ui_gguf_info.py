@@ -11,8 +11,8 @@ from PySide6.QtWidgets import QMessageBox, QPushButton, QWidget
 
 from foreign_gguf import write_foreign_gguf
 from tiny_gguf import write_tiny_gguf
-from turbospark_app.ui.gguf_info import FileDescriber, GGUFInfoDialog
-from turbospark_app.ui.model_dialogs import ModelInfoDialog
+from turbospark_app.ui.dialogs.gguf_info import FileDescriber, GGUFInfoDialog
+from turbospark_app.ui.dialogs.models import ModelInfoDialog
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def test_open_model_on_an_unsupported_architecture_keeps_the_model_running(ui, q
     from qa_fakes import RecordingBackend, issue6_window
     from ui_fakes import send, wait_idle
 
-    from turbospark_app.ui.first_run import MODEL_PATH_KEY
+    from turbospark_app.ui.dialogs.first_run import MODEL_PATH_KEY
 
     first = RecordingBackend(replies=("still here",), model_name="first")
     loaded: list[str] = []
@@ -115,7 +115,7 @@ def test_a_file_whose_header_cannot_be_read_is_explained(qtbot, tmp_path: Path, 
 
 
 def test_the_architecture_is_judged_before_words_in_its_name(tmp_path: Path) -> None:
-    from turbospark_app.ui.model_dialogs import check_model_file, explain_model_error
+    from turbospark_app.ui.dialogs.models import check_model_file, explain_model_error
 
     path = tmp_path / "odd.gguf"
     write_tiny_gguf(path, arch="not-truncated")  # "truncated" would read as a cut download

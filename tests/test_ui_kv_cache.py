@@ -13,10 +13,10 @@ from real_window import engine_context, pick_settings, real_window, tiny_chat, w
 from tiny_gguf import write_tiny_gguf
 from turbospark_app.model.choice.common import LoadChoice
 from turbospark_app.model.choice.kv_cache import KVCacheTypes
-from turbospark_app.ui.context import ContextMeter
-from turbospark_app.ui.kv_cache_setting import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING
-from turbospark_app.ui.qa_engine import kv_cache_text
-from turbospark_app.ui.settings_dialog import SettingsDialog
+from turbospark_app.ui.pane.context import ContextMeter
+from turbospark_app.ui.prefs.kv_cache import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING
+from turbospark_app.ui.qa.engine import kv_cache_text
+from turbospark_app.ui.prefs.dialog import SettingsDialog
 
 
 def _pick_kv(w, **modes: str) -> None:

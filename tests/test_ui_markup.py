@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turbospark_app.ui.markup import settled_chunks, split_chunks, split_fences, split_math, split_quotes
+from turbospark_app.ui.render.markup import settled_chunks, split_chunks, split_fences, split_math, split_quotes
 
 _ATOMS = st.sampled_from([
     "$", "$$", "\\(", "\\)", "\\[", "\\]", "\\$", "`", "``", "x", "a b", " ", "\n", "\n\n", "5", "10",

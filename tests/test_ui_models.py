@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from tiny_gguf import write_tiny_gguf
-from turbospark_app.ui.model_dialogs import (
+from turbospark_app.ui.dialogs.models import (
     ModelInfoDialog,
     ModelOpener,
     check_model_file,
@@ -151,8 +151,8 @@ def test_open_model_switches_cleanly_and_never_reuses_the_old_models_ids(ui, qtb
     from qa_fakes import RecordingBackend, issue6_window
     from ui_fakes import fake_factory, send, wait_idle
 
-    from turbospark_app.ui.first_run import remembered_model
-    from turbospark_app.ui.settings_dialog import save_session_slots
+    from turbospark_app.ui.dialogs.first_run import remembered_model
+    from turbospark_app.ui.prefs.dialog import save_session_slots
 
     first = RecordingBackend(replies=("alpha beta",), model_name="first")
     second = RecordingBackend(replies=("gamma delta",), model_name="second")
@@ -298,7 +298,7 @@ def test_a_model_that_fails_to_load_gives_way_to_the_previous_one(ui, qtbot, tmp
     from qa_fakes import RecordingBackend, issue6_window
     from ui_fakes import fake_factory, send, wait_idle
 
-    from turbospark_app.ui.first_run import MODEL_PATH_KEY
+    from turbospark_app.ui.dialogs.first_run import MODEL_PATH_KEY
 
     first = RecordingBackend(replies=("again ok",), model_name="first")
     loads: list[str] = []

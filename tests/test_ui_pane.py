@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from ui_fakes import EngineLoopBackend, FakeBackend, StepGate, failing_factory, send, wait_idle
 
 from turbospark_app.service import Finished, Token
-from turbospark_app.ui.conversation_pane import ConversationPane
+from turbospark_app.ui.pane.conversation_pane import ConversationPane
 
 LONG = " ".join(f"word{i}" for i in range(400))
 

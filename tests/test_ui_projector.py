@@ -1,4 +1,4 @@
-"""Choosing a vision projector when opening a model (ui/projector_dialog.py, model_dialogs'
+"""Choosing a vision projector when opening a model (ui/dialogs/projector.py, model_dialogs'
 projector step, model_switch): the projector files beside a model as their headers tell, the step
 shown when the automatic choice is not clear (or asked for), the choice carried to the load, a
 refused projector said in a message with the model open for text, a working choice remembered;
@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QLabel, QWidget
 
-from turbospark_app.ui.model_dialogs import ModelInfoDialog, ModelOpener
-from turbospark_app.ui.projector_dialog import (
+from turbospark_app.ui.dialogs.models import ModelInfoDialog, ModelOpener
+from turbospark_app.ui.dialogs.projector import (
     ProjectorDialog,
     needs_choice,
     remember_projector,
@@ -47,7 +47,7 @@ def test_the_step_is_needed_only_when_the_automatic_choice_is_unclear() -> None:
 
 
 def test_open_model_lists_the_projectors_beside_the_model_with_their_fit(folder: Path, default_model_path: Path) -> None:
-    from turbospark_app.ui.model_dialogs import check_model_file
+    from turbospark_app.ui.dialogs.models import check_model_file
 
     facts = check_model_file(folder / default_model_path.name)
     by_name = {p["name"]: p for p in facts["projectors"]}

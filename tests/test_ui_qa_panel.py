@@ -12,9 +12,9 @@ from turbospark_app.engine.config import GenerationConfig, RateConfig
 from turbospark_app.engine.power import MemoryPressure, ThermalLevel
 from turbospark_app.engine.progress import RawDecodeResult, StopReason
 from turbospark_app.service import Finished, Started, Token, TurnRequest, TurnStats
-from turbospark_app.ui.qa_data import QAData
+from turbospark_app.ui.qa.data import QAData
 from turbospark_app.ui.formatting import seconds_label
-from turbospark_app.ui.qa_panel import QAPanel
+from turbospark_app.ui.qa.panel import QAPanel
 from qa_fakes import StubBridge, fixed_power
 
 
@@ -285,7 +285,7 @@ def test_batch_figures_from_the_engine(qtbot) -> None:
 
 
 def test_cadence_is_timed_when_the_engine_sent_each_token_not_when_it_arrived(qtbot) -> None:
-    """Tokens reach the window in batches (ui.bridge): the panel and the status bar time each
+    """Tokens reach the window in batches (ui.services.bridge): the panel and the status bar time each
     one by its `at` stamp, so a batch of 5 tokens sent 10 ms apart still plots 100 tok/s."""
     from turbospark_app.ui.status_bar import EngineStatusBar
 

@@ -201,7 +201,7 @@ def test_switching_back_to_this_computer(loop, ui, qtbot, server) -> None:
 
 
 def test_endpoints_dialog_tests_the_connection_and_saves(loop, ui, qtbot, server) -> None:
-    from turbospark_app.ui.endpoints_dialog import EndpointsDialog
+    from turbospark_app.ui.prefs.endpoints import EndpointsDialog
 
     w = ui.window(FakeBackend())
     w.open_endpoints()

@@ -13,12 +13,12 @@ from PySide6.QtWidgets import QFileDialog
 from pygments.token import Keyword, Name
 from ui_fakes import EngineLoopBackend, send, wait_idle
 
-from turbospark_app.ui import live_reply
-from turbospark_app.ui.code_blocks import code_block_id, mix
-from turbospark_app.ui.highlight import token_format
-from turbospark_app.ui.html_export import conversation_html
+from turbospark_app.ui.render import live_reply
+from turbospark_app.ui.render.code_blocks import code_block_id, mix
+from turbospark_app.ui.render.highlight import token_format
+from turbospark_app.ui.render.html_export import conversation_html
 from turbospark_app.ui.theme import palette_is_dark
-from turbospark_app.ui.transcript import Entry, Transcript
+from turbospark_app.ui.pane.transcript import Entry, Transcript
 
 CODE = "def area(r: float) -> float:\n    return 3.14159 * r ** 2   \n\n\tprint(area(2))"
 REPLY = f"```python\n{CODE}\n```\nThen run:\n\n```bash\nls -l | wc -l\n```\n"
@@ -252,8 +252,8 @@ def test_colours_follow_the_dark_palette(qtbot) -> None:
 
 
 def test_a_big_block_is_drawn_at_once_and_coloured_in_slices(qtbot) -> None:
-    from turbospark_app.ui.code_blocks import SYNC_CHARS
-    from turbospark_app.ui.highlight import TOKENS
+    from turbospark_app.ui.render.code_blocks import SYNC_CHARS
+    from turbospark_app.ui.render.highlight import TOKENS
 
     body = "\n".join(f"def f{i}(x):\n    return x + {i}  # line {i}" for i in range(400))
     assert len(body) > SYNC_CHARS
@@ -274,7 +274,7 @@ def test_a_big_block_is_drawn_at_once_and_coloured_in_slices(qtbot) -> None:
 
 
 def test_a_streaming_replys_formulas_are_made_ahead_on_a_worker(qtbot) -> None:
-    from turbospark_app.ui.math_render import MATH
+    from turbospark_app.ui.render.math import MATH
 
     view = Transcript()
     qtbot.addWidget(view)
@@ -301,7 +301,7 @@ def test_long_code_lines_scroll_sideways_instead_of_wrapping(qtbot) -> None:
 
 
 def test_a_streaming_replys_finished_code_blocks_are_lexed_ahead(qtbot) -> None:
-    from turbospark_app.ui.highlight import TOKENS
+    from turbospark_app.ui.render.highlight import TOKENS
 
     code = "def ahead_43(n):\n    return [i * i for i in range(n)]"
     text = f"Squares:\n```python\n{code}\n```\nand more prose"

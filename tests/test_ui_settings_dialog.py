@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PySide6.QtCore import QSettings
 
-from turbospark_app.ui.generation_settings import (
+from turbospark_app.ui.prefs.generation import (
     DEFAULTS,
     escape,
     merged,
@@ -18,7 +18,7 @@ from turbospark_app.ui.generation_settings import (
     unescape,
     validate,
 )
-from turbospark_app.ui.settings_dialog import (
+from turbospark_app.ui.prefs.dialog import (
     SettingsDialog,
     load_defaults,
     load_session_slots,

@@ -8,7 +8,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QApplication
 
 from qa_fakes import RecordingBackend, issue6_window
-from turbospark_app.ui.about import AboutDialog
+from turbospark_app.ui.dialogs.about import AboutDialog
 from turbospark_app.ui.navigation import cycle_pane
 from ui_fakes import send, wait_idle
 

@@ -14,7 +14,7 @@ import pytest
 
 from tiny_gguf import write_tiny_gguf
 
-from turbospark_app.ui.settings import SETTINGS_FILENAME
+from turbospark_app.ui.prefs.store import SETTINGS_FILENAME
 
 
 def _catches_sigterm(pid: int) -> bool:

@@ -13,8 +13,8 @@ from PySide6.QtCore import QSettings
 
 from real_window import engine_context, pick_settings, real_window, tiny_chat, wait_for_model  # noqa: F401 (fixture)
 from turbospark_app.model.choice.threads import ThreadsChoice, choose_threads, performance_cores
-from turbospark_app.ui.settings_dialog import SettingsDialog
-from turbospark_app.ui.threads_setting import THREADS_SETTING, current_threads
+from turbospark_app.ui.prefs.dialog import SettingsDialog
+from turbospark_app.ui.prefs.threads import THREADS_SETTING, current_threads
 
 
 def test_flag_beats_environment_beats_setting_beats_the_cores() -> None:

@@ -19,7 +19,7 @@ from ui_fakes import send, wait_idle
 from turbospark_app.conversations.parts import TEXT, TOOL_CALL, TOOL_RESULT
 from turbospark_app.tools.agent import STOPPED
 from turbospark_app.tools.approval import Approvals
-from turbospark_app.ui.tools_service import ToolsService, set_tools_service
+from turbospark_app.ui.services.tools_service import ToolsService, set_tools_service
 
 
 def call(name: str, **args: object) -> str:
@@ -81,7 +81,7 @@ def test_two_rounds_of_calls_approved_by_clicks_then_the_answer(loop, ui, qtbot,
     again = ui.window(FamilyLoopBackend(tmp_path, "qwen3", ("ok",)))
     pane = again.area.current_pane()
     assert pane.tool_servers() == ["calc"]  # the conversation's tools are remembered
-    from turbospark_app.ui.generation_settings import DEFAULTS
+    from turbospark_app.ui.prefs.generation import DEFAULTS
 
     pane.apply_settings({**DEFAULTS, "tool_step_limit": 3}, None)  # the Settings dialog's OK
     assert pane.tool_servers() == ["calc"] and pane.settings_values["tool_step_limit"] == 3
@@ -111,7 +111,7 @@ def test_stop_while_a_tool_runs_ends_the_loop_at_once(loop, ui, qtbot, tmp_path,
 
 
 def test_the_servers_dialog_refuses_a_bad_file_naming_the_line(loop, ui, qtbot, tmp_path, service) -> None:
-    from turbospark_app.ui.mcp_dialog import McpServersDialog
+    from turbospark_app.ui.dialogs.mcp import McpServersDialog
 
     dialog = McpServersDialog(service)
     qtbot.addWidget(dialog)

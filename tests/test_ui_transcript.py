@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QFont, QFontDatabase, QPalette, QTextCursor
 
-from turbospark_app.ui.transcript import Entry, Transcript
+from turbospark_app.ui.pane.transcript import Entry, Transcript
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
 

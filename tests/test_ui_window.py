@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QMessageBox
 from ui_fakes import EngineLoopBackend, FakeBackend, send, wait_idle
 
 from turbospark_app.service import Finished, Prefilling, Started, Token
-from turbospark_app.ui.conversation_pane import ConversationPane
+from turbospark_app.ui.pane.conversation_pane import ConversationPane
 from turbospark_app.ui.formatting import rate_label
 
 LONG = " ".join(f"word{i}" for i in range(300))
@@ -306,7 +306,7 @@ def test_power_controls_force_levels_that_the_status_bar_shows(ui, qtbot) -> Non
     from turbospark_app.engine.power import MemoryPressure, ThermalLevel
     from turbospark_app.readings import MemoryMonitor, ThermalMonitor
     from turbospark_app.ui.app import build_window
-    from turbospark_app.ui.power_controls import PowerControls
+    from turbospark_app.ui.qa.power_controls import PowerControls
 
     class Fixed:
         name = "fixed"

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Resolved first: the default model lives in the real data folder...
     model = str(resolve_model_path(args.model))
-    # ...while the store and settings.ini go to a throw-away one (turbospark_app.ui.settings).
+    # ...while the store and settings.ini go to a throw-away one (turbospark_app.ui.prefs.store).
     os.environ["TURBOSPARK_DATA_DIR"] = tempfile.mkdtemp(prefix="turbospark-screenshot-")
 
     from PySide6.QtWidgets import QApplication

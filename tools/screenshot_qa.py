@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     from turbospark_app.engine.pacing import THERMAL_POLL_TOKENS
     from turbospark_app.service import Token
     from turbospark_app.ui.app import build_window, configure_application, real_backend_factory
-    from turbospark_app.ui.model_dialogs import ModelInfoDialog
-    from turbospark_app.ui.power_controls import PowerControls
+    from turbospark_app.ui.dialogs.models import ModelInfoDialog
+    from turbospark_app.ui.qa.power_controls import PowerControls
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     configure_application(app)

@@ -285,7 +285,7 @@ def _check_rich_reply() -> None:
     ziamath's font are data a bundle can lose."""
     from PySide6.QtGui import QPalette, QTextCursor
 
-    from turbospark_app.ui.transcript import Entry, Transcript
+    from turbospark_app.ui.pane.transcript import Entry, Transcript
 
     view = Transcript()
     view.set_entries([Entry("assistant", RICH_PROBE)])

@@ -28,7 +28,7 @@ messages, read as one text part, and the columns every other reader uses keep th
                  (their names). Never rendered into a prompt.
 
 A user message's images and attachments are its parts before its text; they reach the prompt
-through `ui.attach_prompt` (images as `ChatMessage.images`, attachments as numbered sources).
+through `ui.pane.attach_prompt` (images as `ChatMessage.images`, attachments as numbered sources).
 
 An agent turn is ONE assistant message: [text(step 1, ids), tool_call, ..., tool_result, ...,
 text(step 2, ids), tool_call, ..., tool_result, ...] + the final answer in `content`; Regenerate,

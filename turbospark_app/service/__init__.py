@@ -1,7 +1,7 @@
 """The engine service: one thread owns the chat backend; requests are stepped fairly.
 May import: engine, readings, chat (no Qt).
 
-Pure Python (no Qt): the UI adapts it with `turbospark_app.ui.bridge`.
+Pure Python (no Qt): the UI adapts it with `turbospark_app.ui.services.bridge`.
 """
 
 from .engine_thread import EngineThread

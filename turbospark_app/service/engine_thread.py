@@ -14,7 +14,7 @@ step. The final `Finished` event carries the measured cancel-to-ended latency.
 
 Events are delivered by calling `on_event(event)` ON THE ENGINE THREAD, never under the
 scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal them to its own
-thread (see `turbospark_app.ui.bridge`).
+thread (see `turbospark_app.ui.services.bridge`).
 
 `system_info()` never waits behind a forward step: it merges the backend's document as last
 read between steps (`snapshot.py`) with live readings taken on the caller's thread: memory, CPU

@@ -29,19 +29,19 @@ from ..host.bundle import is_frozen
 from ..model.choice.common import LoadChoiceError
 from ..readings import SimulationError
 from ..service.engine_thread import Monitors
-from .bridge import EngineBridge
-from .first_run import model_at_startup
+from .services.bridge import EngineBridge
+from .dialogs.first_run import model_at_startup
 from .icon import app_icon
 from .main_window import MainWindow, ModelFactory
-from .power_controls import PowerControls
-from .projector_dialog import remembered_projector
-from .settings import APPLICATION, ORGANIZATION, app_settings
-from .settings_dialog import load_cache_ram, load_session_slots
+from .qa.power_controls import PowerControls
+from .dialogs.projector import remembered_projector
+from .prefs.store import APPLICATION, ORGANIZATION, app_settings
+from .prefs.dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
-from .speculation_setting import SPECULATION_SETTING
-from .kv_cache_setting import current_cache_types
-from .threads_setting import current_threads
-from .math_render import warm_up
+from .prefs.speculation import SPECULATION_SETTING
+from .prefs.kv_cache import current_cache_types
+from .prefs.threads import current_threads
+from .render.math import warm_up
 
 DEFAULT_SESSION_SLOTS = 4
 
@@ -263,7 +263,7 @@ def run_app(args: argparse.Namespace) -> int:
     app.aboutToQuit.connect(closed.set)
     with loop:
         loop.run_until_complete(closed.wait())
-        from .tools_service import stop_tools
+        from .services.tools_service import stop_tools
 
         loop.run_until_complete(stop_tools())  # every MCP server stopped: no orphans
     del follower  # (held until here: it re-palettes the app when the system scheme changes)

@@ -1,5 +1,5 @@
-"""The Models menu: Find Models… (Ctrl+Shift+M: Hugging Face, ui.catalog_dialog) and My Models
-(ui.my_models). A downloaded model is opened as File › Open Model… opens one (checked first,
+"""The Models menu: Find Models… (Ctrl+Shift+M: Hugging Face, ui.dialogs.catalog) and My Models
+(ui.dialogs.my_models). A downloaded model is opened as File › Open Model… opens one (checked first,
 then switched to); its progress shows in the status bar while it runs."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLabel
 
 from ..catalog import library
-from .catalog_dialog import FindModelsDialog
-from .my_models import MyModelsDialog
+from .dialogs.catalog import FindModelsDialog
+from .dialogs.my_models import MyModelsDialog
 
 
 class ModelsMenu(QObject):

@@ -26,7 +26,7 @@ from ..conversations.export import (
     to_json_text,
     write_text,
 )
-from .html_export import conversation_html
+from .render.html_export import conversation_html
 
 PaneGetter = Callable[[], Any]
 

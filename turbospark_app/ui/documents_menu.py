@@ -15,8 +15,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QHeaderView, QSizePolicy, QTableWidget, QTableWidgetItem
 
 from ..documents.sources import Prepared
-from .collection_watch import CollectionWatch
-from .docs_hub import DocsHub
+from .services.collection_watch import CollectionWatch
+from .services.docs_hub import DocsHub
 
 RECHECK_AFTER_MS = 4000
 COLUMNS = ["#", "file", "page", "fused", "cosine", "cos rank", "BM25", "BM25 rank"]
@@ -74,7 +74,7 @@ def install_documents(window: Any, hub: DocsHub | None = None) -> DocsHub:
 
 def open_collections(window: Any, hub: DocsHub) -> None:
     """Documents › Collections… (one dialog; raised when already open)."""
-    from .collections_dialog import CollectionsDialog
+    from .dialogs.collections import CollectionsDialog
 
     dialog = getattr(window, "_collections_dialog", None)
     if dialog is None:

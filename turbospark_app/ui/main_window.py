@@ -20,25 +20,25 @@ from PySide6.QtGui import QAction, QCloseEvent, QIcon, QKeySequence, QPalette
 from PySide6.QtWidgets import QMainWindow, QMessageBox, QSplitter, QWidget
 
 from ..conversations.store import Store
-from .about import AboutDialog
-from .api_server import install_api_server
-from .bridge import EngineBridge
+from .dialogs.about import AboutDialog
+from .services.api_server import install_api_server
+from .services.bridge import EngineBridge
 from .catalog_menu import ModelsMenu
 from .conversation_menu import add_message_actions
 from .conversation_menu import watch as watch_menu
-from .conversation_pane import ConversationPane
+from .pane.conversation_pane import ConversationPane
 from .documents_menu import install_documents
-from .endpoints_dialog import EndpointsDialog
-from .gguf_info import FileDescriber
-from .model_dialogs import ModelInfoDialog
-from .model_switch import ModelFactory, ModelSwitcher
+from .prefs.endpoints import EndpointsDialog
+from .dialogs.gguf_info import FileDescriber
+from .dialogs.models import ModelInfoDialog
+from .services.model_switch import ModelFactory, ModelSwitcher
 from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
 from .pane_area import PaneArea
-from .qa_panel import QAPanel
-from .remote_source import PaneEngine, RemoteHub
-from .settings import read_json, write_json
-from .speculation_setting import SPECULATION_SETTING
-from .settings_dialog import (
+from .qa.panel import QAPanel
+from .pane.remote_source import PaneEngine, RemoteHub
+from .prefs.store import read_json, write_json
+from .prefs.speculation import SPECULATION_SETTING
+from .prefs.dialog import (
     SettingsDialog,
     load_defaults,
     load_cache_ram,
@@ -48,7 +48,7 @@ from .settings_dialog import (
     save_session_slots,
 )
 from .sidebar import Sidebar, dot_icon
-from .source_picker import SourcePicker
+from .pane.source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label
 
 DEFAULT_SIZE = (1280, 820)
@@ -200,8 +200,8 @@ class MainWindow(QMainWindow):
 
     def open_mcp_servers(self) -> None:
         """Tools › MCP Servers…: the servers, their switches, mcp.json."""
-        from .mcp_dialog import McpServersDialog
-        from .tools_service import tools_service
+        from .dialogs.mcp import McpServersDialog
+        from .services.tools_service import tools_service
 
         McpServersDialog(tools_service(), self).exec()
 
@@ -381,7 +381,7 @@ class MainWindow(QMainWindow):
         self.models.open_dialog(ask_projector)
 
     def switch_model(self, path: str, facts: dict[str, Any] | None = None) -> None:
-        """Load the (checked) GGUF at `path` (ui.model_switch: stops running replies, asks first)."""
+        """Load the (checked) GGUF at `path` (ui.services.model_switch: stops running replies, asks first)."""
         self.models.switch_model(path, facts)
 
     def open_settings(self) -> None:

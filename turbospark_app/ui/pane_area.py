@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QSplitter, QTabWidget, QWidget
 
-from .conversation_pane import ConversationPane
+from .pane.conversation_pane import ConversationPane
 
 PaneFactory = Callable[[str], "ConversationPane | None"]
 

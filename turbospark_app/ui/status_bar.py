@@ -41,7 +41,7 @@ from ..service import (
     Started,
     Token,
 )
-from .bridge import EngineBridge
+from .services.bridge import EngineBridge
 from .elided_label import ElidedLabel
 from .formatting import (
     bytes_label,

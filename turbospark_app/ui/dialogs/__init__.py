@@ -1,0 +1,1 @@
+"""The window's dialogs: models (open, info, catalog, my models), MCP servers, first run, about."""

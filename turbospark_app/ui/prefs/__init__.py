@@ -1,0 +1,1 @@
+"""Settings: stored values (QSettings), their controls, and the Settings dialog."""

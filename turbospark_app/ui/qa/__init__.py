@@ -1,0 +1,1 @@
+"""The pacing and cancellation QA panel: its data, engine figures, evidence export, overrides."""

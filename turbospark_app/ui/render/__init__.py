@@ -1,0 +1,1 @@
+"""How a reply is drawn: Markdown, code colours, math, reasoning/tool parts, HTML export."""
