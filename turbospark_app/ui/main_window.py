@@ -24,15 +24,13 @@ from .dialogs.about import AboutDialog
 from .services.api_server import install_api_server
 from .services.bridge import EngineBridge
 from .catalog_menu import ModelsMenu
-from .conversation_menu import add_message_actions
-from .conversation_menu import watch as watch_menu
 from .pane.conversation_pane import ConversationPane
 from .documents_menu import install_documents
 from .prefs.endpoints import EndpointsDialog
 from .dialogs.gguf_info import FileDescriber
 from .dialogs.models import ModelInfoDialog
 from .services.model_switch import ModelFactory, ModelSwitcher
-from .navigation import cycle_pane, focus_input, next_pane_keys, previous_pane_keys
+from .navigation import focus_input
 from .pane_area import PaneArea
 from .qa.panel import QAPanel
 from .pane.remote_source import PaneEngine, RemoteHub
@@ -50,6 +48,7 @@ from .prefs.dialog import (
 from .sidebar import Sidebar, dot_icon
 from .pane.source_picker import SourcePicker
 from .status_bar import EngineStatusBar, model_label
+from .window_menus import build_menus
 
 DEFAULT_SIZE = (1280, 820)
 
@@ -144,59 +143,7 @@ class MainWindow(QMainWindow):
         return action
 
     def _build_menus(self) -> None:
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        self._action(file, "&New Conversation", self.new_conversation, QKeySequence.StandardKey.New, "actionNew")
-        self._action(file, "&Close Pane", self.close_current_pane, QKeySequence.StandardKey.Close, "actionClosePane")
-        file.addSeparator()
-        self.open_model_action = self._action(file, "&Open Model…", self.open_model, QKeySequence.StandardKey.Open,
-                                              "actionOpenModel")
-        self._action(file, "Open Model with &Projector…", lambda: self.open_model(True), None, "actionOpenWithProjector")
-        file.addSeparator()
-        self._action(file, "Export &QA Evidence…", lambda: self.qa_panel.export_dialog(), "Ctrl+Shift+E",
-                     "actionExportQA")
-        file.addSeparator()
-        quit_action = self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit, "actionQuit", "Ctrl+Q")
-        quit_action.setMenuRole(QAction.MenuRole.QuitRole)
-        conv = bar.addMenu("&Conversation")
-        self._action(conv, "&Stop Generating", self.stop_current, "Ctrl+.", "actionStop")
-        self._action(conv, "&Rename…", self.rename_current, "F2", "actionRename")
-        self._action(conv, "&Delete…", self.delete_current, "Ctrl+Shift+Backspace", "actionDelete")
-        conv.addSeparator()
-        add_message_actions(self, conv, self.area.current_pane)
-        conv.addSeparator()
-        settings_action = self._action(conv, "S&ettings…", self.open_settings, QKeySequence.StandardKey.Preferences,
-                                       "actionSettings", "Ctrl+,")
-        settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
-        self._action(conv, "E&ndpoints…", self.open_endpoints, None, "actionEndpoints")
-        watch_menu(conv, self.area.current_pane)
-        view = bar.addMenu("&View")
-        self._action(view, "Split &Right", self.split_right, "Ctrl+\\", "actionSplitRight")
-        self._action(view, "&Unsplit", self.area.unsplit, "Ctrl+Shift+\\", "actionUnsplit")
-        self._action(view, "&Move Pane to Next Group", self.area.move_current_to_next_group,
-                     "Ctrl+Alt+Right", "actionMovePane")
-        view.addSeparator()
-        next_pane = self._action(view, "&Next Pane", lambda: cycle_pane(self.area, 1), None, "actionNextPane")
-        next_pane.setShortcuts(next_pane_keys())
-        previous = self._action(view, "&Previous Pane", lambda: cycle_pane(self.area, -1), None, "actionPreviousPane")
-        previous.setShortcuts(previous_pane_keys())
-        self._action(view, "&Focus Input", lambda: focus_input(self.area), "Ctrl+L", "actionFocusInput")
-        view.addSeparator()
-        qa = self.qa_panel.toggleViewAction()
-        qa.setText("&QA Panel")
-        qa.setObjectName("actionQAPanel")
-        qa.setShortcut(QKeySequence("Ctrl+Shift+Q"))
-        view.addAction(qa)
-        self.toggle_sidebar_action = self._action(view, "Show &Sidebar", self._toggle_sidebar, "Ctrl+Shift+S",
-                                                  "actionSidebar")
-        self.toggle_sidebar_action.setCheckable(True)
-        self.toggle_sidebar_action.setChecked(True)
-        tools = bar.addMenu("&Tools")
-        self._action(tools, "&MCP Servers…", self.open_mcp_servers, None, "actionMcpServers")
-        help_menu = bar.addMenu("&Help")
-        self._action(help_menu, "&Model Info…", self.show_model_info, None, "actionModelInfo")
-        about = self._action(help_menu, "&About TurboSpark", self.show_about, None, "actionAbout")
-        about.setMenuRole(QAction.MenuRole.AboutRole)
+        build_menus(self)
 
     def open_mcp_servers(self) -> None:
         """Tools › MCP Servers…: the servers, their switches, mcp.json."""
