@@ -18,7 +18,10 @@ thread (see `turbospark_app.ui.bridge`).
 
 `system_info()` never waits behind a forward step: it merges the backend's document as last
 read between steps (`snapshot.py`) with live readings taken on the caller's thread: memory, CPU
-and, when the app hands its monitors in (`monitors=`), the thermal and memory levels.
+and, when the app hands its monitors in (`monitors=`) or the backend has its own (`monitors`),
+the thermal and memory levels. The engine thread itself reads no psutil figure (a backend with
+`engine_info` hands over only what needs the model's thread): a snapshot had cost a decode step
+up to milliseconds every half second.
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class EngineThread:
         self._max_active = max_active
         self._clock = clock
         self._monitors = monitors
+        self._backend_monitors: Monitors | None = None  # the loaded backend's own (`monitors`)
         self._cond = threading.Condition()
         self._pending: collections.deque[Job] = collections.deque()
         self._active: list[Job] = []
@@ -240,7 +244,7 @@ class EngineThread:
         with self._cond:
             active = len(self._active)
             queued = len(self._pending)
-        add_live_readings(info, self._monitors, self._process)
+        add_live_readings(info, self._monitors or self._backend_monitors, self._process)
         info["engine"] = {
             "state": self._state,
             "active_turns": active,
@@ -290,6 +294,7 @@ class EngineThread:
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
         self._facts = None
+        self._backend_monitors = None
         self._snapshot.clear()
         close = getattr(backend, "close", None)
         if callable(close):
@@ -331,6 +336,7 @@ class EngineThread:
         if hasattr(backend, "streams_running"):  # a prompt's chunks are cut for the streams it would stall
             backend.streams_running = lambda: stalls_running_streams(self._stepping, self._active)
         self._facts = (model_info, max_context, getattr(backend, "prompts", None))
+        self._backend_monitors = getattr(backend, "monitors", None)
         self._refresh_snapshot(force=True)
         self._state = "ready"
         self._emit(BackendReady(model_info, max_context, time.monotonic() - t0))
@@ -421,22 +427,38 @@ class EngineThread:
             self._round += 1
 
     def _step(self, job: Job) -> None:
+        """Advance `job` by one go: to its next decode step (parked for the round's batched pass,
+        or run at once when no other turn could join it), a prompt chunk or a wait."""
         assert job.stream is not None
         reply, job.reply = job.reply, None
-        self._stepping = job
-        try:
-            event = job.stream.send(reply)
-        except StopIteration as stop:
-            self._finish(job, stop.value)
-            return
-        except Exception as e:  # isolate the failure to this turn; the thread goes on
-            self._fail(job, e)
-            return
-        finally:
-            self._stepping = None
+        while True:
+            self._stepping = job
+            try:
+                event = job.stream.send(reply)
+            except StopIteration as stop:
+                self._finish(job, stop.value)
+                return
+            except Exception as e:  # isolate the failure to this turn; the thread goes on
+                self._fail(job, e)
+                return
+            finally:
+                self._stepping = None
+            reply = None
+            if not self._handle(job, event):
+                break
+        self._refresh_snapshot()
+
+    def _handle(self, job: Job, event: Any) -> bool:
+        """Act on one event of `job`'s step loop; True = step it again now. A token's events are
+        followed at once by the loop's next decode step when steps batch (what comes between
+        is the cancel poll and the pacing, no forward pass), and a decode step no other turn
+        could join runs at once: a lone stream costs one scheduler pass a token, not three."""
         rid, cid = job.request_id, job.conversation_id
         if isinstance(event, DecodeStep):
             with self._cond:
+                if self._alone_locked(job):
+                    self.batch.last_size = 1
+                    return True  # (None back: the loop runs its own step)
                 job.pending = event
         elif isinstance(event, PaceWait):
             with self._cond:
@@ -453,13 +475,20 @@ class EngineThread:
             self._emit(Token(rid, cid, event.index, event.id, event.delta,
                              getattr(event, "logprob", None), getattr(event, "top", ()),
                              time.monotonic(), special or ""))
+            return self._batching
         elif isinstance(event, PrefillProgress):
             job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total, event.reused, event.seconds))
         elif isinstance(event, TailProgress):
             job.text_parts.append(event.text)
             self._emit(Tail(rid, cid, event.text))
-        self._refresh_snapshot()
+        return False
+
+    def _alone_locked(self, job: Job) -> bool:
+        """No other turn could join `job`'s decode step this round (caller holds the lock):
+        none active or waiting to start, nothing else for the thread to do first."""
+        return (len(self._active) == 1 and self._active[0] is job and not self._pending
+                and not self._drops and self._next_factory is None and not self._shutdown)
 
     def _remove(self, job: Job) -> None:
         with self._cond:
