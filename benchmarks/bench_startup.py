@@ -26,15 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-LLAMA_CPP_PYTHON = """\
-import sys
-from llama_cpp import Llama
-model, n_ctx, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-llm = Llama(model_path=model, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads, verbose=False)
-out = llm.create_chat_completion(messages=[{"role": "user", "content": "Hi"}], max_tokens=1, temperature=0)
-print(out["choices"][0]["message"]["content"])
-"""
+from bench_peer import _LLAMA_ONE_TOKEN as LLAMA_CPP_PYTHON  # noqa: E402  (the same script)
 
 
 def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
