@@ -43,8 +43,6 @@ from ..engine.progress import (
     DecodeStep,
     PaceWait,
     PrefillProgress,
-    RawDecodeResult,
-    StopReason,
     TailProgress,
     TokenProgress,
 )
@@ -63,11 +61,11 @@ from .events import (
     Started,
     Tail,
     Token,
-    error_kind,
 )
 from .batching import BatchFigures, next_in_round, run_round, stalls_running_streams
-from .jobs import Job, add_live_readings, api_session, turn_stats
+from .jobs import Job, add_live_readings, api_session
 from .snapshot import InfoSnapshot
+from .turn_ends import TurnEnds
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +80,7 @@ Listener = Callable[[EngineEvent], None]
 # ---------------------------------------------------------------------------------------------
 
 
-class EngineThread:
+class EngineThread(TurnEnds):
     """Owns the backend on one thread; see the module docstring for the contract."""
 
     def __init__(
@@ -489,55 +487,6 @@ class EngineThread:
         none active or waiting to start, nothing else for the thread to do first."""
         return (len(self._active) == 1 and self._active[0] is job and not self._pending
                 and not self._drops and self._next_factory is None and not self._shutdown)
-
-    def _remove(self, job: Job) -> None:
-        with self._cond:
-            self._jobs.pop(job.request_id, None)
-            if job in self._active:
-                self._active.remove(job)
-            if job in self._pending:
-                self._pending.remove(job)
-
-    def _finish(self, job: Job, result: RawDecodeResult) -> None:
-        self._remove(job)
-        now = self._clock()
-        stats = turn_stats(job, result, now)
-        assert job.turn is not None
-        self._refresh_snapshot(force=True)
-        self._emit(Finished(job.request_id, job.conversation_id, result,
-                            tuple(job.turn.prompt_ids), tuple(job.generated_ids),
-                            "".join(job.text_parts), stats))
-
-    def _finish_unstarted(self, job: Job) -> None:
-        self._remove(job)
-        now = self._clock()
-        result = RawDecodeResult(prompt_tokens=0, new_tokens=0, prefill_seconds=0.0,
-                                 decode_seconds=0.0, reason=StopReason.CANCELLED, kv_position=0)
-        stats = turn_stats(job, result, now)
-        self._emit(Finished(job.request_id, job.conversation_id, result, (), (), "", stats))
-
-    def _fail(self, job: Job, exc: BaseException) -> None:
-        if not isinstance(exc, EngineError):
-            log.exception("turn %s failed", job.request_id, exc_info=exc)
-        self._close_stream(job)
-        self._remove(job)
-        self._refresh_snapshot(force=True)
-        self._emit(Failed(job.request_id, job.conversation_id, str(exc) or type(exc).__name__,
-                          error_kind(exc), type(exc).__name__))
-
-    def _fail_unavailable(self, job: Job) -> None:
-        self._remove(job)
-        message, error_type = self._load_error or ("the model is not loaded", "RuntimeError")
-        self._emit(Failed(job.request_id, job.conversation_id,
-                          f"the model could not be loaded: {message}",
-                          "backend_unavailable", error_type))
-
-    def _close_stream(self, job: Job) -> None:
-        if job.stream is not None:
-            try:
-                job.stream.close()  # runs the generator's finally: releases its KV slot
-            except Exception:
-                log.exception("closing turn %s failed", job.request_id)
 
     def _drop(self, conversation_ids: Sequence[str]) -> None:
         if self._backend is None:
