@@ -10,33 +10,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_llamacpp_producer import ctx, model  # noqa: F401 (fixtures: a tiny model, 4 sequences)
 from tiny_gguf import write_tiny_gguf
 
 from turbospark_app.chat.api import ChatMessage, TurnSettings
 from turbospark_app.chat.backend import load_backend
 from turbospark_app.engine import GenerationConfig
 from turbospark_app.model.llamacpp.context import LlamaCppContext
-from turbospark_app.model.llamacpp.model import LlamaCppModel
 from turbospark_app.model.llamacpp.producer import LlamaCppProducer, produce_batch
 from turbospark_app.service import EngineThread, Finished, Token, TurnRequest
 
 PROMPT = [3, 14, 15, 92, 65, 35, 89, 79]
-
-
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> LlamaCppModel:
-    path = tmp_path_factory.mktemp("lend") / "tiny.gguf"
-    write_tiny_gguf(path)
-    m = LlamaCppModel.open(path)
-    yield m
-    m.close()
-
-
-@pytest.fixture
-def ctx(model: LlamaCppModel) -> LlamaCppContext:
-    c = LlamaCppContext(model, n_ctx=256, n_seq_max=3, n_batch=64, threads=2)
-    yield c
-    c.close()
 
 
 def _prefilled(ctx: LlamaCppContext, seq: int) -> LlamaCppProducer:
@@ -113,12 +97,17 @@ class _Events:
             assert self.cond.wait_for(lambda: pred(self.events), timeout)
 
 
-def test_a_lone_stream_still_batches_with_a_newcomer_and_replies_as_alone(backend) -> None:
+def _engine(backend, rec: _Events) -> EngineThread:
     from fakes import Shared
 
-    alone_rec = _Events()
-    eng = EngineThread(lambda: Shared(backend), alone_rec, max_active=2)
+    eng = EngineThread(lambda: Shared(backend), rec, max_active=2)
     eng.start()
+    return eng
+
+
+def test_a_lone_stream_still_batches_with_a_newcomer_and_replies_as_alone(backend) -> None:
+    alone_rec = _Events()
+    eng = _engine(backend, alone_rec)
     try:
         rid = eng.submit(_turn("a", 24))
         alone_rec.wait(lambda evs: any(isinstance(e, Finished) and e.request_id == rid for e in evs))
@@ -137,16 +126,13 @@ def test_a_lone_stream_still_batches_with_a_newcomer_and_replies_as_alone(backen
 
 
 def test_the_engine_thread_reads_no_process_figure_and_readers_get_live_ones(backend, monkeypatch) -> None:
-    from fakes import Shared
-
     import turbospark_app.readings.system_info as si
 
     threads: list[int] = []
     real = si._sampler.sample
     monkeypatch.setattr(si._sampler, "sample", lambda: threads.append(threading.get_ident()) or real())
     rec = _Events()
-    eng = EngineThread(lambda: Shared(backend), rec, max_active=2)
-    eng.start()
+    eng = _engine(backend, rec)
     try:
         rid = eng.submit(_turn("c", 40))
         rec.wait(lambda evs: any(isinstance(e, Finished) and e.request_id == rid for e in evs))
