@@ -17,11 +17,9 @@ scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal th
 thread (see `turbospark_app.ui.bridge`).
 
 `system_info()` never waits behind a forward step: it merges the backend's document as last
-read between steps (`snapshot.py`) with live readings taken on the caller's thread: memory, CPU
-and, when the app hands its monitors in (`monitors=`) or the backend has its own (`monitors`),
-the thermal and memory levels. The engine thread itself reads no psutil figure (a backend with
-`engine_info` hands over only what needs the model's thread): a snapshot had cost a decode step
-up to milliseconds every half second.
+read between steps (`snapshot.py`, a backend's `engine_info`: no psutil on this thread) with
+live readings taken on the caller's thread: memory, CPU, and the thermal and memory levels of
+the app's monitors (`monitors=`) or else the backend's own (`monitors`).
 """
 
 from __future__ import annotations
