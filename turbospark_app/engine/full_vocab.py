@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 _F32 = np.float32
-SAMPLE_MIN = 1024  # the strided sample holds at least this many logits (and 8 k)
+SAMPLE_MIN = 4096  # the strided sample holds at least this many logits (and 8 k): fewer to partition after
 MIN_STRIDE = 4  # below this the sample saves nothing: one argpartition of the row
 BLOCK = 4096  # tokens a block of the draw
 BINS = 1024  # the nucleus histogram's bins below the highest logit
