@@ -60,6 +60,17 @@ def test_the_nucleus_is_the_sorted_prefix(n: int, seed: int, spread: float, top_
     assert len(got ^ want) <= 1, (len(got), len(want))
 
 
+@pytest.mark.parametrize("top_p", [0.5, 0.9, 0.999])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_peaked_rows_nucleus_is_found_among_the_tokens_near_the_top(top_p: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(128_256) * 3).astype(F32)
+    x[rng.choice(x.size, 50, replace=False)] += F32(30) + rng.uniform(0, 8, 50).astype(F32)
+    assert np.count_nonzero(x >= x.max() - F32(fv.NEAR)) < x.size // 4  # (the near path)
+    got = {int(i) for i in fv.nucleus(x, x.max(), top_p, fv.Scratch())}
+    assert len(got ^ reference_nucleus(x, top_p)) <= 1
+
+
 def test_the_nucleus_of_a_flat_row_and_of_minus_inf() -> None:
     x = np.zeros(10_000, F32)
     assert len(fv.nucleus(x, x.max(), 0.5, fv.Scratch())) == 5000

@@ -8,7 +8,8 @@ temporary per step (a 128k vocabulary: 0.5 MB of logits, re-read from cold cache
 - `nucleus`: the smallest highest-logit prefix whose mass reaches top-p, by a histogram of the
   mass over logit values: every token of the bins above the one where the mass crosses top-p is
   in, and only that bin is sorted (a flat distribution's nucleus is most of the vocabulary: the
-  sorts had grown to the whole row).
+  sorts had grown to the whole row); only the tokens within NEAR logits of the top are binned
+  when they hold the mass asked for (a language model's usually do).
 - `draw_all`: a draw over every token at a temperature, weights computed into one scratch
   buffer and found by block sums, then a cumulative sum of one block only.
 """
@@ -23,6 +24,7 @@ MIN_STRIDE = 4  # below this the sample saves nothing: one argpartition of the r
 BLOCK = 4096  # tokens a block of the draw
 BINS = 1024  # the nucleus histogram's bins below the highest logit
 SPAN = 48.0  # logits the bins cover below the highest (lower ones share the last bin)
+NEAR = 12.0  # logits below the highest a nucleus is first looked for among (exp(-12): 6e-6)
 
 
 class Scratch:
@@ -91,9 +93,21 @@ def nucleus(x: np.ndarray, top: np.floating, top_p: float, scratch: Scratch) -> 
     n = x.shape[0]
     w = exp_shifted(x, top, scratch.get(n, 0))
     need = top_p * float(w.sum(dtype=np.float64))
+    # A language model's mass sits within a few logits of the top: when the tokens there hold
+    # `need`, the prefix ends among them (they are a prefix of the order), so only they are binned.
+    spare = scratch.get(n, 1)
+    near = np.flatnonzero(x >= top - _F32(NEAR))
+    if near.shape[0] < n // 4 and float(w[near].sum(dtype=np.float64)) >= need:
+        return near[_cut(x[near], w[near], top, need, spare[: near.shape[0]])]
+    return _cut(x, w, top, need, spare)
+
+
+def _cut(x: np.ndarray, w: np.ndarray, top: np.floating, need: float, spare: np.ndarray) -> np.ndarray:
+    """Positions in `x` of its highest-first prefix whose weights `w` sum to `need` (`spare`: a
+    float32 row of x's length to work in)."""
     # Bin b holds logits in (top - (b+1) * width, top - b * width]; the last bin everything
     # lower (-inf too), so every token is in a bin whatever the spread.
-    dist = np.subtract(top, x, out=scratch.get(n, 1))
+    dist = np.subtract(top, x, out=spare)
     np.multiply(dist, _F32(BINS / SPAN), out=dist)
     np.minimum(dist, _F32(BINS - 1), out=dist)
     bins = dist.astype(np.intp)
