@@ -68,8 +68,8 @@ def prompt_text(tag: str) -> str:
     return f"List {tag}: " + ", ".join(str(i) for i in range(1, 12)) + ","
 
 
-def requests(n: int, tokens: int, tag: str, backend: Any) -> list[Any]:
-    config = GenerationConfig(max_new_tokens=tokens)
+def requests(n: int, tokens: int, tag: str, backend: Any, shaping: Any = None) -> list[Any]:
+    config = GenerationConfig(max_new_tokens=tokens, **({} if shaping is None else {"shaping": shaping}))
     settings = TurnSettings(generation=config)
     out: list[Any] = []
     for i in range(n):

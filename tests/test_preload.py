@@ -1,7 +1,8 @@
 """`turbospark chat` starts loading the model before the chat modules import (`chat.preload`):
-only a file the probe child already loaded, and `load_backend` takes that model instead of
-loading it again; anything else (a first-seen file, a file llama.cpp refused, another file or
-layer count) loads the normal way and says what it says there."""
+only a file the probe child loaded (a first-seen file's child runs on the preload's thread, or
+early for a bigger file: `probe.verdict_soon`), and `load_backend` takes that model instead of
+loading it again; anything else (a file llama.cpp refused, another file or layer count) loads
+the normal way and says what it says there."""
 
 from __future__ import annotations
 
@@ -38,10 +39,40 @@ def _opens(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     return seen
 
 
-def test_a_first_seen_file_is_not_preloaded(tiny: Path, monkeypatch) -> None:
+def test_a_first_seen_file_is_preloaded_once_its_child_said_it_runs(tiny: Path, monkeypatch) -> None:
     opens = _opens(monkeypatch)
+    asked: list[Path] = []
+    real_child = probe.probe_in_child
+    monkeypatch.setattr(probe, "probe_in_child", lambda p, *a: asked.append(p) or real_child(p, *a))
+    assert probe.known_verdict(tiny) is None
     preload = Preload(tiny, -1)
-    assert preload.take(tiny, -1) is None and opens == []  # the normal load asks the child first
+    model = preload.take(tiny, -1)  # the preload's thread asked the child, then loaded it
+    try:
+        assert model is not None and asked == [tiny] and [o["probed"] for o in opens] == [True]
+        assert probe.known_verdict(tiny).runs  # remembered: the next start skips the child
+    finally:
+        model.close()
+
+
+def test_an_early_verdict_is_the_one_the_load_waits_for(tiny: Path, monkeypatch) -> None:
+    asked: list[Path] = []
+    real_child = probe.probe_in_child
+    monkeypatch.setattr(probe, "probe_in_child", lambda p, *a: asked.append(p) or real_child(p, *a))
+    probe.verdict_soon(tiny)  # (what the command line does for a file too big to preload)
+    probe.verdict_soon(tiny)
+    backend = load_backend(tiny)
+    backend.close()
+    assert asked == [tiny]  # one child for the early look, the load and the second call
+    probe.forget(tiny)
+    assert probe.verdict(tiny).runs and asked == [tiny, tiny]  # forgotten: asked again
+
+
+def test_a_refused_first_seen_file_is_not_preloaded(tmp_path: Path, isolated_dirs, monkeypatch) -> None:
+    broken = tmp_path / "broken.gguf"
+    write_tiny_gguf(broken, skip_tensor="blk.1.ffn_down.weight")
+    opens = _opens(monkeypatch)
+    preload = Preload(broken, -1)
+    assert preload.take(broken, -1) is None and opens == []  # the child refused it: never loaded here
 
 
 def test_a_probed_file_loads_once_and_the_backend_takes_it(tiny: Path, monkeypatch) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from turbospark_app.engine.power import MemoryPressure
+from turbospark_app.readings.monitor import PROBE_MAX_AGE_S
 from turbospark_app.readings.memory import (
     MACOS_SOURCE,
     NO_SOURCE,
@@ -204,8 +205,11 @@ def test_monitor_with_fake_psi_as_engine_probe(tmp_path: Path) -> None:
     probe = monitor.probe  # what RateConfig.memory_probe receives
     assert probe() is MemoryPressure.NORMAL
     path.write_text(psi_text(50.0, 12.0))
+    assert monitor.read().label == "critical"  # what is shown is read now
+    # pacing reuses a level read less than PROBE_MAX_AGE_S ago (each stream polls every 8 tokens)
+    assert probe() is MemoryPressure.NORMAL
+    time.sleep(PROBE_MAX_AGE_S + 0.01)
     assert probe() is MemoryPressure.CRITICAL
-    assert monitor.read().label == "critical"
 
 
 def _per_call_us(fn, n: int = 5000) -> float:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from turbospark_app.engine.power import ThermalLevel
+from turbospark_app.readings.monitor import PROBE_MAX_AGE_S
 from turbospark_app.readings.thermal import (
     MACOS_SOURCE,
     NO_SOURCE,
@@ -339,8 +340,10 @@ def test_monitor_through_fake_sysfs_as_engine_probe(tmp_path: Path) -> None:
     probe = monitor.probe  # what RateConfig.thermal_probe receives
     assert probe() is ThermalLevel.NOMINAL
     set_temp(zone, 102.0)
+    assert monitor.read().label == "critical"  # what is shown is read now
+    assert probe() is ThermalLevel.NOMINAL  # pacing: a level read within PROBE_MAX_AGE_S
+    time.sleep(PROBE_MAX_AGE_S + 0.01)
     assert probe() is ThermalLevel.CRITICAL
-    assert monitor.read().label == "critical"
 
 
 # -- cost --------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ class LlamaChatBackend:
         batched round); each step's logits land in its own buffer, as `produce` would."""
         start = time.perf_counter()
         produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
-                       for s in steps])
+                       for s in steps], lend=True)  # each row lent: the step loops read `logits_now`
         self.chunk_budget.observe_step(time.perf_counter() - start)
 
     def _new_pool(self, slots: int, state_bytes: int) -> SessionPool[LlamaCppProducer]:
@@ -263,7 +263,11 @@ class LlamaChatBackend:
     def model_info(self) -> dict[str, Any]:
         return dict(self._model_info)
 
-    def system_info(self) -> dict[str, Any]:
+    def engine_info(self) -> dict[str, Any]:
+        """The part of `system_info` only the engine thread can read (the model's figures, the
+        sessions, the last turn), without the process's and the monitors' readings: the engine
+        thread's snapshot takes this, and a reader adds those live on its own thread
+        (`service.jobs.add_live_readings` with `monitors`), so no decode step pays for psutil."""
         with self._snapshot_lock:
             sessions = [dict(s) for s in self._sessions]
             last_turn = None if self._last_turn is None else dict(self._last_turn)
@@ -271,13 +275,15 @@ class LlamaChatBackend:
         model = {**self._model_info, "host_overhead": self.context.host.describe()}
         if saved is not None:
             model["state_cache"] = saved.describe()
-        return system_info(
-            model=model,
-            sessions=sessions,
-            last_turn=last_turn,
-            thermal=self.thermal,
-            memory=self.memory,
-        )
+        return {"model": model, "sessions": sessions, "last_turn": last_turn}
+
+    @property
+    def monitors(self) -> tuple[ThermalMonitor, MemoryMonitor]:
+        """The (thermal, memory) monitors pacing reads: thread-safe, read live by readers."""
+        return self.thermal, self.memory
+
+    def system_info(self) -> dict[str, Any]:
+        return system_info(**self.engine_info(), thermal=self.thermal, memory=self.memory)
 
     def close(self) -> None:
         """Free the context and the weights (a model switch; the backend is not used after)."""

@@ -58,6 +58,11 @@ class LogprobTap:
         self._inner.produce(token, position, logits_out)
         self._logits = logits_out
 
+    def produce_lent(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        lend = getattr(self._inner, "produce_lent", None)
+        (self._inner.produce if lend is None else lend)(token, position, logits_out)
+        self._logits = logits_out
+
     def produce_chunk(self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None) -> None:
         self._inner.produce_chunk(tokens, position, logits_out)
         if logits_out is not None:
@@ -86,7 +91,8 @@ class LogprobTap:
     def score(self, event: TokenProgress) -> ScoredTokenProgress:
         """`event` with the log-probabilities of the distribution it was drawn from."""
         assert self._logits is not None, "a token before any logits"
-        lp = log_softmax(self._logits)
+        now = getattr(self._inner, "logits_now", None)  # a step's row may be lent (context.lend)
+        lp = log_softmax(self._logits if now is None else now(self._logits))
         return ScoredTokenProgress(event.index, event.id, event.delta, float(lp[event.id]),
                                    top_logprobs(lp, self._top))
 

@@ -5,10 +5,11 @@ backend's modules (the engine, numpy, jinja2) take a tenth of a second more to
 import. llama.cpp's load runs without the GIL, so it goes on a thread of its own meanwhile, and
 `load_backend` takes the loaded model instead of loading it again.
 
-Only a file the probe child has already loaded (`probe.known_verdict`: same path, size,
-modification time and llama.cpp) is preloaded, and without our header check first: that child
-was the check, and the main thread still reads the header as usual. A file seen for the first
-time loads the normal way. Only files small enough that their load shows no progress (a bar
+Only a file the probe child has loaded (`probe.verdict`: same path, size, modification time
+and llama.cpp) is preloaded, and without our header check first: that child was the check, and
+the main thread still reads the header as usual. A file seen for the first time waits here for
+its child's verdict (`probe.verdict`, on this thread): the child and the imports run side by
+side (a bigger file's verdict is looked for early too: `probe.verdict_soon`). Only files small enough that their load shows no progress (a bar
 would have no reporter yet): the ones whose start-up is all overhead. This module imports
 nothing heavy itself: it runs before the rest has imported.
 """
@@ -38,11 +39,10 @@ class Preload:
 
         with fast_switching():  # its ctypes calls beside the main thread's imports
             try:
-                from ..model.llamacpp.probe import known_verdict
+                from ..model.llamacpp.probe import verdict
 
-                known = known_verdict(self.path)
-                if known is None or not known.runs:
-                    return  # the normal load asks the child, or says why not
+                if not verdict(self.path).runs:  # (a first open: the child `verdict_soon` started)
+                    return  # the normal load says why not
                 from ..model.llamacpp.model import LlamaCppModel
 
                 self._model = LlamaCppModel.open(self.path, gpu_layers=self.gpu_layers, quiet=True,

@@ -198,7 +198,12 @@ def _preload(args: argparse.Namespace) -> Any:
     except Exception:  # said by chat_command, which resolves it again
         return None
     layers = getattr(args, "gpu_layers", None)
-    return start_preload(path, -1 if layers is None else layers)
+    preload = start_preload(path, -1 if layers is None else layers)  # (its thread finds the verdict)
+    if preload is None and os.path.isfile(path):
+        from ..model.llamacpp.probe import verdict_soon
+
+        verdict_soon(path)  # a big file's first open: its check in a child beside the imports
+    return preload
 
 
 def main(argv: Sequence[str] | None = None) -> int:

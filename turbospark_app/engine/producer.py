@@ -1,6 +1,10 @@
 """The producer interface: whatever turns tokens into logits (reference: `producer::LogitProducer`).
 
-`logits_out` is a caller-owned float32 array of shape (vocab_size,), written in place.
+`logits_out` is a caller-owned float32 array of shape (vocab_size,), written in place. A
+producer may also offer `produce_lent`, which LENDS a decode step's logits to the buffer instead
+of copying them, and `logits_now(logits_out)`, the array holding them now: the step loop then
+reads that (`LlamaCppProducer`: llama.cpp's own row, copied into the buffer only if the
+context decodes something else first; `lent_logits`).
 Positions are absolute KV positions; a producer must reject a position that is not its cursor.
 """
 
@@ -79,3 +83,10 @@ class DraftVerifier(LogitProducer, Protocol):
     def trim(self, n: int) -> None:
         """Keep only the first `n` fed tokens (KV rows and token mirror); n <= the cursor."""
         ...
+
+
+def lent_logits(producer: object) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The producer's `logits_now` (the array holding a buffer's logits now), None when it
+    always writes its buffers (no `produce_lent`)."""
+    now = getattr(producer, "logits_now", None)
+    return now if callable(now) and callable(getattr(producer, "produce_lent", None)) else None

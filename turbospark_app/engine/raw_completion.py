@@ -34,7 +34,7 @@ from .errors import (
 from .kv_prefix import media_span_end
 from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
 from .power import MemoryPressure, ThermalLevel, stepped_cap
-from .producer import LogitProducer
+from .producer import LogitProducer, lent_logits
 from .progress import (
     DecodeStep,
     PaceWait,
@@ -168,7 +168,8 @@ def forward_step(producer: LogitProducer, token: int, position: int, logits: np.
     if getattr(producer, "batchable", False):
         if (yield DecodeStep(producer, token, position, logits)):
             return
-    call_producer(producer.produce, token, position, logits)
+    lend = getattr(producer, "produce_lent", None)  # the row lent, not copied (`producer.py`)
+    call_producer(producer.produce if lend is None else lend, token, position, logits)
 
 
 def decode(
@@ -210,9 +211,10 @@ def decode(
     watching = rate.thermal_probe is not None or rate.memory_probe is not None
     drafter = speculation.start(sink.history) if speculation is not None else None
     verifying: Verifying | None = None
+    held = lent_logits(producer)  # a step's row may be lent, not copied into `logits`
 
     while True:
-        token = sampler(logits, sink.history)
+        token = sampler(logits if held is None else held(logits), sink.history)
         events, reason = sink.commit(token)
         yield from events
         # Polled after the token's events went out, so a cancel raised while handling

@@ -18,6 +18,7 @@ import numpy as np
 from .config import Shaping
 from .constraint import Constraint, ConstraintSpec
 from .errors import SelectionError
+from .full_vocab import Scratch, draw_all, nucleus, top_ids
 
 Sampler = Callable[[np.ndarray, Sequence[int]], int]
 """`sampler(logits, history) -> token id`; built once per request by `make_sampler`."""
@@ -188,26 +189,38 @@ def _nucleus(x: np.ndarray, pool: np.ndarray, keep: np.ndarray, top_p: float) ->
         window *= 8
 
 
-def candidates(logits: np.ndarray, shaping: Shaping) -> tuple[np.ndarray, np.ndarray]:
+def candidates(logits: np.ndarray, shaping: Shaping, scratch: Scratch | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """The ids that survive top-k, top-p and min-p, and their probabilities at the temperature.
 
     `logits` must already be checked (`checked_logits`) and penalized. Ids are int64,
     probabilities float32 summing to 1; -inf logits never survive. Temperature 0 gives the
-    argmax alone.
+    argmax alone. No pass copies or sorts the whole vocabulary (`full_vocab`); `scratch`
+    (reused by a sampler across steps) holds the rows' weights.
     """
     x = logits
     n = x.shape[0]
     if shaping.temperature == 0:
         return np.array([int(np.argmax(x))], dtype=np.int64), np.ones(1, dtype=np.float32)
-    k = shaping.top_k if 0 < shaping.top_k < n else n
-    pool = np.arange(n) if k == n else np.argpartition(x, n - k)[n - k :]
-    keep = pool
-    if shaping.min_p > 0.0:
-        # p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p): no softmax needed.
-        floor = x[pool].max() + _F32(math.log(shaping.min_p))
-        keep = pool[x[pool] >= floor]
-    if shaping.top_p < 1.0:
-        keep = _nucleus(x, pool, keep, shaping.top_p)
+    if 0 < shaping.top_k < n:  # a small pool: the filters work on its ids
+        pool = top_ids(x, shaping.top_k)
+        keep = pool
+        if shaping.min_p > 0.0:
+            # p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p): no softmax needed.
+            floor = x[pool].max() + _F32(math.log(shaping.min_p))
+            keep = pool[x[pool] >= floor]
+        if shaping.top_p < 1.0:
+            keep = _nucleus(x, pool, keep, shaping.top_p)
+    else:  # the whole row: one histogram for top-p, one compare pass for min-p
+        top = x.max()
+        keep = None
+        if shaping.top_p < 1.0:
+            keep = nucleus(x, top, shaping.top_p, scratch or Scratch())
+        if shaping.min_p > 0.0:  # the min-p survivors are closed upward: the cuts commute
+            floor = top + _F32(math.log(shaping.min_p))
+            keep = np.flatnonzero(x >= floor) if keep is None else keep[x[keep] >= floor]
+        if keep is None:  # no filter at all (the sampler draws over the row without this)
+            keep = np.arange(n)
     keep = keep[np.isfinite(x[keep])]
     vals = x[keep]
     weights = np.exp((vals - vals.max()) * _inv_temperature(shaping.temperature))
@@ -242,14 +255,16 @@ def _build(shaping: Shaping, rng: np.random.Generator) -> Sampler:
     if greedy and not shaping.logit_bias and not penalties_active(shaping):
         return lambda logits, history: _argmax_checked(logits)  # nothing changes a logit
 
+    scratch = Scratch()
+
     def sample(logits: np.ndarray, history: Sequence[int]) -> int:
         x = apply_penalties(bias(checked_logits(logits)), shaping, history)
         if greedy:
             return int(np.argmax(x))
         if not _filters_active(shaping, x.shape[0]):
             # Whole vocabulary: skip the id gather (-inf weighs exactly 0 and is never drawn).
-            return _draw(np.exp((x - x.max()) * _inv_temperature(shaping.temperature)), rng)
-        ids, probs = candidates(x, shaping)
+            return draw_all(x, x.max(), _inv_temperature(shaping.temperature), rng, scratch)
+        ids, probs = candidates(x, shaping, scratch)
         return int(ids[_draw(probs, rng)])
 
     return sample

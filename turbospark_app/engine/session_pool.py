@@ -117,6 +117,16 @@ class SessionProducer:
     def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
         self._inner.produce_prefill(token, position, logits_out)
 
+    def produce_lent(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """The slot producer's `produce_lent` (its row lent to the buffer), else `produce`."""
+        lend = getattr(self._inner, "produce_lent", None)
+        (self._inner.produce if lend is None else lend)(token, position, logits_out)
+
+    def logits_now(self, logits_out: np.ndarray) -> np.ndarray:
+        """The array holding `logits_out`'s logits now (the slot producer's lent row, if any)."""
+        now = getattr(self._inner, "logits_now", None)
+        return logits_out if now is None else now(logits_out)
+
     def produce_chunk(
         self, tokens: Sequence[int], position: int, logits_out: np.ndarray | None
     ) -> None:

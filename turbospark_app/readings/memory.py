@@ -31,7 +31,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import psutil
 
 from turbospark_app.engine.power import MemoryPressure
 
@@ -162,6 +161,14 @@ def available_level(available_bytes: int, total_bytes: int) -> MemoryPressure:
     return MemoryPressure.NORMAL
 
 
+def _psutil_virtual_memory() -> Any:
+    """psutil's virtual_memory(), psutil imported on first use (not at start-up: PSI and the
+    macOS sysctl need none of it)."""
+    import psutil
+
+    return psutil.virtual_memory()
+
+
 class PsutilMemorySource:
     """Available memory as a share of total, from `virtual_memory` (psutil's by default).
 
@@ -171,9 +178,9 @@ class PsutilMemorySource:
     name = PSUTIL_SOURCE
 
     def __init__(
-        self, virtual_memory: Callable[[], Any] = psutil.virtual_memory, note: str = ""
+        self, virtual_memory: Callable[[], Any] | None = None, note: str = ""
     ) -> None:
-        self._virtual_memory = virtual_memory
+        self._virtual_memory = virtual_memory or _psutil_virtual_memory
         self._note = note
 
     def read(self) -> tuple[MemoryPressure | None, str]:
@@ -196,7 +203,7 @@ def discover_memory_source(
     *,
     platform: str | None = None,
     psi_path: Path = PSI_MEMORY_PATH,
-    virtual_memory: Callable[[], Any] = psutil.virtual_memory,
+    virtual_memory: Callable[[], Any] | None = None,
     sysctl: Callable[[str], Callable[[], int]] = SysctlInt,
 ) -> MacMemorySource | PsiMemorySource | PsutilMemorySource | UnavailableMemorySource:
     """The first working memory-pressure source for `platform` (default: this one).

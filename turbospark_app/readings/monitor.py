@@ -10,6 +10,7 @@ that a torn read could corrupt (see each source).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Generic, Mapping, Protocol, Self, TypeVar
 
 from turbospark_app.engine.power import MemoryPressure, ThermalLevel
@@ -21,6 +22,7 @@ L = TypeVar("L", ThermalLevel, MemoryPressure)
 R = TypeVar("R", ThermalReading, MemoryReading)
 
 RUNTIME_ORIGIN = "set at run time"
+PROBE_MAX_AGE_S = 0.25  # probe() reuses a real level this recent (levels move over seconds)
 
 
 class LevelSource(Protocol[L]):
@@ -59,6 +61,7 @@ class LevelMonitor(Generic[L, R]):
         self._source = self._discover() if source is None else source
         self._set_lock = threading.Lock()
         self._override: tuple[L, str] | None = None
+        self._last_probe: tuple[float, L] | None = None  # (monotonic time, level) of probe()
         if simulated is not None:
             self.set_simulated(simulated, origin=simulated_origin)
 
@@ -125,8 +128,16 @@ class LevelMonitor(Generic[L, R]):
         override = self._override
         if override is not None:
             return override[0]
+        # A real level read less than PROBE_MAX_AGE_S ago is the level now: each stream polls
+        # every few tokens, on the engine thread, between decode steps (a file read each time).
+        now = time.monotonic()
+        last = self._last_probe
+        if last is not None and now - last[0] < PROBE_MAX_AGE_S:
+            return last[1]
         level, _ = self._read_source()
-        return self._pacing_default if level is None else level
+        level = self._pacing_default if level is None else level
+        self._last_probe = (now, level)
+        return level
 
     def __call__(self) -> L:
         """Same as `probe()`, so the monitor itself can be passed as a probe."""

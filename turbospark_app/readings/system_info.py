@@ -25,13 +25,15 @@ import math
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
 
 from .memory import MemoryMonitor
 from .reading import MemoryReading, ThermalReading
 from .thermal import ThermalMonitor
+
+if TYPE_CHECKING:  # psutil is imported by the first snapshot, not at start-up
+    import psutil
 
 SCHEMA_VERSION = 1
 
@@ -60,6 +62,8 @@ class _ProcessSampler:
         self._process: psutil.Process | None = None
 
     def sample(self) -> dict[str, Any]:
+        import psutil
+
         with self._lock:
             pid = os.getpid()
             if self._process is None or self._process.pid != pid:
@@ -87,6 +91,8 @@ def _reading_dict(reading: ThermalReading | MemoryReading) -> dict[str, Any]:
 
 
 def _system() -> dict[str, Any]:
+    import psutil
+
     vm = psutil.virtual_memory()
     return {
         "available_memory_bytes": int(vm.available),

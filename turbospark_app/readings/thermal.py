@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-import psutil
 
 from turbospark_app.engine.power import ThermalLevel
 
@@ -88,13 +87,13 @@ def discover_thermal_source(
     *,
     platform: str | None = None,
     sysfs_root: Path = SYSFS_THERMAL_ROOT,
-    sensors: SensorsFn | None = getattr(psutil, "sensors_temperatures", None),
+    sensors: SensorsFn | None | str = "psutil",
     objc_state: Callable[[], Callable[[], int]] = ObjCThermalState,
 ) -> MacThermalSource | SysfsThermalSource | PsutilThermalSource | UnavailableThermalSource:
     """The first working thermal source for `platform` (default: this one); see module doc.
 
-    `sensors` defaults to psutil's own (None where psutil has none); `objc_state` builds the
-    macOS call (tests pass fakes for both).
+    `sensors` defaults to psutil's own ("psutil": imported only when no other source is found;
+    None where psutil has none); `objc_state` builds the macOS call (tests pass fakes for both).
     """
     platform = sys.platform if platform is None else platform
     if platform == "darwin":
@@ -110,7 +109,11 @@ def discover_thermal_source(
         if sysfs is not None:
             return sysfs
         tried.append(why_not)
-    psutil_source, why_not = PsutilThermalSource.discover(sensors)
+    if sensors == "psutil":
+        import psutil
+
+        sensors = getattr(psutil, "sensors_temperatures", None)
+    psutil_source, why_not = PsutilThermalSource.discover(sensors)  # type: ignore[arg-type]
     if psutil_source is not None:
         return psutil_source
     tried.append(why_not)

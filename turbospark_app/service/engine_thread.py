@@ -17,8 +17,9 @@ scheduler lock (a callback may call `submit`/`cancel`). GUI code must marshal th
 thread (see `turbospark_app.ui.services.bridge`).
 
 `system_info()` never waits behind a forward step: it merges the backend's document as last
-read between steps (`snapshot.py`) with live readings taken on the caller's thread: memory, CPU
-and, when the app hands its monitors in (`monitors=`), the thermal and memory levels.
+read between steps (`snapshot.py`, a backend's `engine_info`: no psutil on this thread) with
+live readings taken on the caller's thread: memory, CPU, and the thermal and memory levels of
+the app's monitors (`monitors=`) or else the backend's own (`monitors`).
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from ..engine.progress import (
     DecodeStep,
     PaceWait,
     PrefillProgress,
-    RawDecodeResult,
-    StopReason,
     TailProgress,
     TokenProgress,
 )
@@ -60,11 +59,11 @@ from .events import (
     Started,
     Tail,
     Token,
-    error_kind,
 )
 from .batching import BatchFigures, next_in_round, run_round, stalls_running_streams
-from .jobs import Job, add_live_readings, api_session, turn_stats
+from .jobs import Job, add_live_readings, api_session
 from .snapshot import InfoSnapshot
+from .turn_ends import TurnEnds
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ Listener = Callable[[EngineEvent], None]
 # ---------------------------------------------------------------------------------------------
 
 
-class EngineThread:
+class EngineThread(TurnEnds):
     """Owns the backend on one thread; see the module docstring for the contract."""
 
     def __init__(
@@ -104,6 +103,7 @@ class EngineThread:
         self._max_active = max_active
         self._clock = clock
         self._monitors = monitors
+        self._backend_monitors: Monitors | None = None  # the loaded backend's own (`monitors`)
         self._cond = threading.Condition()
         self._pending: collections.deque[Job] = collections.deque()
         self._active: list[Job] = []
@@ -245,7 +245,7 @@ class EngineThread:
         with self._cond:
             active = len(self._active)
             queued = len(self._pending)
-        add_live_readings(info, self._monitors, self._process)
+        add_live_readings(info, self._monitors or self._backend_monitors, self._process)
         info["engine"] = {
             "state": self._state,
             "active_turns": active,
@@ -295,6 +295,7 @@ class EngineThread:
     def _close_backend(self) -> None:
         backend, self._backend = self._backend, None
         self._facts = None
+        self._backend_monitors = None
         self._snapshot.clear()
         close = getattr(backend, "close", None)
         if callable(close):
@@ -336,6 +337,7 @@ class EngineThread:
         if hasattr(backend, "streams_running"):  # a prompt's chunks are cut for the streams it would stall
             backend.streams_running = lambda: stalls_running_streams(self._stepping, self._active)
         self._facts = (model_info, max_context, getattr(backend, "prompts", None))
+        self._backend_monitors = getattr(backend, "monitors", None)
         self._refresh_snapshot(force=True)
         self._state = "ready"
         self._emit(BackendReady(model_info, max_context, time.monotonic() - t0))
@@ -426,22 +428,38 @@ class EngineThread:
             self._round += 1
 
     def _step(self, job: Job) -> None:
+        """Advance `job` by one go: to its next decode step (parked for the round's batched pass,
+        or run at once when no other turn could join it), a prompt chunk or a wait."""
         assert job.stream is not None
         reply, job.reply = job.reply, None
-        self._stepping = job
-        try:
-            event = job.stream.send(reply)
-        except StopIteration as stop:
-            self._finish(job, stop.value)
-            return
-        except Exception as e:  # isolate the failure to this turn; the thread goes on
-            self._fail(job, e)
-            return
-        finally:
-            self._stepping = None
+        while True:
+            self._stepping = job
+            try:
+                event = job.stream.send(reply)
+            except StopIteration as stop:
+                self._finish(job, stop.value)
+                return
+            except Exception as e:  # isolate the failure to this turn; the thread goes on
+                self._fail(job, e)
+                return
+            finally:
+                self._stepping = None
+            reply = None
+            if not self._handle(job, event):
+                break
+        self._refresh_snapshot()
+
+    def _handle(self, job: Job, event: Any) -> bool:
+        """Act on one event of `job`'s step loop; True = step it again now. A token's events are
+        followed at once by the loop's next decode step when steps batch (what comes between
+        is the cancel poll and the pacing, no forward pass), and a decode step no other turn
+        could join runs at once: a lone stream costs one scheduler pass a token, not three."""
         rid, cid = job.request_id, job.conversation_id
         if isinstance(event, DecodeStep):
             with self._cond:
+                if self._alone_locked(job):
+                    self.batch.last_size = 1
+                    return True  # (None back: the loop runs its own step)
                 job.pending = event
         elif isinstance(event, PaceWait):
             with self._cond:
@@ -458,62 +476,20 @@ class EngineThread:
             self._emit(Token(rid, cid, event.index, event.id, event.delta,
                              getattr(event, "logprob", None), getattr(event, "top", ()),
                              time.monotonic(), special or ""))
+            return self._batching
         elif isinstance(event, PrefillProgress):
             job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total, event.reused, event.seconds))
         elif isinstance(event, TailProgress):
             job.text_parts.append(event.text)
             self._emit(Tail(rid, cid, event.text))
-        self._refresh_snapshot()
+        return False
 
-    def _remove(self, job: Job) -> None:
-        with self._cond:
-            self._jobs.pop(job.request_id, None)
-            if job in self._active:
-                self._active.remove(job)
-            if job in self._pending:
-                self._pending.remove(job)
-
-    def _finish(self, job: Job, result: RawDecodeResult) -> None:
-        self._remove(job)
-        now = self._clock()
-        stats = turn_stats(job, result, now)
-        assert job.turn is not None
-        self._refresh_snapshot(force=True)
-        self._emit(Finished(job.request_id, job.conversation_id, result,
-                            tuple(job.turn.prompt_ids), tuple(job.generated_ids),
-                            "".join(job.text_parts), stats))
-
-    def _finish_unstarted(self, job: Job) -> None:
-        self._remove(job)
-        now = self._clock()
-        result = RawDecodeResult(prompt_tokens=0, new_tokens=0, prefill_seconds=0.0,
-                                 decode_seconds=0.0, reason=StopReason.CANCELLED, kv_position=0)
-        stats = turn_stats(job, result, now)
-        self._emit(Finished(job.request_id, job.conversation_id, result, (), (), "", stats))
-
-    def _fail(self, job: Job, exc: BaseException) -> None:
-        if not isinstance(exc, EngineError):
-            log.exception("turn %s failed", job.request_id, exc_info=exc)
-        self._close_stream(job)
-        self._remove(job)
-        self._refresh_snapshot(force=True)
-        self._emit(Failed(job.request_id, job.conversation_id, str(exc) or type(exc).__name__,
-                          error_kind(exc), type(exc).__name__))
-
-    def _fail_unavailable(self, job: Job) -> None:
-        self._remove(job)
-        message, error_type = self._load_error or ("the model is not loaded", "RuntimeError")
-        self._emit(Failed(job.request_id, job.conversation_id,
-                          f"the model could not be loaded: {message}",
-                          "backend_unavailable", error_type))
-
-    def _close_stream(self, job: Job) -> None:
-        if job.stream is not None:
-            try:
-                job.stream.close()  # runs the generator's finally: releases its KV slot
-            except Exception:
-                log.exception("closing turn %s failed", job.request_id)
+    def _alone_locked(self, job: Job) -> bool:
+        """No other turn could join `job`'s decode step this round (caller holds the lock):
+        none active or waiting to start, nothing else for the thread to do first."""
+        return (len(self._active) == 1 and self._active[0] is job and not self._pending
+                and not self._drops and self._next_factory is None and not self._shutdown)
 
     def _drop(self, conversation_ids: Sequence[str]) -> None:
         if self._backend is None:

@@ -28,12 +28,16 @@ class InfoSnapshot:
         self._at = float("-inf")
 
     def refresh(self, backend: Any, force: bool = False) -> None:
-        """Re-read `backend.system_info()` (engine thread only: the backend is its own)."""
+        """Re-read `backend.engine_info()` or else `backend.system_info()` (engine thread only:
+        the backend is its own)."""
         now = self._clock()
         if backend is None or (not force and now - self._at < SNAPSHOT_REFRESH_SECONDS):
             return
+        # A backend that splits its document (`engine_info`) hands over only what needs the
+        # engine thread: the process's and the monitors' readings are the reader's to take.
+        read = getattr(backend, "engine_info", None) or backend.system_info
         try:
-            info = dict(backend.system_info())
+            info = dict(read())
         except Exception as e:
             log.exception("backend system_info failed")
             info = {"error": f"system_info failed: {e}"}

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping
 
 from .common import ChoiceSpec
@@ -35,6 +36,12 @@ def performance_cores() -> int:
             cores = int(out.stdout.strip() or 0)
         except (OSError, ValueError, subprocess.SubprocessError):
             cores = 0
+    try:
+        cpus = sorted(os.sched_getaffinity(0))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        cpus = list(range(os.cpu_count() or 1))
+    if cores <= 0 and sys.platform.startswith("linux"):
+        cores = _linux_cores(cpus)
     if cores <= 0:
         try:
             import psutil
@@ -42,11 +49,22 @@ def performance_cores() -> int:
             cores = int(psutil.cpu_count(logical=False) or 0)
         except Exception:
             cores = 0
-    try:
-        allowed = len(os.sched_getaffinity(0))  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
-        allowed = os.cpu_count() or 1
+    allowed = len(cpus)
     return max(1, min(cores or allowed, allowed))
+
+
+def _linux_cores(cpus: list[int]) -> int:
+    """Physical cores among `cpus`, from sysfs's topology (0 when it cannot say): what psutil
+    reads, without importing psutil at start-up."""
+    cores = set()
+    for cpu in cpus:
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            cores.add(((topology / "physical_package_id").read_text().strip(),
+                       (topology / "core_id").read_text().strip()))
+        except OSError:
+            return 0
+    return len(cores)
 
 
 def _modes() -> tuple[str, ...]:

@@ -9,6 +9,12 @@ The KV cache's element types (f16, q8_0, q4_0: `choice.kv_cache`) are checked ag
 model's head sizes before llama.cpp is asked, and a quantized V turns flash attention on (llama.cpp
 keeps one only with it); f16 leaves flash attention to llama.cpp (`auto`).
 
+A decode step's logits are LENT, not copied (`lend`): the caller's buffer is named the row's
+owner and `current(buffer)` gives the row itself (128k floats a step not copied, then read from
+a cold copy) until the next `decode`, which first copies every row still lent into its buffer
+(the row's memory is llama.cpp's output buffer: the next decode rewrites or reallocates it),
+unless that decode refills the buffer itself (`refills`: the same turn's next step).
+
 Stop inside a decode: on the CPU llama.cpp polls an abort callback after every graph node, so
 a prefill chunk stops within one node. The callback is a Python function (it takes the GIL per
 node), so it is installed only around a cancellable chunk, never for a decode step. On a GPU
@@ -113,6 +119,7 @@ class LlamaCppContext:
         self._lock = threading.Lock()
         self.host = HostGauge()  # the wall time between decode steps' llama_decode calls
         self._views: dict[int, np.ndarray] = {}  # logits row address -> its array (logits())
+        self._lent: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(buffer) -> (buffer, row)
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -125,9 +132,14 @@ class LlamaCppContext:
         except Exception:  # a failing predicate stops the chunk rather than being ignored
             return True
 
-    def decode(self, batch: Batch, cancel: Cancel | None = None) -> bool:
+    def decode(self, batch: Batch, cancel: Cancel | None = None,
+               refills: tuple[np.ndarray, ...] = ()) -> bool:
         """Run `batch`. True = done; False = `cancel` stopped it inside (CPU only: what llama.cpp
-        kept of it is for the caller to trim). Raises KVCacheFull / DecodeError."""
+        kept of it is for the caller to trim). Raises KVCacheFull / DecodeError. Rows lent
+        before are first copied into their buffers, except those of `refills` (buffers this
+        decode's rows are for: their old logits are read no more)."""
+        if self._lent:
+            self._settle(refills)
         C = self._C
         polled = cancel is not None and self.abort_works
         if polled:
@@ -182,6 +194,24 @@ class LlamaCppContext:
             view = self._views[addr] = np.frombuffer(
                 (ctypes.c_float * self.n_vocab).from_address(addr), np.float32)
         return view
+
+    def lend(self, i: int, out: np.ndarray) -> None:
+        """Make output row `i` of the last decode `out`'s logits without copying it: read them
+        through `current(out)`; the next decode copies the row into `out` unless it refills
+        `out`. The owner must not write `out` while it is lent."""
+        self._lent[id(out)] = (out, self.logits(i))
+
+    def current(self, out: np.ndarray) -> np.ndarray:
+        """The array holding `out`'s logits now: the lent row itself, else `out`."""
+        lent = self._lent.get(id(out))
+        return out if lent is None else lent[1]
+
+    def _settle(self, refills: tuple[np.ndarray, ...] = ()) -> None:
+        skip = {id(b) for b in refills}
+        lent, self._lent = self._lent, {}
+        for key, (out, row) in lent.items():
+            if key not in skip:
+                np.copyto(out, row)
 
     # -- memory ---------------------------------------------------------------------------------
 
@@ -251,6 +281,8 @@ class LlamaCppContext:
     def close(self) -> None:
         """Free the context (its KV memory); the model stays."""
         with self._lock:
+            if self._lent and self._handle is not None:
+                self._settle()  # (the rows die with the context: their buffers keep them)
             handle, self._handle = self._handle, None
             self._mem = None
             self._views = {}

@@ -126,13 +126,26 @@ class LlamaCppProducer:
 
     def produce(self, token: int, position: int, logits_out: np.ndarray) -> None:
         """Feed `token` at `position`; the next-token logits into `logits_out`."""
+        self._step(token, position, logits_out)
+        np.copyto(logits_out, self.context.logits(0))
+
+    def produce_lent(self, token: int, position: int, logits_out: np.ndarray) -> None:
+        """`produce` without the copy: the row is LENT to `logits_out` (`LlamaCppContext.lend`);
+        read it through `logits_now(logits_out)`. The step loop's way (`forward_step`)."""
+        self._step(token, position, logits_out)
+        self.context.lend(0, logits_out)
+
+    def _step(self, token: int, position: int, logits_out: np.ndarray) -> None:
         ids = self._check((token,), position)
         self._check_out(logits_out)
-        batch = self.context.batch
-        batch.fill_span(ids, position + self._shift, self.seq, "last")
-        self._decode_or_roll_back(position)
-        np.copyto(logits_out, self.context.logits(0))
+        self.context.batch.fill_span(ids, position + self._shift, self.seq, "last")
+        self._decode_or_roll_back(position, logits_out)
         self._mirror.append(ids[0])
+
+    def logits_now(self, logits_out: np.ndarray) -> np.ndarray:
+        """The array holding `logits_out`'s logits now: the lent row of a decode step, else
+        `logits_out` itself (`LlamaCppContext.lend`)."""
+        return self.context.current(logits_out)
 
     def produce_prefill(self, token: int, position: int, logits_out: np.ndarray) -> None:
         """Feed a prompt token whose logits nobody reads (`logits_out` is left untouched)."""
@@ -374,9 +387,9 @@ class LlamaCppProducer:
             return n - 1 + self._shift_at(n)  # (not a whole known image: no better answer)
         return start + self._shift_at(start) + seg.last_offset
 
-    def _decode_or_roll_back(self, position: int) -> None:
+    def _decode_or_roll_back(self, position: int, refills: np.ndarray | None = None) -> None:
         try:
-            self.context.decode(self.context.batch)
+            self.context.decode(self.context.batch, refills=() if refills is None else (refills,))
         except Exception:
             self._roll_back(position)
             raise
@@ -403,9 +416,11 @@ class LlamaCppProducer:
             self._piece_rate = rate if self._piece_rate <= 0 else 0.5 * (self._piece_rate + rate)
 
 
-def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]) -> None:
+def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]], *,
+                  lend: bool = False) -> None:
     """One decode step for each (producer, token, position, logits_out): the sequences of one
-    context go as ONE `llama_decode`, one row each at its own position."""
+    context go as ONE `llama_decode`, one row each at its own position. `lend`: each row is lent
+    to its buffer (`produce_lent`), not copied into it."""
     groups: dict[int, list[tuple[LlamaCppProducer, int, int, np.ndarray]]] = {}
     seen = [(id(p.context), p.seq) for p, _, _, _ in steps]
     if len(set(seen)) != len(seen):
@@ -421,11 +436,14 @@ def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]
             ctx.batch.fill_rows([t for _, t, _, _ in part], [pos + p._shift for p, _, pos, _ in part],
                                 [p.seq for p, _, _, _ in part])
             try:
-                ctx.decode(ctx.batch)
+                ctx.decode(ctx.batch, refills=tuple(out for _, _, _, out in part))
             except Exception:
                 for producer, _, position, _ in part:
                     producer._roll_back(position)
                 raise
             for i, (producer, token, _, out) in enumerate(part):
-                np.copyto(out, ctx.logits(i))
+                if lend:
+                    ctx.lend(i, out)
+                else:
+                    np.copyto(out, ctx.logits(i))
                 producer._mirror.append(token)
