@@ -67,7 +67,7 @@ class LlamaCppEmbedder:
     """An embedding GGUF and its context. `embed(texts)` is thread-safe (one decode at a time)."""
 
     def __init__(self, path: str | Path, *, threads: int = 2, n_ubatch: int = DEFAULT_UBATCH,
-                 n_seq_max: int = DEFAULT_SEQS) -> None:
+                 n_seq_max: int = DEFAULT_SEQS, flash_attn: int = -1) -> None:
         self.model = LlamaCppModel.open(path, gpu_layers=0)
         C = library.backend()
         facts = self.model.facts
@@ -79,6 +79,7 @@ class LlamaCppEmbedder:
         params.n_threads = params.n_threads_batch = int(threads)
         params.embeddings = True
         params.pooling_type = -1  # LLAMA_POOLING_TYPE_UNSPECIFIED: the GGUF's
+        params.flash_attn_type = int(flash_attn)  # -1 auto, 0 off, 1 on
         params.kv_unified = True
         params.no_perf = True
         with capturing() as lines:
