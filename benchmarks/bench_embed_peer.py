@@ -3,7 +3,11 @@ against llama.cpp's own llama-server `/v1/embeddings` on the same GGUF, same thr
 ~256-token chunks of the documents corpus in the same batches, rounds alternating, medians.
 
     .venv/bin/python benchmarks/bench_embed_peer.py [--llama-server build/peer/bin/llama-server]
-        [--rounds 5] [--threads 2] [--batch 32] [--ubatch N] [--seqs N] [--peer-ubatch 512]
+        [--rounds 5] [--threads 2] [--batch 32] [--ubatch N] [--seqs N] [--peer-ubatch 2048]
+        [--peer-parallel 16]
+
+llama-server's defaults here are its fastest measured setting: -ub 512 -np 1 ran at 0.45x ours
+(one input per slot, one ~143-token sequence per decode); -ub 2048 -np 16 packs like ours.
 
 Prints per side the median wall tokens/s, tokens per CPU-second (ours: this process's CPU time
 while embedding; llama-server's: its process's CPU time over the requests) and the ratio, beside
@@ -71,8 +75,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=32, help="chunks per embed call / request (the indexer's)")
     ap.add_argument("--ubatch", type=int, default=None, help="ours (default: the embedder's)")
     ap.add_argument("--seqs", type=int, default=None, help="ours: sequences per ubatch (default: the embedder's)")
-    ap.add_argument("--peer-ubatch", type=int, default=512, help="llama-server's -ub and -b (its default 512)")
-    ap.add_argument("--peer-parallel", type=int, default=8, help="llama-server's -np (slots: one input each)")
+    ap.add_argument("--peer-ubatch", type=int, default=2048, help="llama-server's -ub and -b (its default: 512)")
+    ap.add_argument("--peer-parallel", type=int, default=16, help="llama-server's -np (slots: one input each)")
     ap.add_argument("--markdown", type=int, default=24)
     ap.add_argument("--pdf", type=int, default=12)
     args = ap.parse_args()
