@@ -128,6 +128,15 @@ def test_many_long_texts_are_packed_under_n_ubatch(embedder_path: Path) -> None:
         assert small.max_tokens == 512
 
 
+def test_flash_attention_on_and_off_give_the_same_vectors(embedder, embedder_path: Path) -> None:
+    # a packed ubatch holds several sequences: their attention mask must keep them apart either way
+    texts = SENTENCES * 3
+    with LlamaCppEmbedder(embedder_path, threads=2, flash_attn=0) as off:
+        v_off = off.embed(texts)
+    v_auto = embedder.embed(texts)
+    assert (v_off * v_auto).sum(1).min() > 0.9999
+
+
 def test_empty_and_odd_texts_embed(embedder) -> None:
     v = embedder.embed(["", " ", "\x00\x01", "🎉" * 400])
     assert np.isfinite(v).all() and v.shape == (4, 384)

@@ -6,6 +6,11 @@ trained context (BERT's position lookup) and, for an encoder, on a batch of more
 `n_ubatch`. So every text is capped at `max_tokens = min(n_ctx_train, n_ubatch)` tokens and the
 sequences are packed into batches of at most `n_ubatch` tokens and `n_seq_max` sequences here,
 before anything reaches llama.cpp.
+
+Throughput (benchmarks/bench_embed_peer.py, ~143-token chunks, 2 threads): n_ubatch 2048 with
+up to 32 sequences was the fastest measured (1024: 0.75x, 4096/64: 0.93x, 2048/8: 0.78x), and
+flash attention (llama.cpp's "auto" = on for the CPU) is worth 2x there: it skips the masked
+cross-sequence pairs of a packed ubatch that plain attention computes.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class LlamaCppEmbedder:
     """An embedding GGUF and its context. `embed(texts)` is thread-safe (one decode at a time)."""
 
     def __init__(self, path: str | Path, *, threads: int = 2, n_ubatch: int = DEFAULT_UBATCH,
-                 n_seq_max: int = DEFAULT_SEQS) -> None:
+                 n_seq_max: int = DEFAULT_SEQS, flash_attn: int = -1) -> None:
         self.model = LlamaCppModel.open(path, gpu_layers=0)
         C = library.backend()
         facts = self.model.facts
@@ -79,6 +84,7 @@ class LlamaCppEmbedder:
         params.n_threads = params.n_threads_batch = int(threads)
         params.embeddings = True
         params.pooling_type = -1  # LLAMA_POOLING_TYPE_UNSPECIFIED: the GGUF's
+        params.flash_attn_type = int(flash_attn)  # -1 auto, 0 off, 1 on
         params.kv_unified = True
         params.no_perf = True
         with capturing() as lines:
