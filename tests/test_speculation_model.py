@@ -19,12 +19,29 @@ from turbospark_app.engine import (
     Shaping,
     run_raw_completion_chunked,
 )
+from turbospark_app.engine.speculation import VerifyCost
 from turbospark_app.engine.session_pool import SessionPool
 from turbospark_app.model.llamacpp.context import LlamaCppContext
 from turbospark_app.model.llamacpp.model import LlamaCppModel
 from turbospark_app.model.llamacpp.producer import LlamaCppProducer
 
-EAGER = LookupSpeculation(ngram_min=1)  # a random model rarely repeats trigrams: draft on any match
+
+
+class FixedCost(VerifyCost):
+    """A verify pass's cost not learnt from this machine's timings, so the drafts (and the trims
+    after rejected ones) are the same in every run. llama.cpp's logits move in the last bits
+    with where a sequence's cells lie after trims; a draft length learnt from timings made the
+    sampled case flaky (~1 run in 2 under load, logits 3.6e-7 apart)."""
+
+    def timed_step(self, seconds: float) -> None:
+        pass
+
+    def timed_pass(self, rows: int, seconds: float) -> None:
+        pass
+
+
+# a random model rarely repeats trigrams: draft on any match
+EAGER = LookupSpeculation(ngram_min=1, cost=FixedCost())
 TOKENIZER = PieceTokenizer([bytes([97 + i % 26]) for i in range(297)])  # ids 0..296 + 3 specials
 
 
