@@ -73,33 +73,48 @@ FRAME_MS = 16  # the probe: a 60 Hz timer; its tick-to-tick gaps are the frames 
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
+
+
+class FrameProbe:
+    """A 60 Hz timer on the GUI thread: each tick's wall gap (`gaps`) and the GUI thread's CPU
+    time since the previous tick (`cpu`), in ms, between `start` and `stop`."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.gaps: list[float] = []
+        self.cpu: list[float] = []
+        self._last = (time.perf_counter(), time.thread_time())
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(FRAME_MS)
+        self.timer.timeout.connect(self._tick)
+
+    def _tick(self) -> None:
+        now, used = time.perf_counter(), time.thread_time()
+        self.gaps.append((now - self._last[0]) * 1000)
+        self.cpu.append((used - self._last[1]) * 1000)
+        self._last = (now, used)
+
+    def start(self) -> None:
+        self.timer.start()
+        self._last = (time.perf_counter(), time.thread_time())
+
+    def stop(self) -> None:
+        self.timer.stop()
 
 
 def stream_round(app, window, prompt: str) -> tuple[list[float], list[float], int]:  # type: ignore[no-untyped-def]
     """Both panes send `prompt`; frame gaps and the GUI thread's CPU time in each (ms) until
     both replies are rendered."""
-    from PySide6.QtCore import QEventLoop, Qt, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
 
     panes = window.area.panes()
-    gaps: list[float] = []
-    cpu: list[float] = []
-    last = [time.perf_counter(), time.thread_time()]
-
-    def tick() -> None:
-        now, used = time.perf_counter(), time.thread_time()
-        gaps.append((now - last[0]) * 1000)
-        cpu.append((used - last[1]) * 1000)
-        last[0], last[1] = now, used
-
-    timer = QTimer()
-    timer.setTimerType(Qt.TimerType.PreciseTimer)
-    timer.setInterval(FRAME_MS)
-    timer.timeout.connect(tick)
+    probe = FrameProbe()
     for pane in panes:
         pane.input.setPlainText(prompt)
-    timer.start()
-    last[0], last[1] = time.perf_counter(), time.thread_time()
+    probe.start()
     loop = QEventLoop()  # the GUI thread runs Qt's own loop, as in the app
 
     def check() -> None:
@@ -112,10 +127,10 @@ def stream_round(app, window, prompt: str) -> tuple[list[float], list[float], in
         pane.send()
     QTimer.singleShot(300_000, loop.quit)
     loop.exec()
-    timer.stop()
+    probe.stop()
     for pane in panes:
         pane.busyChanged.disconnect(slot)
-    return gaps, cpu, sum(len(p.transcript.document().toPlainText()) for p in panes)
+    return probe.gaps, probe.cpu, sum(len(p.transcript.document().toPlainText()) for p in panes)
 
 
 def two_panes(args: argparse.Namespace, tmp: Path) -> None:
@@ -175,7 +190,7 @@ def big_block(run: int = 0) -> None:
     paint_on_the_gui_thread()
     app = QApplication.instance() or QApplication([])
     warm_up().join()
-    source = (ROOT / "turbospark_app" / "ui" / "transcript.py").read_text().split("\n")
+    source = (ROOT / "turbospark_app" / "ui" / "pane" / "transcript.py").read_text().split("\n")
     lines = (source * (2000 // len(source) + 1))[:2000]
     code = f"# run {run}: code no earlier run lexed\n" + "\n".join(lines[1:])
     text = f"Here it is:\n\n```python\n{code}\n```\n"

@@ -36,16 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_code_stream import FrameProbe, percentile  # noqa: E402  (the same 60 Hz probe)
 
 PROMPT = "Write a long story about a dragon who learns to bake bread. Make it at least 400 words."
-FRAME_MS = 16
 WORDS = ("river harbour ledger valve shipment permit gauge inventory route budget survey manifest orchard "
          "bridge archive timetable glaze hive tide hut dye telescope bread fermentation kiln mill").split()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else 0.0
 
 
 def write_big_corpus(folder: Path, files: int = 400, words: int = 1500) -> None:
@@ -59,38 +56,24 @@ def write_big_corpus(folder: Path, files: int = 400, words: int = 1500) -> None:
 
 def reply_round(window, max_new: int) -> tuple[float, int, list[float], list[float]]:  # type: ignore[no-untyped-def]
     """Send PROMPT in a new conversation: (decode tok/s, tokens, frame gaps ms, GUI CPU ms per frame)."""
-    from PySide6.QtCore import QEventLoop, Qt, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
 
     window.new_conversation()
     pane = window.area.current_pane()
     pane.settings_form.max_new.setValue(max_new)
     pane.settings_form.temperature.setValue(0.0)
-    gaps: list[float] = []
-    cpu: list[float] = []
-    last = [time.perf_counter(), time.thread_time()]
-
-    def tick() -> None:
-        now, used = time.perf_counter(), time.thread_time()
-        gaps.append((now - last[0]) * 1000)
-        cpu.append((used - last[1]) * 1000)
-        last[0], last[1] = now, used
-
-    timer = QTimer()
-    timer.setTimerType(Qt.TimerType.PreciseTimer)
-    timer.setInterval(FRAME_MS)
-    timer.timeout.connect(tick)
+    probe = FrameProbe()
     loop = QEventLoop()
     pane.busyChanged.connect(lambda _cid, busy: None if busy else QTimer.singleShot(100, loop.quit))
     QTimer.singleShot(600_000, loop.quit)
     pane.input.setPlainText(PROMPT)
-    timer.start()
-    last[0], last[1] = time.perf_counter(), time.thread_time()
+    probe.start()
     pane.send()
     if pane.busy:
         loop.exec()
-    timer.stop()
+    probe.stop()
     reply = window.store.messages(pane.conversation_id)[-1]
-    return float(reply.stats["decode_tokens_per_sec"]), int(reply.stats["new_tokens"]), gaps, cpu
+    return float(reply.stats["decode_tokens_per_sec"]), int(reply.stats["new_tokens"]), probe.gaps, probe.cpu
 
 
 def main() -> int:

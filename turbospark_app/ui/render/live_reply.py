@@ -77,7 +77,7 @@ class LiveReply:
         self.rich = rich
         self.colours = StreamColours(host.document())
         self.drawn: list[Drawn] = []
-        self.parts: list[str] = []  # every delta
+        self.parts: list[str] = []  # the deltas (joined into one by `text`)
         self.active = False
         self._pending: list[str] = []  # deltas not yet in the document
         self._scheduled = False
@@ -112,8 +112,10 @@ class LiveReply:
         self.colours.reset(-1)
 
     def text(self) -> str:
-        """The reply's text so far."""
-        return "".join(self.parts)
+        """The reply's text so far (the deltas joined once: `flush` and `_settle` ask every turn)."""
+        if len(self.parts) > 1:
+            self.parts = ["".join(self.parts)]
+        return self.parts[0] if self.parts else ""
 
     def add(self, delta: str) -> None:
         """A delta: written at the next event-loop turn (`flush`)."""
