@@ -99,3 +99,103 @@ def test_only_a_stream_decoding_before_the_prompt_began_cuts_its_chunks() -> Non
     assert stalls_running_streams(None, [together, prefilling])
     assert not stalls_running_streams(None, [together])
     assert stalls_running_streams(job(None, None), [together, prefilling])
+
+
+def test_batched_passes_are_sized_from_their_cost_per_row_wide_while_it_fits() -> None:
+    """A chunk going into the streams' pass: the pass (decode rows + chunk) sized to the target
+    gap from the last such pass's cost per row; a wide pass (llama.cpp's tiled attention) tried,
+    kept while it fits, left for narrow ones (dearer per row) when it stops fitting."""
+    from turbospark_app.engine.chunk_budget import WIDE_ROWS
+
+    crowded = [True]
+    budget = ChunkBudget(lambda: crowded[0], target_gap_seconds=0.2)
+    assert budget.limit(batched=True) == 32  # nothing measured: a small first chunk
+    budget.observe_batch(0, 3, 0.02)  # a decode-only pass: the streams' step, 3 rows
+    assert budget.step_rows == 3 and budget.step_seconds == 0.02
+    budget.observe_batch(30, 33, 33 * 0.003, depth=30)  # narrow: 3 ms a row
+    assert budget.pass_rows() == WIDE_ROWS  # a wide pass would fit at 0.8 of that: tried
+    assert budget.limit(batched=True) == WIDE_ROWS - 3
+    budget.offered(WIDE_ROWS - 3)  # taken by one prompt: another one's chunk gets the floor
+    assert budget.limit(batched=True) == 8
+    budget.observe_batch(61, 64, 64 * 0.0025, depth=91)  # wide: 2.5 ms a row, cheaper
+    assert budget.claimed == 0 and budget.pass_rows() == int(0.2 / (0.0025 * 1.05)) > WIDE_ROWS
+    budget.observe_batch(70, 73, 73 * 0.0035, depth=161)  # deeper: 64 rows no longer fit
+    assert budget.pass_rows() == int(0.2 / (1.5 * 0.0035 * 1.05)) < WIDE_ROWS
+    budget.observe_batch(30, 33, 33 * 0.006, depth=191)  # measured narrow: 6 ms a row
+    assert budget.pass_rows() == int(0.2 / (0.006 * 1.05))  # and no wide pass tried again
+    budget.observe_batch(20, 23, 23 * 0.002, depth=20)  # a new prompt (lower position): forgets
+    assert budget.wide_row == 0 and budget.pass_rows() == WIDE_ROWS
+    crowded[0] = False
+    assert budget.limit(batched=True) is None
+
+
+def test_a_chunk_is_offered_to_the_driver_only_when_cut_for_streams() -> None:
+    from fakes import ScriptedProducer
+
+    from turbospark_app.engine.progress import PrefillStep
+
+    class Limit(_Fixed):
+        def __init__(self, sizes: list[int | None], crowded: bool) -> None:
+            super().__init__(sizes)
+            self.crowded, self.taken = crowded, 0
+
+        def limit(self, batched: bool = False) -> int | None:
+            return 4 if self.crowded else None  # (asked again when offering: no side effects)
+
+        def offered(self, tokens: int) -> None:
+            self.taken += tokens
+
+    class Batchable(ScriptedProducer):
+        batchable = True
+
+    tok = PieceTokenizer([bytes([97 + i % 26]) for i in range(60)])
+    for crowded in (True, False):
+        limit = Limit([4, 4], crowded)
+        producer = Batchable(vocab_size=63, default=5)
+        stream = stream_raw_completion_chunked(producer, tok, list(range(12)), GenerationConfig(max_new_tokens=1),
+                                               64, 63, chunk_size=16, chunk_limit=limit)
+        offered, event = [], next(stream)
+        try:
+            while True:
+                if isinstance(event, PrefillStep):
+                    offered.append(event)
+                    event = stream.send(None)  # a driver that does not batch: the loop feeds it
+                else:
+                    event = next(stream)
+        except StopIteration as done:
+            result = done.value
+        assert result.new_tokens == 1 and producer.kv[:12] == list(range(12))  # fed once each, by the loop
+        assert [m for m in producer.methods() if m.startswith("produce_chunk")] == ["produce_chunk"] * (3 if crowded else 1)
+        if crowded:
+            assert [(e.tokens, e.position) for e in offered] == [((0, 1, 2, 3), 0), ((4, 5, 6, 7), 4), ((8, 9, 10, 11), 8)]
+            assert offered[-1].logits is not None and offered[0].logits is None and limit.taken == 12
+        else:
+            assert offered == [] and limit.taken == 0
+
+
+def test_the_longest_stream_gap_is_a_serve_flag_or_variable_and_sets_the_pass_target(default_model_path) -> None:
+    import argparse
+
+    from turbospark_app.cli.main import build_parser
+    from turbospark_app.cli.serve_command import backend_factory, stream_gap_of
+    from turbospark_app.engine.chunk_budget import TARGET_GAP_SECONDS, target_gap_for
+
+    assert target_gap_for(250) == pytest.approx(TARGET_GAP_SECONDS)  # the default promise
+    assert target_gap_for(500) == pytest.approx(0.47) and target_gap_for(10) == 0.04
+    with pytest.raises(ValueError):
+        target_gap_for(0)
+    args = build_parser().parse_args(["serve", "--max-stream-gap-ms", "400"])
+    assert stream_gap_of(args, {"TURBOSPARK_MAX_STREAM_GAP_MS": "300"}) == 400  # the flag wins
+    none = argparse.Namespace(max_stream_gap_ms=None)
+    assert stream_gap_of(none, {"TURBOSPARK_MAX_STREAM_GAP_MS": "300"}) == 300
+    assert stream_gap_of(none, {}) is None
+    for bad in ("0", "-5", "fast", "nan"):
+        with pytest.raises(ValueError, match="TURBOSPARK_MAX_STREAM_GAP_MS"):
+            stream_gap_of(none, {"TURBOSPARK_MAX_STREAM_GAP_MS": bad})
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--max-stream-gap-ms", "0"])
+    backend = backend_factory(str(default_model_path), 2, None, max_stream_gap_ms=400)()
+    try:
+        assert backend.chunk_budget.target_gap_seconds == pytest.approx(0.37)
+    finally:
+        backend.close()

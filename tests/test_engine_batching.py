@@ -16,6 +16,7 @@ from fakes import Shared
 from turbospark_app.chat.api import ChatMessage, TurnSettings
 from turbospark_app.chat.backend import load_backend
 from turbospark_app.engine import GenerationConfig, StopReason
+from turbospark_app.engine.progress import DecodeStep, PrefillStep
 from turbospark_app.service.engine_thread import EngineThread
 from turbospark_app.service.events import Failed, Finished, Prefilling, Token, TurnRequest
 
@@ -210,6 +211,9 @@ def test_prompts_that_come_together_go_whole_and_a_late_one_in_budget_chunks(bac
     when it began, as llama-server batches simultaneous arrivals); one arriving while a stream
     decodes is."""
     monkeypatch.setattr(backend.chunk_budget, "observe", lambda tokens, seconds: None)
+    monkeypatch.setattr(backend.chunk_budget, "observe_batch", lambda *args: None)
+    monkeypatch.setattr(backend.chunk_budget, "narrow_row", 0.0)
+    monkeypatch.setattr(backend.chunk_budget, "wide_row", 0.0)
     monkeypatch.setattr(backend.chunk_budget, "rate", 1.0)  # cut chunks: the 8-token floor
     words = " ".join(f"item {i} costs {i * 7 % 100} coins," for i in range(40))
     chunked = TurnSettings(generation=GenerationConfig(max_new_tokens=2), chunked_prefill=True, chunk_size=32)
@@ -239,3 +243,96 @@ def test_prompts_that_come_together_go_whole_and_a_late_one_in_budget_chunks(bac
         rec.wait_done([first])
     finally:
         assert engine.shutdown(timeout=10)
+
+
+def test_a_late_prompt_goes_into_the_streams_passes_and_replies_as_alone(backend, monkeypatch) -> None:
+    """Continuous batching: each chunk of a prompt arriving while a stream decodes goes in the
+    SAME forward pass as that stream's next step (one token of it per chunk, no step apart),
+    and the prompt's first token is what it is alone: passes held narrow (< 64 rows, llama.cpp's
+    row-by-row attention) and the chunks alone cut the same, the prompt's logits are bit-equal.
+    (Later tokens are not compared: a lone decode row's attention is split across threads at
+    boundaries that move with where other sequences' cells lie, before and after this change.)"""
+    monkeypatch.setattr(backend.chunk_budget, "pass_rows", lambda: 22)
+    words = " ".join(f"item {i} costs {i * 7 % 100} coins," for i in range(30))
+    late_settings = TurnSettings(generation=GenerationConfig(max_new_tokens=6), chunked_prefill=True, chunk_size=21)
+    late_turn = TurnRequest("late-alone", (ChatMessage("user", f"Sum up: {words}"),), late_settings)
+    story = turn("story-alone", "Tell me a long story about a castle.", 60)
+    done, _ = _run(backend, [late_turn], max_active=1)
+    late_alone = done[0].generated_ids
+    done, _ = _run(backend, [story], max_active=1)
+    story_alone = done[0].generated_ids
+    passes: list[tuple[int, int]] = []
+    run = backend.decode_batch
+
+    def counted(steps):  # (decode rows, chunk tokens) of each pass
+        chunk = sum(len(s.tokens) for s in steps if isinstance(s, PrefillStep))
+        passes.append((sum(isinstance(s, DecodeStep) for s in steps), chunk))
+        return run(steps)
+    monkeypatch.setattr(backend, "decode_batch", counted)
+
+    rec = Recorder()
+    engine = EngineThread(lambda: Shared(backend), rec, max_active=4)
+    engine.start()
+    try:
+        first = engine.submit(TurnRequest("story-batched", story.messages, story.settings))
+        with rec.cond:
+            rec.cond.wait_for(lambda: sum(isinstance(e, Token) and e.request_id == first
+                                          for e in rec.events) >= 3, timeout=60)
+        late = engine.submit(TurnRequest("late-batched", late_turn.messages, late_settings))
+        done = rec.wait_done([late, first])
+    finally:
+        assert engine.shutdown(timeout=10)
+    assert done[late].generated_ids[0] == late_alone[0]
+    assert done[first].result.reason is StopReason.MAX_TOKENS and len(done[first].generated_ids) == 60
+    assert done[first].generated_ids[:3] == story_alone[:3]
+    marks = [e for e in rec.events if isinstance(e, Prefilling) and e.request_id == late]
+    sizes = [b.done - a.done for a, b in zip(marks, marks[1:])]
+    assert len(marks) > 5 and set(sizes[:-1]) == {21}, sizes
+    with_chunk = [p for p in passes if p[1]]
+    assert len(with_chunk) >= len(marks) - 1 and all(rows == 1 for rows, _ in with_chunk)
+    # between two chunks the stream got exactly one token: from the pass that carried the chunk
+    seq = "".join("t" if isinstance(e, Token) and e.request_id == first else "c"
+                  for e in rec.events[rec.events.index(marks[0]):rec.events.index(marks[-1])]
+                  if (isinstance(e, Token) and e.request_id == first) or e in marks)
+    assert seq.count("cc") == 0 and seq.count("tt") == 0, seq
+
+
+def test_stop_of_a_prompt_going_in_beside_a_stream(backend, monkeypatch) -> None:
+    """Stop on the late prompt while its chunk rides the stream's pass: the pass is stopped
+    inside (llama.cpp's abort callback) and nothing of it is committed for anyone; the prompt
+    ends CANCELLED with the chunks before it (its KV is what it reports), the stream runs its
+    step again on its own and goes on to its cap."""
+    monkeypatch.setattr(backend.chunk_budget, "pass_rows", lambda: 22)
+    story = turn("story-stop", "Tell me a long story about a dragon.", 50)
+    words = " ".join(f"item {i} costs {i * 7 % 100} coins," for i in range(60))
+    settings = TurnSettings(generation=GenerationConfig(max_new_tokens=4), chunked_prefill=True)
+    rec = Recorder()
+    engine = EngineThread(lambda: Shared(backend), rec, max_active=4)
+    run, box, missed = backend.decode_batch, {}, []
+
+    def stopping(steps):  # Stop pressed as the third pass carrying a chunk begins
+        if any(isinstance(s, PrefillStep) for s in steps):
+            box["chunks"] = box.get("chunks", 0) + 1
+            if box["chunks"] == 3:
+                engine.cancel(box["late"])
+                missed.append(run(steps))
+                return missed[-1]
+        return run(steps)
+    monkeypatch.setattr(backend, "decode_batch", stopping)
+    engine.start()
+    try:
+        first = engine.submit(story)
+        with rec.cond:
+            rec.cond.wait_for(lambda: sum(isinstance(e, Token) and e.request_id == first
+                                          for e in rec.events) >= 3, timeout=60)
+        box["late"] = late = engine.submit(TurnRequest("late-stop", (ChatMessage("user", f"Sum up: {words}"),), settings))
+        done = rec.wait_done([late, first])
+    finally:
+        assert engine.shutdown(timeout=10)
+    assert len(missed) == 1 and len(missed[0]) == 2  # the pass stopped inside: neither step ran
+    result = done[late].result
+    assert result.reason is StopReason.CANCELLED and result.new_tokens == 0
+    marks = [e for e in rec.events if isinstance(e, Prefilling) and e.request_id == late]
+    assert len(marks) == 2 and marks[-1].done == result.kv_position == len(result.kv_backed_token_ids)
+    assert 0 < result.kv_position < result.prompt_tokens
+    assert done[first].result.reason is StopReason.MAX_TOKENS and len(done[first].generated_ids) == 50

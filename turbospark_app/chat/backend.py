@@ -22,6 +22,7 @@ from ..engine import (
     DecodeStep,
     LookupSpeculation,
     PaceWait,
+    PrefillStep,
     RawDecodeResult,
     StopReason,
     stream_raw_completion,
@@ -43,7 +44,8 @@ from ..host.switching import fast_switching
 from ..model.llamacpp.context import DEFAULT_BATCH, LlamaCppContext
 from ..model.llamacpp.model import ALL_LAYERS, LlamaCppModel
 from ..model.llamacpp.probe import forget, verdict
-from ..model.llamacpp.producer import LlamaCppProducer, produce_batch
+from ..model.llamacpp.producer import LlamaCppProducer
+from .batched_pass import innermost, run_pass
 from ..model.llamacpp.vision import Projector, VisionUnavailable
 from .vision import open_projector, vision_label
 from ..model.llamacpp.vocab import load_tokenizer, tokenizer_spec
@@ -59,15 +61,6 @@ from .prompt import PromptBuilder
 DEFAULT_SESSION_SLOTS = 4
 PROGRESS_BYTES = 256 << 20  # a smaller file loads in well under the half second a bar waits for
 SLOT_WAIT_SECONDS = 0.05  # how often a turn waiting for a busy slot looks again
-
-
-def innermost(producer: object) -> object:
-    """The producer under any wrappers (a session slot's, a log-probability tap's)."""
-    while True:
-        inner = getattr(producer, "inner_producer", None)
-        if inner is None:
-            return producer
-        producer = inner
 
 
 class LlamaChatBackend:
@@ -193,13 +186,10 @@ class LlamaChatBackend:
         config = self._with_probes(turn.settings.generation)
         return self._run_turn(turn, config, cancel)
 
-    def decode_batch(self, steps: Sequence[DecodeStep]) -> None:
-        """Run the decode steps of several turns as ONE llama_decode (the engine thread's
-        batched round); each step's logits land in its own buffer, as `produce` would."""
-        start = time.perf_counter()
-        produce_batch([(innermost(s.producer), s.token, s.position, s.logits)  # type: ignore[misc]
-                       for s in steps], lend=True)  # each row lent: the step loops read `logits_now`
-        self.chunk_budget.observe_step(time.perf_counter() - start)
+    def decode_batch(self, steps: Sequence[DecodeStep | PrefillStep]) -> list[Any]:
+        """The engine thread's batched round: its decode steps and prompt chunks as ONE
+        llama_decode (`batched_pass.run_pass`); returns the steps that did not run."""
+        return run_pass(self.context.n_batch, self.chunk_budget, steps)
 
     def _new_pool(self, slots: int, state_bytes: int) -> SessionPool[LlamaCppProducer]:
         seqs = iter(range(slots))

@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 import numpy as np
 
-from ..engine.progress import DecodeStep, TokenProgress
+from ..engine.progress import DecodeStep, PrefillStep, TokenProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,8 @@ class LogprobTap:
                     event = self.score(event)
                 elif isinstance(event, DecodeStep):  # a batched step fills it without produce()
                     self._logits = event.logits
+                elif isinstance(event, PrefillStep) and event.logits is not None:
+                    self._logits = event.logits  # (a batched last chunk: the first token's)
                 event = stream.send((yield event))
         except StopIteration as done:
             return done.value

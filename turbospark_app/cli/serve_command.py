@@ -35,6 +35,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="prompt tokens per engine step (smaller = faster disconnect in prefill)")
     p.add_argument("--stall-timeout", type=float_in(0.0, low_open=True), default=ServerConfig.stall_timeout, metavar="S",
                    help="drop a streaming client that reads nothing for S seconds")
+    p.add_argument("--max-stream-gap-ms", type=float_in(0.0, low_open=True), default=None, metavar="MS",
+                   help="the longest pause a streaming reply gets while another request's prompt "
+                   "goes in beside it (default 250; also TURBOSPARK_MAX_STREAM_GAP_MS): that "
+                   "prompt's chunks ride the replies' passes, sized to fit; larger = its first "
+                   "token sooner")
     p.add_argument("--allow-image-urls", action="store_true",
                    help="fetch http(s) image URLs in requests (off: images must be data: URLs; a "
                    "server that fetches what it is handed can be pointed at your network)")
@@ -53,17 +58,37 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     return config
 
 
+def stream_gap_of(args: argparse.Namespace, environ: Any = None) -> float | None:
+    """--max-stream-gap-ms, else $TURBOSPARK_MAX_STREAM_GAP_MS, else None (the default 250 ms);
+    ValueError naming the variable for a bad value."""
+    flag = getattr(args, "max_stream_gap_ms", None)
+    if flag is not None:
+        return float(flag)
+    raw = (os.environ if environ is None else environ).get("TURBOSPARK_MAX_STREAM_GAP_MS", "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise ValueError(f"TURBOSPARK_MAX_STREAM_GAP_MS must be a number of milliseconds > 0 (got {raw!r})")
+    return value
+
+
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,
                     speculation: str = "off", threads: int | None = None, gpu_layers: int = -1,
                     max_context: int | None = None, cache_ram_mb: float | None = None,
-                    cache_types: Any = None, mmproj: str | None = "auto") -> Callable[[], Any]:
+                    cache_types: Any = None, mmproj: str | None = "auto",
+                    max_stream_gap_ms: float | None = None) -> Callable[[], Any]:
     """Loads the GGUF (the --model flag, TURBOSPARK_MODEL, else the default) on the engine thread,
     with `speculation` ("lookup" | "off": every request's decode), llama.cpp's `threads` (None =
     the performance cores), `gpu_layers` (-1 = all, where there is a GPU) and `max_context`
     (KV cells; None = the model's context up to 4096); `cache_ram_mb`: RAM for the states of
     conversations whose slot was taken (None = 1024 MB); `cache_types`: the KV cache's
     (`model.choice.kv_cache.KVCacheTypes`; None = f16); `mmproj`: the vision projector ("auto":
-    a matching mmproj*.gguf beside the model; "off")."""
+    a matching mmproj*.gguf beside the model; "off"); `max_stream_gap_ms`: the longest pause of
+    a streaming reply while another prompt goes in (None = 250 ms)."""
 
     def load() -> Any:
         from ..chat.backend import load_backend, state_cache_bytes
@@ -73,10 +98,15 @@ def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | N
         path = resolve_model_path(model)
         if not path.exists():
             raise FileNotFoundError(f"no model file at {path} (run `turbospark model fetch`)")
-        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
-                            speculation=speculation, threads=threads, gpu_layers=gpu_layers,
-                            max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb),
-                            cache_types=cache_types or KVCacheTypes(), mmproj=mmproj)
+        from ..engine.chunk_budget import target_gap_for
+
+        backend = load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
+                               speculation=speculation, threads=threads, gpu_layers=gpu_layers,
+                               max_context=max_context, state_cache_bytes=state_cache_bytes(cache_ram_mb),
+                               cache_types=cache_types or KVCacheTypes(), mmproj=mmproj)
+        if max_stream_gap_ms is not None:
+            backend.chunk_budget.target_gap_seconds = target_gap_for(max_stream_gap_ms)
+        return backend
 
     return load
 
@@ -176,6 +206,7 @@ def serve_command(args: argparse.Namespace) -> int:
         speculation = choose_speculation(getattr(args, "speculation", None)).mode  # flag > env > off
         threads = choose_threads(getattr(args, "threads", None)).count  # flag > env > cores
         cache_types = cache_types_of(args)  # flag > env > f16
+        stream_gap = stream_gap_of(args)  # flag > env > 250 ms
     except ValueError as e:  # (LoadChoiceError too: a bad TURBOSPARK_THREADS / _SPECULATION)
         print(f"turbospark: {e}", file=sys.stderr)
         return 2
@@ -196,7 +227,7 @@ def serve_command(args: argparse.Namespace) -> int:
                               kv_budget_bytes(getattr(args, "kv_budget_mb", None)), speculation,
                               threads, gpu_layers, getattr(args, "ctx_size", None),
                               getattr(args, "cache_ram", None), cache_types,
-                              getattr(args, "mmproj", None) or "auto")
+                              getattr(args, "mmproj", None) or "auto", stream_gap)
     engine = EngineThread(factory, report, max_active=slots)
     engine.start()
     try:

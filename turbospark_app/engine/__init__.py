@@ -19,6 +19,7 @@ _LAZY = {
     "Commit": "token_sink",
     "ContextOverflow": "errors",
     "DecodeStep": "progress",
+    "PrefillStep": "progress",
     "EmptyPrompt": "errors",
     "EngineError": "errors",
     "EngineTokenizer": "tokenizer",

@@ -77,6 +77,22 @@ class DecodeStep:
     logits: np.ndarray
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PrefillStep:
+    """Streaming-layer only: a prompt chunk's forward pass offered to the driver, as a
+    `DecodeStep` is — feed `tokens` at `position`; when `logits` is given, the last token's
+    logits go there. A batching driver runs it inside the round's ONE forward pass beside the
+    other streams' decode steps (llama-server's continuous batching: their next tokens come out
+    of the same pass) and sends back True; None = the loop feeds the chunk itself. `cancel`:
+    the turn's Stop, which may stop that pass inside (then nothing of it is committed)."""
+
+    producer: Any
+    tokens: tuple[int, ...]
+    position: int
+    logits: np.ndarray | None
+    cancel: Any = None
+
+
 @dataclass
 class RawDecodeResult:
     """Summary of one run (the reference's ten fields)."""

@@ -39,6 +39,7 @@ from .progress import (
     DecodeStep,
     PaceWait,
     PrefillProgress,
+    PrefillStep,
     RawDecodeProgress,
     RawDecodeResult,
     StopReason,
@@ -53,8 +54,8 @@ CancelFlag = Callable[[], bool]
 
 ProgressCallback = Callable[[RawDecodeProgress], None]
 
-RawCompletionStream = Generator[RawDecodeProgress | PaceWait | DecodeStep, Any, RawDecodeResult]
-"""Yields progress events, PaceWait and DecodeStep; returns the result (StopIteration.value)."""
+RawCompletionStream = Generator[RawDecodeProgress | PaceWait | DecodeStep | PrefillStep, Any, RawDecodeResult]
+"""Yields progress events, PaceWait, DecodeStep and PrefillStep; returns the result (StopIteration.value)."""
 
 _T = TypeVar("_T")
 
@@ -349,6 +350,14 @@ class PrefillStrategy(Protocol):
         """Feed `ids` at `position` (`last`: fill `logits`). False = stopped, nothing committed."""
         ...
 
+    def offer(
+        self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
+        cancel: CancelFlag,
+    ) -> PrefillStep | None:
+        """The span as a step for a batching driver to run beside other streams' decode steps
+        (`PrefillStep`), or None: `feed` it."""
+        ...
+
 
 class TokenByToken:
     """"Off" prefill: one `produce_prefill` per token, `produce` for the last (its logits)."""
@@ -367,6 +376,9 @@ class TokenByToken:
         method = producer.produce if last else producer.produce_prefill
         call_producer(method, ids[0], position, logits)
         return True
+
+    def offer(self, *args: Any) -> None:
+        return None  # token by token is the reference's exact shape: never batched
 
 
 def stream_prefill_then_decode(
@@ -397,8 +409,13 @@ def stream_prefill_then_decode(
             continue  # (covered by a span stretched over an image)
         start, end = cursor, media_span_end(fresh, end)
         cursor = end
-        ids = fresh[start:end]
-        committed = strategy.feed(producer, ids, position, logits, end == len(fresh), cancel)
+        ids, last = fresh[start:end], end == len(fresh)
+        offered = strategy.offer(producer, ids, position, logits, last, cancel)
+        ran = (yield offered) if offered is not None else None  # True: the driver's batch fed it
+        if ran or (offered is not None and cancel()):
+            committed = bool(ran)
+        else:
+            committed = strategy.feed(producer, ids, position, logits, last, cancel)
         if committed:
             position += len(ids)
             history.extend(ids)
@@ -464,7 +481,7 @@ def drive_raw_completion(
                 return done.value
             if isinstance(event, PaceWait):
                 wait_until(event.until, rate.clock, rate.sleep, cancel)
-            elif isinstance(event, DecodeStep):
+            elif isinstance(event, (DecodeStep, PrefillStep)):
                 continue  # alone: the loop runs its own step (next() sends None)
             elif on_progress is not None:
                 on_progress(event)

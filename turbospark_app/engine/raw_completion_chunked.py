@@ -18,7 +18,7 @@ import numpy as np
 from .config import GenerationConfig
 from .foundation import DEFAULT_PREFILL_CHUNK, prefill_chunk_spans
 from .producer import ChunkedPrefillRunner
-from .progress import RawDecodeResult
+from .progress import PrefillStep, RawDecodeResult
 from .raw_completion import (
     NEVER,
     CancelFlag,
@@ -36,21 +36,27 @@ from .tokenizer import EngineTokenizer
 
 class ChunkLimit(Protocol):
     """How many prompt tokens the next chunk may take (None: no limit beyond the chunk size),
-    told how long each chunk took (`chunk_budget.ChunkBudget`)."""
+    told how long each chunk took (`chunk_budget.ChunkBudget`). `batched`: the chunk goes into
+    the other streams' forward pass (`offered` then says how many tokens it took there)."""
 
-    def limit(self) -> int | None: ...
+    def limit(self, batched: bool = False) -> int | None: ...
 
     def observe(self, tokens: int, seconds: float) -> None: ...
+
+    def offered(self, tokens: int) -> None: ...
 
 
 @dataclass(frozen=True)
 class Chunked:
     """Chunked prefill: one `produce_chunk` per span; interruptible inside when the producer
     has `produce_chunk_cancellable` and the run can be cancelled. With a `limit`, each span is
-    sized when it is due (other streams decoding meanwhile keep their pace)."""
+    sized when it is due (other streams decoding meanwhile keep their pace); `batched` (a
+    producer whose steps a driver may batch): a span the limit cut is offered to the driver as
+    a `PrefillStep`, to go into the other streams' forward pass."""
 
     chunk_size: int
     limit: ChunkLimit | None = None
+    batched: bool = False
 
     def spans(self, n_fresh: int) -> Iterable[tuple[int, int]]:
         if self.limit is None:
@@ -61,11 +67,25 @@ class Chunked:
         assert self.limit is not None
         start = 0
         while start < n_fresh:
-            cap = self.limit.limit()
+            cap = self.limit.limit(batched=True) if self.batched else self.limit.limit()
             size = self.chunk_size if cap is None else max(1, min(self.chunk_size, int(cap)))
             end = min(n_fresh, start + size)
             yield start, end
             start = end
+
+    def offer(
+        self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
+        cancel: CancelFlag,
+    ) -> PrefillStep | None:
+        # Only a span cut for streams running beside it (the limit says crowded), and text: an
+        # image's rows go in by its own encode and embedding pass.
+        if not self.batched or self.limit is None or min(ids) < 0:
+            return None
+        if self.limit.limit(batched=True) is None:
+            return None
+        self.limit.offered(len(ids))
+        return PrefillStep(producer, tuple(ids), position, logits if last else None,
+                           None if cancel is NEVER else cancel)
 
     def feed(
         self, producer: Any, ids: list[int], position: int, logits: np.ndarray, last: bool,
@@ -110,7 +130,7 @@ def stream_raw_completion_chunked(
         raise TypeError(f"{type(producer).__name__} has no produce_chunk: it cannot prefill in chunks")
     return stream_prefill_then_decode(
         producer, tokenizer, list(prompt_ids), config, vocab_size, cancel, sampler,
-        Chunked(chunk_size, chunk_limit), speculation,
+        Chunked(chunk_size, chunk_limit, bool(getattr(producer, "batchable", False))), speculation,
     )
 
 

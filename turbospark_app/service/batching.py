@@ -1,13 +1,14 @@
 """Batched decode steps: the engine thread's rounds (llama.cpp server's `update_slots` shape).
 
 A decoding turn's step loop offers each forward pass to its driver as a `DecodeStep` instead of
-running it (`engine.raw_completion.forward_step`). The engine thread parks the turn with that
-step *pending* and goes on with the other turns; once every runnable turn has had its go — a
-decoding turn up to its next step, a prefilling one ONE chunk — the round ends with ONE forward
-pass for all pending steps (`backend.decode_batch`: each row at its own position in its own KV
-slot), and each turn gets True back and samples from its own row. A new prompt's chunks thus
-interleave with the batched steps: no stream stalls for a whole prefill, and every stream keeps
-its own sampler, stop strings, cap, pacing and Stop.
+running it (`engine.raw_completion.forward_step`); a prompt arriving while streams decode offers
+each chunk as a `PrefillStep`. The engine thread parks the turn with that step *pending* and goes
+on with the other turns; once every runnable turn has had its go — a decoding turn up to its next
+step, a prefilling one ONE chunk — the round ends with ONE forward pass for all pending steps
+(`backend.decode_batch`: each row at its own position in its own KV slot, a chunk's rows beside
+them), and each turn gets True back and samples from its own row. The streams thus get a token
+out of every pass a new prompt's chunk goes in: no stream stalls for a whole prefill, and every
+stream keeps its own sampler, stop strings, cap, pacing and Stop.
 
 A lone pending step gets None back: the turn runs its step itself, exactly as without batching.
 A failing batch also gets None back, so each turn runs (and fails, if it must) on its own.
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from ..engine.progress import PrefillStep
 from .jobs import Job
 
 log = logging.getLogger(__name__)
@@ -81,16 +83,17 @@ def stalls_running_streams(me: Job | None, active: Sequence[Job]) -> bool:
 
 
 def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
-    """Serve the pending steps of `jobs`: one `decode_batch` when there are two or more and the
-    backend can batch; each job's `reply` is what its step loop gets back."""
+    """Serve the pending steps of `jobs` (decode steps, prompt chunks): one `decode_batch` when
+    there are two or more and the backend can batch; each job's `reply` is what its step loop
+    gets back (True: its step ran; None: it runs its own). `decode_batch` may return the steps
+    it did not run (a pass a chunk's Stop stopped inside)."""
     steps = [job.pending for job in jobs]
     runner = getattr(backend, "decode_batch", None)
-    reply: bool | None = None
+    missed: set[int] = {id(s) for s in steps}
     if runner is not None and len(steps) > 1:
         start = time.perf_counter()
         try:
-            runner(steps)
-            reply = True
+            missed = {id(s) for s in (runner(steps) or ())}
         except Exception:  # each turn then runs its own step and meets its own error
             log.exception("batched decode step of %d rows failed; running them one by one", len(steps))
         else:
@@ -98,7 +101,9 @@ def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
             figures.steps += 1
             figures.rows += len(steps)
             figures.sizes[len(steps)] = figures.sizes.get(len(steps), 0) + 1
-    figures.last_size = len(steps) if reply else 1
+    figures.last_size = len(steps) if len(missed) < len(steps) else 1
     for job in jobs:
+        ran = id(job.pending) not in missed
+        job.chunk_ran = ran and isinstance(job.pending, PrefillStep)
         job.pending = None
-        job.reply = reply
+        job.reply = True if ran else None

@@ -41,6 +41,7 @@ from ..engine.progress import (
     DecodeStep,
     PaceWait,
     PrefillProgress,
+    PrefillStep,
     TailProgress,
     TokenProgress,
 )
@@ -455,7 +456,7 @@ class EngineThread(TurnEnds):
         is the cancel poll and the pacing, no forward pass), and a decode step no other turn
         could join runs at once: a lone stream costs one scheduler pass a token, not three."""
         rid, cid = job.request_id, job.conversation_id
-        if isinstance(event, DecodeStep):
+        if isinstance(event, (DecodeStep, PrefillStep)):
             with self._cond:
                 if self._alone_locked(job):
                     self.batch.last_size = 1
@@ -478,8 +479,11 @@ class EngineThread(TurnEnds):
                              time.monotonic(), special or ""))
             return self._batching
         elif isinstance(event, PrefillProgress):
-            job.round_done = self._round
             self._emit(Prefilling(rid, cid, event.done, event.total, event.reused, event.seconds))
+            if job.chunk_ran:  # the chunk went in the round's pass: offer the next to this one
+                job.chunk_ran = False
+                return True
+            job.round_done = self._round
         elif isinstance(event, TailProgress):
             job.text_parts.append(event.text)
             self._emit(Tail(rid, cid, event.text))

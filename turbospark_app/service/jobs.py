@@ -32,7 +32,8 @@ class Job:
     generated_ids: list[int] = field(default_factory=list)
     text_parts: list[str] = field(default_factory=list)
     session_id: str | None = None  # a PromptRequest's KV session, chosen at start
-    pending: Any = None  # a DecodeStep waiting for the round's batched pass (batching.py)
+    pending: Any = None  # a DecodeStep / PrefillStep waiting for the round's batched pass (batching.py)
+    chunk_ran: bool = False  # its last PrefillStep ran in the round's pass: offer the next
     reply: Any = None  # what the stream gets back at its next step (True: its step ran batched)
     round_done: int = -1  # the last round in which it ran a prefill chunk
 

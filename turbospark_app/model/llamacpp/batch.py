@@ -68,6 +68,29 @@ class Batch:
         self.struct.n_tokens = n
         self.step_rows = n
 
+    def fill_parts(self, parts: Sequence[tuple[Sequence[int], int, int, bool]]) -> list[int]:
+        """Rows of several sequences at once (continuous batching): each part is (tokens,
+        position, seq, logits) — `tokens` at [position, position + len) of `seq`, its LAST row's
+        logits computed when `logits`. Returns each part's last row. One-token parts with
+        logits are decode rows (`step_rows`)."""
+        n = sum(len(t) for t, _, _, _ in parts)
+        if not 0 < n <= self.capacity or any(not t for t, _, _, _ in parts):
+            raise ValueError(f"a batch of {n} tokens in {len(parts)} parts does not fit {self.capacity}")
+        at, last, steps = 0, [], 0
+        for tokens, position, seq, logits in parts:
+            k = len(tokens)
+            self.token[at: at + k] = tokens
+            self.pos[at: at + k] = np.arange(position, position + k, dtype=np.int32)
+            self.seq[at: at + k] = seq
+            self.logits[at: at + k] = 0
+            self.logits[at + k - 1] = 1 if logits else 0
+            steps += k == 1 and logits
+            at += k
+            last.append(at - 1)
+        self.struct.n_tokens = n
+        self.step_rows = steps
+        return last
+
     @property
     def n_tokens(self) -> int:
         return int(self.struct.n_tokens)

@@ -447,3 +447,58 @@ def produce_batch(steps: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]]
                 else:
                     np.copyto(out, ctx.logits(i))
                 producer._mirror.append(token)
+
+
+def produce_mixed(rows: Sequence[tuple[LlamaCppProducer, int, int, np.ndarray]],
+                  spans: Sequence[tuple[LlamaCppProducer, Sequence[int], int, np.ndarray | None]], *,
+                  lend: bool = False, cancel: Callable[[], bool] | None = None) -> bool:
+    """Decode rows (as `produce_batch`) and prompt spans (as `produce_chunk`, text only) of
+    several sequences of ONE context in ONE `llama_decode`: llama-server's continuous batching,
+    a prompt going in beside the streams that decode. A span's last logits go to its buffer when
+    one is given. `cancel` may stop the pass inside (CPU): False, and nothing of it is committed
+    for any sequence (llama.cpp drops the pass's cells; each cursor stays)."""
+    if not spans:
+        produce_batch(rows, lend=lend)
+        return True
+    producers = [p for p, _, _, _ in rows] + [p for p, _, _, _ in spans]
+    ctx = producers[0].context
+    if any(p.context is not ctx for p in producers):
+        raise ValueError("a mixed batch runs on one context")
+    if len({p.seq for p in producers}) != len(producers):
+        raise ValueError("two parts of one batch are for the same sequence")
+    parts: list[tuple[list[int], int, int, bool]] = []
+    for producer, token, position, out in rows:
+        producer._check_out(out)
+        parts.append((producer._check((token,), position), position + producer._shift, producer.seq, True))
+    for producer, tokens, position, out in spans:
+        if out is not None:
+            producer._check_out(out)
+        parts.append((producer._check(tokens, position), position + producer._shift, producer.seq,
+                      out is not None))
+    if sum(len(t) for t, _, _, _ in parts) > ctx.n_batch:
+        raise ValueError(f"{sum(len(t) for t, _, _, _ in parts)} rows do not fit one batch of {ctx.n_batch}")
+    last = ctx.batch.fill_parts(parts)
+    # Stop inside the pass only where every sequence can drop what it wrote (not recurrent).
+    stoppable = cancel if cancel is not None and all(p.can_trim for p in producers) else None
+    starts = [pos for _, _, pos, _ in rows] + [pos for _, _, pos, _ in spans]
+    try:
+        done = ctx.decode(ctx.batch, stoppable, refills=tuple(out for _, _, _, out in rows))
+    except Exception:
+        for producer, position in zip(producers, starts):
+            producer._roll_back(position)
+        raise
+    if not done:
+        for producer, position in zip(producers, starts):
+            producer._roll_back(position)
+        return False
+    for i, (producer, token, _, out) in enumerate(rows):
+        if lend:
+            ctx.lend(last[i], out)
+        else:
+            np.copyto(out, ctx.logits(last[i]))
+        producer._mirror.append(token)
+    for j, (producer, _, _, out) in enumerate(spans):
+        if out is not None:
+            np.copyto(out, ctx.logits(last[len(rows) + j]))
+        producer._mirror.extend(parts[len(rows) + j][0])
+    return True
