@@ -90,18 +90,19 @@ def run_round(backend: Any, jobs: Sequence[Job], figures: BatchFigures) -> None:
     steps = [job.pending for job in jobs]
     runner = getattr(backend, "decode_batch", None)
     missed: set[int] = {id(s) for s in steps}
+    start = time.perf_counter()
     if runner is not None and len(steps) > 1:
-        start = time.perf_counter()
         try:
             missed = {id(s) for s in (runner(steps) or ())}
         except Exception:  # each turn then runs its own step and meets its own error
             log.exception("batched decode step of %d rows failed; running them one by one", len(steps))
-        else:
-            figures.last_seconds = time.perf_counter() - start
-            figures.steps += 1
-            figures.rows += len(steps)
-            figures.sizes[len(steps)] = figures.sizes.get(len(steps), 0) + 1
-    figures.last_size = len(steps) if len(missed) < len(steps) else 1
+    batched = len(missed) < len(steps)  # (all missed: none ran, or a Stop stopped the pass inside)
+    if batched:
+        figures.last_seconds = time.perf_counter() - start
+        figures.steps += 1
+        figures.rows += len(steps)
+        figures.sizes[len(steps)] = figures.sizes.get(len(steps), 0) + 1
+    figures.last_size = len(steps) if batched else 1
     for job in jobs:
         ran = id(job.pending) not in missed
         job.chunk_ran = ran and isinstance(job.pending, PrefillStep)
