@@ -16,21 +16,14 @@ neither is a stop token, which is never fed at all.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Callable, Generator, Iterable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
+from .admission import check_admission, check_rate, check_speculation, prepare_run  # noqa: F401 (callers import them here)
 from .config import GenerationConfig, RateConfig
-from .errors import (
-    ContextOverflow,
-    EmptyPrompt,
-    EngineError,
-    InvalidRate,
-    ProducerError,
-    ZeroBudget,
-)
+from .errors import EngineError, ProducerError
 from .kv_prefix import media_span_end
 from .pacing import THERMAL_POLL_TOKENS, Pacer, wait_until
 from .power import MemoryPressure, ThermalLevel, stepped_cap
@@ -44,7 +37,7 @@ from .progress import (
     RawDecodeResult,
     StopReason,
 )
-from .selection import Sampler, constrained, draft_within, make_sampler
+from .selection import Sampler, draft_within
 from .speculation import LookupDrafter, LookupSpeculation, Verifying
 from .token_sink import TokenSink
 from .tokenizer import EngineTokenizer
@@ -66,43 +59,6 @@ def _never() -> bool:
 
 # What the non-cancellable entry points pass: always False, so they run the same steps.
 NEVER: CancelFlag = _never
-
-
-def check_admission(prompt_ids: Sequence[int], config: GenerationConfig, max_context: int) -> None:
-    """Raise EmptyPrompt, ZeroBudget or ContextOverflow; called before the producer is touched."""
-    if len(prompt_ids) == 0:
-        raise EmptyPrompt()
-    if config.max_new_tokens <= 0:
-        raise ZeroBudget()
-    if len(prompt_ids) + config.max_new_tokens > max_context:
-        raise ContextOverflow(len(prompt_ids), config.max_new_tokens, max_context)
-
-
-def check_rate(rate: RateConfig) -> None:
-    """Raise InvalidRate for a cap that is not a finite number > 0 (None = uncapped)."""
-    cap = rate.max_tokens_per_sec
-    if cap is not None and (isinstance(cap, bool) or not math.isfinite(cap) or cap <= 0):
-        raise InvalidRate(cap)
-
-
-def prepare_run(
-    prompt_ids: Sequence[int], config: GenerationConfig, max_context: int, vocab_size: int
-) -> Sampler:
-    """Every call-time check of a run (admission, rate, shaping); returns the sampler (masked by
-    a fresh run of the config's constraint, when it has one)."""
-    check_admission(prompt_ids, config, max_context)
-    check_rate(config.rate)
-    if vocab_size < 1:
-        raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
-    # SelectionError on invalid shaping, up front
-    return constrained(make_sampler(config.shaping), config.constraint)
-
-
-def check_speculation(producer: object, speculation: LookupSpeculation | None) -> None:
-    """TypeError when speculation is asked of a producer that cannot verify drafts."""
-    if speculation is not None and not (callable(getattr(producer, "produce_rows", None))
-                                        and callable(getattr(producer, "trim", None))):
-        raise TypeError(f"{type(producer).__name__} has no produce_rows/trim: it cannot speculate")
 
 
 def call_producer(method: Callable[..., _T], *args: object) -> _T:
