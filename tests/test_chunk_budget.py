@@ -113,15 +113,17 @@ def test_batched_passes_are_sized_from_their_cost_per_row_wide_while_it_fits() -
     budget.observe_batch(0, 3, 0.02)  # a decode-only pass: the streams' step, 3 rows
     assert budget.step_rows == 3 and budget.step_seconds == 0.02
     budget.observe_batch(30, 33, 33 * 0.003, depth=30)  # narrow: 3 ms a row
-    assert budget.pass_rows() == WIDE_ROWS  # a wide pass would fit at 0.8 of that: tried
+    assert budget.pass_rows() == int(0.2 / (0.003 * 1.05)) < WIDE_ROWS  # 64 such rows would not fit
+    budget.observe_batch(30, 33, 33 * 0.0025, depth=60)  # 2.5 ms a row: 64 of them would
+    assert budget.pass_rows() == WIDE_ROWS  # so a wide pass is tried
     assert budget.limit(batched=True) == WIDE_ROWS - 3
     budget.offered(WIDE_ROWS - 3)  # taken by one prompt: another one's chunk gets the floor
     assert budget.limit(batched=True) == 8
-    budget.observe_batch(61, 64, 64 * 0.0025, depth=91)  # wide: 2.5 ms a row, cheaper
-    assert budget.claimed == 0 and budget.pass_rows() == int(0.2 / (0.0025 * 1.05)) > WIDE_ROWS
-    budget.observe_batch(70, 73, 73 * 0.0035, depth=161)  # deeper: 64 rows no longer fit
+    budget.observe_batch(61, 64, 64 * 0.0022, depth=121)  # wide: 2.2 ms a row, cheaper
+    assert budget.claimed == 0 and budget.pass_rows() == int(0.2 / (0.0022 * 1.05)) > WIDE_ROWS
+    budget.observe_batch(70, 73, 73 * 0.0035, depth=191)  # deeper: 64 rows no longer fit
     assert budget.pass_rows() == int(0.2 / (1.5 * 0.0035 * 1.05)) < WIDE_ROWS
-    budget.observe_batch(30, 33, 33 * 0.006, depth=191)  # measured narrow: 6 ms a row
+    budget.observe_batch(30, 33, 33 * 0.006, depth=221)  # measured narrow: 6 ms a row
     assert budget.pass_rows() == int(0.2 / (0.006 * 1.05))  # and no wide pass tried again
     budget.observe_batch(20, 23, 23 * 0.002, depth=20)  # a new prompt (lower position): forgets
     assert budget.wide_row == 0 and budget.pass_rows() == WIDE_ROWS
@@ -181,7 +183,7 @@ def test_the_longest_stream_gap_is_a_serve_flag_or_variable_and_sets_the_pass_ta
     from turbospark_app.engine.chunk_budget import TARGET_GAP_SECONDS, target_gap_for
 
     assert target_gap_for(250) == pytest.approx(TARGET_GAP_SECONDS)  # the default promise
-    assert target_gap_for(500) == pytest.approx(0.47) and target_gap_for(10) == 0.04
+    assert target_gap_for(500) == pytest.approx(0.46) and target_gap_for(10) == 0.04
     with pytest.raises(ValueError):
         target_gap_for(0)
     args = build_parser().parse_args(["serve", "--max-stream-gap-ms", "400"])
@@ -196,6 +198,6 @@ def test_the_longest_stream_gap_is_a_serve_flag_or_variable_and_sets_the_pass_ta
         build_parser().parse_args(["serve", "--max-stream-gap-ms", "0"])
     backend = backend_factory(str(default_model_path), 2, None, max_stream_gap_ms=400)()
     try:
-        assert backend.chunk_budget.target_gap_seconds == pytest.approx(0.37)
+        assert backend.chunk_budget.target_gap_seconds == pytest.approx(0.36)
     finally:
         backend.close()

@@ -1,19 +1,19 @@
 """How big a prompt chunk may be while other streams decode (llama-server's continuous batching
-keeps running streams going while a prompt goes in; here the prompt goes in chunks between their
-batched steps, each chunk sized to take about `budget_seconds`).
+keeps running streams going while a prompt goes in; so does this engine, in chunks sized here).
 
 Alone, a prompt goes in whole chunks (llama.cpp's prefill is fastest at its batch size), and so
 does one that came together with the others (before any of them had a token:
 `service.batching.stalls_running_streams`, what `crowded` says here). With streams decoding
-that were decoding already when it began, every chunk is a pause in their token streams: the
+that were decoding already when it began, every chunk is a pause in their token streams.
+
+Where the chunks are fed apart from the streams' steps (a driver that does not batch them), a
 chunk is cut to what the measured prefill rate does in `budget_seconds`, so the longest gap
 between two of their tokens stays near the budget plus one batched step. The rate is measured
 on the chunks themselves (any turn's: one budget per model), so it follows the model and the
-machine.
-
-Where a batched step itself is slow (a 1B model on two CPU cores: ~110 ms for 3 rows), a chunk of
-the full budget plus that step would pass the gap a user notices; the budget then shrinks to what
-`target_gap_seconds` leaves after the measured step (never below `MIN_BUDGET_SECONDS`).
+machine. Where a batched step itself is slow (a 1B model on two CPU cores: ~110 ms for 3 rows),
+a chunk of the full budget plus that step would pass the gap a user notices; the budget then
+shrinks to what `target_gap_seconds` leaves after the measured step (never below
+`MIN_BUDGET_SECONDS`).
 
 Where the engine thread batches (`limit(batched=True)`), a chunk goes INTO the round's one forward
 pass beside the streams' decode rows (`progress.PrefillStep`), as llama-server's continuous
@@ -36,22 +36,26 @@ from typing import Callable
 
 DEFAULT_BUDGET_SECONDS = 0.15
 # A running stream's longest wait, one chunk plus one batched step: issue #30 holds it to 250 ms as
-# the client sees it; 30 ms are left for sampling, the server and the clock's noise.
-TARGET_GAP_SECONDS = 0.22
-DEFAULT_MAX_GAP_MS = 250  # what `--max-stream-gap-ms` promises by default (TARGET_GAP_SECONDS + the 30 ms)
-_GAP_MARGIN = 0.03
+# the client sees it; 40 ms are left for sampling, the server, the pass's estimate and the clock's
+# noise (with 30 ms, 1 of 7 rounds through `serve` saw 253 ms, 2026-12-04).
+TARGET_GAP_SECONDS = 0.21
+DEFAULT_MAX_GAP_MS = 250  # what `--max-stream-gap-ms` promises by default (TARGET_GAP_SECONDS + 40 ms)
+_GAP_MARGIN = 0.04
 MIN_BUDGET_SECONDS = 0.04
 _FIRST_CHUNK = 32  # before any rate is known
 _SMALLEST = 8
 WIDE_ROWS = 64  # llama.cpp's CPU flash attention tiles this many query rows (GGML_FA_TILE_Q)
 _MARGIN = 1.05  # each pass sits deeper in the prompt than the one it is sized from
-_TRY_WIDE = 0.8  # a wide pass is tried where it would fit at this share of a narrow one's row cost
+# A wide pass is tried only where it would fit at a narrow one's row cost: at a prompt's start
+# a wide row costs about a narrow one (3.5 against 3.3 ms here), a try that did not fit passed
+# 250 ms as the client saw it.
+_TRY_WIDE = _MARGIN
 _NARROW_OVER_WIDE = 1.5  # a narrow row over a wide one where wide passes stop fitting (llama-bench)
 
 
 def target_gap_for(max_gap_ms: float) -> float:
     """The target a pass is sized to, for a longest gap of `max_gap_ms` as a client sees it:
-    30 ms under it (sampling, the server's writes, the clock's noise), never below the smallest
+    40 ms under it (sampling, the server's writes, the clock's noise), never below the smallest
     budget. ValueError for a gap that is not positive."""
     if not max_gap_ms > 0:
         raise ValueError(f"the longest stream gap must be > 0 ms (got {max_gap_ms})")
