@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtGui import QTextCursor
@@ -59,6 +60,18 @@ def hub_of(w):  # type: ignore[no-untyped-def]
 def wait_indexed(qtbot, hub, name: str, timeout: int = 60000) -> None:  # type: ignore[no-untyped-def]
     qtbot.waitUntil(lambda: hub.store.collection(name) is not None and not hub.service.busy(name),
                     timeout=timeout)
+
+
+def home_window(ui, qtbot, tmp_path: Path, backend: Any = None, **window: Any) -> tuple[Any, Any, Any]:  # type: ignore[no-untyped-def]
+    """A window over `backend` (or `window`'s factory) with write_folder's files linked as the
+    collection "Home" and indexed: (window, hub, its current pane)."""
+    folder = tmp_path / "docs"
+    write_folder(folder)
+    w = ui.window(backend, **window)
+    hub = hub_of(w)
+    hub.add("Home", [folder])
+    wait_indexed(qtbot, hub, "Home")
+    return w, hub, w.area.current_pane()
 
 
 def test_collections_dialog_indexes_lists_errors_reindexes_and_removes(ui, qtbot, tmp_path, docs_env) -> None:
@@ -132,14 +145,8 @@ def _anchors(pane) -> list[tuple[str, str, str]]:  # type: ignore[no-untyped-def
 
 def test_a_turn_with_a_collection_shows_its_sources_and_keeps_them(ui, qtbot, tmp_path, docs_env,
                                                                    monkeypatch) -> None:
-    folder = tmp_path / "docs"
-    write_folder(folder)
     backend = RecordingBackend(replies=("Zorro sleeps on the blue sofa [1]. See also [9] and `[1]`.",))
-    w = ui.window(backend)
-    hub = hub_of(w)
-    hub.add("Home", [folder])
-    wait_indexed(qtbot, hub, "Home")
-    pane = w.area.current_pane()
+    w, hub, pane = home_window(ui, qtbot, tmp_path, backend)
     pane._fill_collections_menu()
     action = next(a for a in pane.collections_menu.actions() if a.text() == "Home")
     action.setChecked(True)  # the menu's checkbox
@@ -193,14 +200,8 @@ def test_a_turn_with_a_collection_shows_its_sources_and_keeps_them(ui, qtbot, tm
 
 def test_continue_gives_the_prompt_the_same_sources_and_regenerate_retrieves_again(ui, qtbot, tmp_path,
                                                                                    docs_env) -> None:
-    folder = tmp_path / "docs"
-    write_folder(folder)
     backend = RecordingBackend(replies=("The red button [1]",), max_context=4096)
-    w = ui.window(backend)
-    hub = hub_of(w)
-    hub.add("Home", [folder])
-    wait_indexed(qtbot, hub, "Home")
-    pane = w.area.current_pane()
+    w, hub, pane = home_window(ui, qtbot, tmp_path, backend)
     pane.set_collections(["Home"])
     pane.settings_form.max_new.setValue(3)  # a token limit: the reply can be continued
     send(qtbot, pane, "How do I reset the router?")
@@ -223,14 +224,8 @@ def test_continue_gives_the_prompt_the_same_sources_and_regenerate_retrieves_aga
 def test_an_attached_document_and_a_collection_share_one_numbering(ui, qtbot, tmp_path, docs_env) -> None:
     # The attachment stays source 1 (as attach_prompt numbers it); the collection's passages
     # follow from 2, in the same user message; the reply's Sources (and its [n] chips) use 2.
-    folder = tmp_path / "docs"
-    write_folder(folder)
     backend = RecordingBackend(replies=("Zorro sleeps on the blue sofa [2], says [1].",))
-    w = ui.window(backend)
-    hub = hub_of(w)
-    hub.add("Home", [folder])
-    wait_indexed(qtbot, hub, "Home")
-    pane = w.area.current_pane()
+    w, hub, pane = home_window(ui, qtbot, tmp_path, backend)
     pane.set_collections(["Home"])
     note = tmp_path / "note.md"
     note.write_text("# Note\n\nMy own note: the cat is called Zorro.\n", encoding="utf-8")
@@ -271,14 +266,8 @@ def test_stop_while_searching_starts_no_turn_and_keeps_the_message(ui, qtbot, tm
                                                                    monkeypatch) -> None:
     import time as _time
 
-    folder = tmp_path / "docs"
-    write_folder(folder)
     backend = RecordingBackend(replies=("Zorro [1].",))
-    w = ui.window(backend)
-    hub = hub_of(w)
-    hub.add("Home", [folder])
-    wait_indexed(qtbot, hub, "Home")
-    pane = w.area.current_pane()
+    w, hub, pane = home_window(ui, qtbot, tmp_path, backend)
     pane.set_collections(["Home"])
     slow = hub.service._prepare
 
@@ -304,14 +293,8 @@ def test_the_real_model_answers_from_a_collection(ui, qtbot, tmp_path, docs_env,
     """The default chat model (its tokenizer counts the sources' budget) and the real embedder."""
     from turbospark_app.chat.backend import load_backend
 
-    folder = tmp_path / "docs"
-    write_folder(folder)
-    w = ui.window(factory=lambda: load_backend(default_model_path, session_slots=2))
+    w, hub, pane = home_window(ui, qtbot, tmp_path, factory=lambda: load_backend(default_model_path, session_slots=2))
     assert w.bridge.backend_state == "ready"
-    hub = hub_of(w)
-    hub.add("Home", [folder])
-    wait_indexed(qtbot, hub, "Home")
-    pane = w.area.current_pane()
     pane.set_collections(["Home"])
     pane.settings_form.max_new.setValue(16)
     pane.settings_form.temperature.setValue(0.0)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +46,54 @@ def settle(app, seconds: float) -> None:  # type: ignore[no-untyped-def]
     while time.monotonic() < end:
         app.processEvents()
         time.sleep(0.01)
+
+
+def real_x() -> bool:
+    """A real X server to type into and grab from (xdotool and ImageMagick's import present)."""
+    return (os.environ.get("QT_QPA_PLATFORM", "xcb") == "xcb" and bool(os.environ.get("DISPLAY"))
+            and bool(shutil.which("xdotool")) and bool(shutil.which("import")))
+
+
+def open_window(app, factory: Callable[[], object], tmp: Path, size: tuple[int, int]):  # type: ignore[no-untyped-def]
+    """The real window (build_window) over `factory`'s backend, its store and settings in `tmp`,
+    shown at `size` once the backend is ready (or failed)."""
+    from PySide6.QtCore import QSettings
+
+    from turbospark_app.ui.app import build_window
+
+    window = build_window(factory, store_path=tmp / "store.db",
+                          settings=QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat))
+    window.resize(*size)
+    window.show()
+    window.raise_()
+    window.activateWindow()
+    while window.bridge.backend_state not in ("ready", "failed"):
+        app.processEvents()
+    return window
+
+
+def ask(app, pane, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Send `text` from `pane`: typed with real keys (xdotool) under a real X server, else set."""
+    pane.input.setFocus()
+    if real_x():
+        typer = subprocess.Popen(["xdotool", "type", "--delay", "8", text])
+        while typer.poll() is None:
+            app.processEvents()
+        settle(app, 0.3)
+        subprocess.run(["xdotool", "key", "Return"], check=True)
+    else:
+        pane.input.setPlainText(text)
+        pane.send()
+
+
+def capture(window, out: Path, crop: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """Write `out`: the X root window (`import`, cut to `crop` as WxH+X+Y) under a real X server,
+    else the window's own grab."""
+    if real_x():
+        subprocess.run(["import", "-window", "root", *(["-crop", crop] if crop else []), str(out)], check=True)
+    else:
+        window.grab().save(str(out))
+    print(f"wrote {out}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,17 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 QUESTION = "What does the chart show, and does the report agree?"
 REPLY = ("The chart shows three bars rising from left to right, the last about twice the first.\n\n"
          "The report agrees: on page 2 it says sales **doubled** between the first and the third quarter [1].")
-
-
-def settle(app, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
 
 
 def draw_chart(path: Path) -> None:
@@ -65,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from attach_fakes import VisionFake
     from docs_corpus import write_pdf
-    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
+    from screenshot import capture, open_window, settle
 
-    from turbospark_app.ui.app import build_window, configure_application
+    from turbospark_app.ui.app import configure_application
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     configure_application(app)
@@ -78,14 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                                        "Outlook: steady."])
     (tmp / "notes.md").write_text("# Notes\n\nAsk about the chart's colours next.\n")
     backend = VisionFake(replies=(REPLY,), step_delay=0.01)
-    window = build_window(lambda: backend, store_path=tmp / "store.db",
-                          settings=QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat))
-    window.resize(1100, 820)
-    window.show()
-    window.raise_()
-    window.activateWindow()
-    while window.bridge.backend_state not in ("ready", "failed"):
-        app.processEvents()
+    window = open_window(app, lambda: backend, tmp, (1100, 820))
     pane = window.area.current_pane()
     assert pane is not None
 
@@ -104,14 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     wait_read()
     pane.input.setPlainText("And the colours?")
     settle(app, 0.8)
-    out = args.out / "attachments.png"
-    real_x = os.environ.get("QT_QPA_PLATFORM", "xcb") == "xcb" and os.environ.get("DISPLAY")
-    if real_x and shutil.which("import"):
-        subprocess.run(["import", "-window", "root", "-crop", "1100x820+0+0", str(out)], check=True)
-    else:
-        window.grab().save(str(out))
+    capture(window, args.out / "attachments.png", crop="1100x820+0+0")
     window.close()
-    print(f"wrote {out}")
     return 0
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tools"))
 
 QUESTION = "Fibonacci in Python, how to run it, its cost, and the closed form?"
 REPLY = r'''Here is a memoised Fibonacci:
@@ -62,13 +61,6 @@ $$
 '''
 
 
-def settle(app, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        app.processEvents()
-        time.sleep(0.01)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
@@ -78,11 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="turbospark-rich-shot-"))
     os.environ["TURBOSPARK_DATA_DIR"] = str(tmp)
 
-    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
+    from screenshot import ask, capture, open_window, settle
     from ui_fakes import FakeBackend
 
-    from turbospark_app.ui.app import build_window, configure_application
+    from turbospark_app.ui.app import configure_application
     from turbospark_app.ui.theme import dark_palette
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -90,40 +82,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.dark:  # what follow_system_scheme applies on a desktop that asks for dark
         app.setPalette(dark_palette(app.palette()))
     backend = FakeBackend(replies=(REPLY,), step_delay=0.002)
-    window = build_window(lambda: backend, store_path=tmp / "store.db",
-                          settings=QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat))
-    window.resize(1100, 1000)
-    window.show()
-    window.raise_()
-    window.activateWindow()
-    while window.bridge.backend_state not in ("ready", "failed"):
-        app.processEvents()
+    window = open_window(app, lambda: backend, tmp, (1100, 1000))
     pane = window.area.current_pane()
     assert pane is not None
     settle(app, 0.5)
-    pane.input.setFocus()
-    real_x = os.environ.get("QT_QPA_PLATFORM", "xcb") == "xcb" and os.environ.get("DISPLAY") and shutil.which("xdotool")
-    if real_x:
-        typer = subprocess.Popen(["xdotool", "type", "--delay", "8", QUESTION])
-        while typer.poll() is None:
-            app.processEvents()
-        settle(app, 0.3)
-        subprocess.run(["xdotool", "key", "Return"], check=True)
-    else:
-        pane.input.setPlainText(QUESTION)
-        pane.send()
+    ask(app, pane, QUESTION)
     deadline = time.monotonic() + 60
     while (pane.busy or not pane.transcript.entries) and time.monotonic() < deadline:
         app.processEvents()
     pane.transcript.finish_colours()
     settle(app, 0.8)
-    out = args.out / f"rich-{'dark' if args.dark else 'light'}.png"
-    if real_x and shutil.which("import"):
-        subprocess.run(["import", "-window", "root", str(out)], check=True)
-    else:
-        window.grab().save(str(out))
+    capture(window, args.out / f"rich-{'dark' if args.dark else 'light'}.png")
     window.close()
-    print(f"wrote {out}")
     return 0
 
 

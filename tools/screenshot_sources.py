@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tools"))
 
-from screenshot import settle  # noqa: E402
+from screenshot import ask, capture, open_window, settle  # noqa: E402
 
 QUESTION = "How do I reset the router, and how long does the battery last?"
 REPLY = ("Hold the **red button** on the back for ten seconds until the light blinks amber [1]; "
@@ -65,11 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="turbospark-sources-shot-"))
     os.environ["TURBOSPARK_DATA_DIR"] = str(tmp)
 
-    from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
     from ui_fakes import FakeBackend
 
-    from turbospark_app.ui.app import build_window, configure_application
+    from turbospark_app.ui.app import configure_application
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     configure_application(app)
@@ -80,14 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         backend = FakeBackend(replies=(REPLY,), step_delay=0.01)
         factory = lambda: backend  # noqa: E731
-    window = build_window(factory, store_path=tmp / "store.db",
-                          settings=QSettings(str(tmp / "s.ini"), QSettings.Format.IniFormat))
-    window.resize(1560, 980)
-    window.show()
-    window.raise_()
-    window.activateWindow()
-    while window.bridge.backend_state not in ("ready", "failed"):
-        app.processEvents()
+    window = open_window(app, factory, tmp, (1560, 980))
     handbook = tmp / "Handbook"
     write_handbook(handbook)
     hub = window.documents
@@ -99,29 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     pane.set_collections(["Handbook"])
     window.qa_panel.show()
     settle(app, 0.5)
-    pane.input.setFocus()
-    real_x = os.environ.get("QT_QPA_PLATFORM", "xcb") == "xcb" and os.environ.get("DISPLAY") and shutil.which("xdotool")
-    if real_x:
-        typer = subprocess.Popen(["xdotool", "type", "--delay", "8", QUESTION])
-        while typer.poll() is None:
-            app.processEvents()
-        settle(app, 0.3)
-        subprocess.run(["xdotool", "key", "Return"], check=True)
-    else:
-        pane.input.setPlainText(QUESTION)
-        pane.send()
+    ask(app, pane, QUESTION)
     settle(app, 0.3)
     deadline = time.monotonic() + 120
     while pane.busy and time.monotonic() < deadline:
         app.processEvents()
     settle(app, 1.0)
-    out = args.out / "sources.png"
-    if real_x and shutil.which("import"):
-        subprocess.run(["import", "-window", "root", str(out)], check=True)
-    else:
-        window.grab().save(str(out))
+    capture(window, args.out / "sources.png")
     window.close()
-    print(f"wrote {out}")
     return 0
 
 

@@ -46,10 +46,6 @@ _FIRST_CHUNK = 32  # before any rate is known
 _SMALLEST = 8
 WIDE_ROWS = 64  # llama.cpp's CPU flash attention tiles this many query rows (GGML_FA_TILE_Q)
 _MARGIN = 1.05  # each pass sits deeper in the prompt than the one it is sized from
-# A wide pass is tried only where it would fit at a narrow one's row cost: at a prompt's start
-# a wide row costs about a narrow one (3.5 against 3.3 ms here), a try that did not fit passed
-# 250 ms as the client saw it.
-_TRY_WIDE = _MARGIN
 _NARROW_OVER_WIDE = 1.5  # a narrow row over a wide one where wide passes stop fitting (llama-bench)
 
 
@@ -109,7 +105,10 @@ class ChunkBudget:
             # Wide passes no longer fit; a narrow row costs more than a wide one did there.
             row = max(self.narrow_row, _NARROW_OVER_WIDE * self.wide_row)
         elif self.narrow_row > 0:
-            if self.wide_row <= 0 and WIDE_ROWS * self.narrow_row * _TRY_WIDE <= target:
+            # A wide pass is tried only where it would fit at a narrow one's row cost: at a
+            # prompt's start a wide row costs about a narrow one (3.5 against 3.3 ms here), and
+            # a looser try that did not fit passed 250 ms as the client saw it.
+            if self.wide_row <= 0 and WIDE_ROWS * self.narrow_row * _MARGIN <= target:
                 return WIDE_ROWS  # not measured yet: try one
             row = self.narrow_row
         else:
