@@ -270,7 +270,11 @@ class ColourQueue:
     def __init__(self, document: QTextDocument) -> None:
         self.document = document
         self.jobs: deque[_Job] = deque()
-        self.timer = QTimer()
+        # Owned by the document, so Qt destroys it with the document on the GUI thread. Owned
+        # by this Python object (kept alive by its own timeout connection), only Python's cyclic
+        # GC would free it, on whichever thread collected; a timer cannot be stopped from
+        # another thread.
+        self.timer = QTimer(document)
         self.timer.setInterval(0)
         self.timer.timeout.connect(self._tick)
         self.slices = 0
