@@ -273,8 +273,15 @@ def test_a_long_document_goes_retrieved(ui, qtbot, tmp_path: Path, embedder_path
     (item,) = ready(qtbot, pane, 1)
     assert item.tokens > 1024
     assert pane.attach_tray.chip(item.id).mode_button.text() == "auto: retrieved"
+    from turbospark_app.documents import extract as extract_module, indexer, sources
+
+    read_again = []
+    real = extract_module.extract
+    for module in (extract_module, indexer, sources):  # (the tray read it when it was attached)
+        monkeypatch.setattr(module, "extract", lambda path, **kw: read_again.append(path) or real(path, **kw))
     send(qtbot, pane, "What is the lighthouse keeper's cat named?")
     wait_idle(qtbot, pane, timeout=60000)
+    assert read_again == []
     user = w.store.messages(pane.conversation_id)[0]
     (doc,) = user.parts
     assert doc.meta["mode"] == "retrieved" and doc.meta["chunks"] > 4 and doc.meta["used"] == len(doc.meta["sources"])

@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -108,9 +108,10 @@ class Indexer:
 
     def index(self, name: str, sources: Sequence[Path], *, root: str | None = None,
               on_progress: Progress | None = None, cancel: Cancel | None = None,
-              pdf: PdfWorker | None = None) -> IndexProgress:
+              pdf: PdfWorker | None = None, extracted: Mapping[Path, Extracted] | None = None) -> IndexProgress:
         """Bring collection `name` in step with the files under `sources`. Returns the final
-        progress (its `errors`: one line per file that could not be indexed)."""
+        progress (its `errors`: one line per file that could not be indexed). `extracted`: text
+        the caller already read, by resolved path (not read again)."""
         model, dims = embedder_id(self.embedder)
         coll = self.store.ensure_collection(name, root, model, dims)
         files = list_files(sources)
@@ -130,7 +131,8 @@ class Indexer:
                     break
                 progress.current = path.name
                 report(progress)
-                item = self._prepare(coll.id, path, known.get(str(path)), progress, worker)
+                item = self._prepare(coll.id, path, known.get(str(path)), progress, worker,
+                                     (extracted or {}).get(path))
                 if item is not None:
                     pending.append(item)
                     if sum(len(p.chunks) for p in pending) >= EMBED_BATCH:
@@ -154,7 +156,7 @@ class Indexer:
         progress.errors.append(message)
 
     def _prepare(self, coll_id: int, path: Path, row: DocumentRow | None, progress: IndexProgress,
-                 worker: PdfWorker) -> _Pending | None:
+                 worker: PdfWorker, doc: Extracted | None = None) -> _Pending | None:
         """A file to embed, or None when it was skipped or recorded as an error."""
         try:
             st = path.stat()
@@ -177,7 +179,7 @@ class Indexer:
             progress.skipped += 1
             return None
         try:
-            doc = extract(path, pdf=worker, pdf_timeout=self.pdf_timeout)
+            doc = doc or extract(path, pdf=worker, pdf_timeout=self.pdf_timeout)
         except ExtractError as exc:
             self._error(coll_id, path, str(exc), progress, st.st_size, st.st_mtime_ns)
             return None

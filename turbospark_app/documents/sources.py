@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 from xml.sax.saxutils import quoteattr
 
 from .embedder import EmbedderLike
@@ -120,15 +120,17 @@ class Attachments:
     NAME = "attachments"
 
     def __init__(self, paths: Sequence[Path], embedder: EmbedderLike, count_chat: CountTokens,
-                 budget: int, *, modes: dict[str, str] | None = None, pdf_timeout: float = 60.0) -> None:
+                 budget: int, *, modes: dict[str, str] | None = None, pdf_timeout: float = 60.0,
+                 docs: Mapping[str, Extracted] | None = None) -> None:
         """`budget`: the chat tokens the documents may take (the context minus the reply's room,
-        the history and the question)."""
+        the history and the question); `docs`: text already read, by path as given (the
+        window's tray reads a file when it is attached: not read again here)."""
         self.items = [Attachment(Path(p), mode=(modes or {}).get(str(p), "auto")) for p in paths]
         self.embedder = embedder
         self.budget = budget
         for item in self.items:
             try:
-                item.doc = extract(item.path, pdf_timeout=pdf_timeout)
+                item.doc = (docs or {}).get(str(item.path)) or extract(item.path, pdf_timeout=pdf_timeout)
                 item.tokens = count_chat(whole_text(item.doc))
             except ExtractError as exc:
                 item.error = exc.reason
@@ -146,7 +148,8 @@ class Attachments:
         retrieved = [a for a in good if a.resolved == "retrieved"]
         if retrieved:
             indexer = Indexer(self.store, self.embedder)
-            indexer.index(self.NAME, [a.path for a in retrieved])
+            indexer.index(self.NAME, [a.path for a in retrieved],
+                          extracted={a.path.resolve(): a.doc for a in retrieved if a.doc is not None})
             coll = self.store.collection(self.NAME)
             assert coll is not None
             by_path = {d.path: d for d in self.store.documents(coll.id)}

@@ -134,14 +134,7 @@ class CollectionsDialog(QDialog):
         for coll in self.hub.store.collections():
             names.add(coll.name)
             item = self._collection_item(coll.name, coll.root or "")
-            docs = self.hub.store.documents(coll.id)
-            for d in docs:
-                child = QTreeWidgetItem([Path(d.path).name, document_status(d)])
-                child.setToolTip(0, d.path)
-                child.setToolTip(1, document_status(d))
-                if d.status == "error":
-                    child.setForeground(1, self._error_colour())
-                item.addChild(child)
+            self._fill_files(item, self.hub.store.documents(coll.id))
             item.setExpanded(coll.name in open_ or coll.name == keep)
         for name in list(self.hub.service.progress) + self.hub.service.pending():
             if name not in names:  # queued before its first write
@@ -167,6 +160,17 @@ class CollectionsDialog(QDialog):
         self._items[name] = item
         return item
 
+    def _fill_files(self, item: QTreeWidgetItem, docs: Sequence[DocumentRow]) -> None:
+        """The collection row's children: one per file, as the store has them now."""
+        item.takeChildren()
+        for d in docs:
+            child = QTreeWidgetItem([Path(d.path).name, document_status(d)])
+            child.setToolTip(0, d.path)
+            child.setToolTip(1, document_status(d))
+            if d.status == "error":
+                child.setForeground(1, self._error_colour())
+            item.addChild(child)
+
     def status_of(self, name: str) -> str:
         """What the collection's row says."""
         item = self._items.get(name)
@@ -188,6 +192,9 @@ class CollectionsDialog(QDialog):
                 text += " · paused while a reply generates"
         else:
             docs = self.hub.store.documents(coll.id) if coll is not None else []
+            # The totals and the files from one read: the index may have finished since the
+            # last refresh (its `finished` signal still queued).
+            self._fill_files(item, docs)
             errors = sum(1 for d in docs if d.status == "error")
             chunks = sum(d.chunks for d in docs)
             text = f"{len(docs)} files · {chunks:,} chunks" + (f" · {errors} error{'s' if errors != 1 else ''}"

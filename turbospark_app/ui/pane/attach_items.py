@@ -208,7 +208,8 @@ def prepare_documents(question: str, items: Sequence[TrayItem], count: CountToke
                                     f"for retrieval could not be opened: {e}")
         whole_budget = max(0, budget - sum(i.tokens for i in items if modes[i.id] == "whole"))
         att = Attachments([i.path for i in retrieved if i.path is not None], emb, count, whole_budget,
-                          modes={str(i.path): "retrieved" for i in retrieved})
+                          modes={str(i.path): "retrieved" for i in retrieved},
+                          docs={str(i.path): i.doc for i in retrieved if i.path is not None and i.doc is not None})
         # The CLI's turn: the last retrieved passages dropped while they do not fit.
         prepared = prepare_turn(question, att, None, (), count, budget=whole_budget)
         for i, a in zip(retrieved, att.items):
