@@ -7,12 +7,10 @@ from any thread without waiting behind a forward step.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import os
 import threading
 import time
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -37,7 +35,8 @@ from ..engine.state_cache import DEFAULT_BUDGET_MB as DEFAULT_STATE_CACHE_MB
 from ..engine.state_cache import StateCache
 from ..model.choice.kv_cache import KVCacheTypes
 from ..model.gguf.config import ModelConfig, read_config
-from .kv_sizing import context_cells, kv_bytes_per_token
+from .background import close_opened, in_background
+from .kv_sizing import context_cells, kv_budget_bytes, kv_bytes_per_token, state_cache_bytes  # noqa: F401 (callers import the budgets here)
 from ..model.gguf.header import ModelFileError, read_header
 from ..model.llamacpp import library
 from ..host.switching import fast_switching
@@ -364,45 +363,6 @@ def runs_on_label(gpu_layers: int, threads: int) -> str:
     return f"llama.cpp · {cpu} · {threads} thread{'s' if threads != 1 else ''}"
 
 
-def state_cache_bytes(mb: float | None) -> int:
-    """The --cache-ram budget in bytes (None: the default's)."""
-    return int((DEFAULT_STATE_CACHE_MB if mb is None else mb) * 1024 * 1024)
-
-
-def in_background(fn: Callable[[], Any], name: str) -> Callable[[], Any]:
-    """Run `fn()` on a new thread in the caller's context (its load-progress reporter is a
-    context variable); returns a join that gives fn's result or raises its exception."""
-    future: Future[Any] = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # re-raised by the join, on the caller's thread
-            future.set_exception(exc)
-
-    threading.Thread(target=contextvars.copy_context().run, args=(run,), name=name, daemon=True).start()
-    return future.result
-
-
-def _close_opened(opened: Callable[[], Any]) -> None:
-    """Join a background open that is no longer wanted and free what it opened."""
-    try:
-        model, context = opened()
-    except BaseException:
-        return  # it opened nothing
-    context.close()
-    model.close()
-
-
-def kv_budget_bytes(mb: float | None) -> int | None:
-    """A KV budget in MB (the --kv-budget-mb flag) in bytes; None = unbounded."""
-    if mb is None:
-        return None
-    if mb <= 0:
-        raise SystemExit("turbospark: --kv-budget-mb must be > 0")
-    return int(mb * 1024 * 1024)
-
-
 def _cancelled_before_start(turn: PreparedTurn) -> RawDecodeResult:
     """Cancelled while waiting for a slot: the model was never touched."""
     return RawDecodeResult(
@@ -506,7 +466,7 @@ def load_backend(
         try:
             spec = tokenizer_spec(header)
         except BaseException:
-            _close_opened(opened)
+            close_opened(opened)
             raise
     try:
         model, context = opened()

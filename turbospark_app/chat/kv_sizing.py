@@ -1,8 +1,9 @@
 """How many KV cells a load allocates and what a token of them weighs, for the cache types
-chosen (`model.choice.kv_cache`)."""
+chosen (`model.choice.kv_cache`); the memory budgets' flags in bytes."""
 
 from __future__ import annotations
 
+from ..engine.state_cache import DEFAULT_BUDGET_MB as DEFAULT_STATE_CACHE_MB
 from ..model.choice.kv_cache import KVCacheTypes
 from ..model.gguf.config import ModelConfig
 
@@ -29,3 +30,17 @@ def context_cells(config: ModelConfig, n_ctx_train: int, max_context: int | None
     if max_kv_bytes is not None and bpt:
         cells = min(cells, max_kv_bytes // bpt)
     return max(MIN_CONTEXT, int(cells))
+
+
+def state_cache_bytes(mb: float | None) -> int:
+    """The --cache-ram budget in bytes (None: the default's)."""
+    return int((DEFAULT_STATE_CACHE_MB if mb is None else mb) * 1024 * 1024)
+
+
+def kv_budget_bytes(mb: float | None) -> int | None:
+    """A KV budget in MB (the --kv-budget-mb flag) in bytes; None = unbounded."""
+    if mb is None:
+        return None
+    if mb <= 0:
+        raise SystemExit("turbospark: --kv-budget-mb must be > 0")
+    return int(mb * 1024 * 1024)
