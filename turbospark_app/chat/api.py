@@ -60,6 +60,11 @@ class TurnSettings:
     # Prompt-lookup speculation while the stream decodes alone: "lookup" or "off"; None = the
     # backend's own (`load_backend(speculation=)`: flag > environment > setting > default).
     speculation: str | None = None
+    # The longest pause a prompt arriving beside running streams may put in their tokens, in ms
+    # (`engine.chunk_budget`): None = the backend's own (250 ms unless `serve
+    # --max-stream-gap-ms` / $TURBOSPARK_MAX_STREAM_GAP_MS said otherwise). Backend-wide: the
+    # last turn started that carries one sets it.
+    max_stream_gap_ms: float | None = None
     # Extra chat-template variables (e.g. {"enable_thinking": False}: a conversation's Think
     # toggle, the API's chat_template_kwargs), as (name, value) pairs.
     template_vars: tuple[tuple[str, Any], ...] = ()

@@ -26,7 +26,7 @@ from ..engine import (
     stream_raw_completion,
     stream_raw_completion_chunked,
 )
-from ..engine.chunk_budget import ChunkBudget
+from ..engine.chunk_budget import ChunkBudget, target_gap_for
 from ..engine.raw_completion import check_admission, check_rate
 from ..engine.selection import validate_shaping
 from ..engine.session_pool import SessionPool, SessionProducer
@@ -218,6 +218,8 @@ class LlamaChatBackend:
             args = (producer, self.tokenizer, turn.prompt_ids, config, self.max_context,
                     self.vocab_size, cancel)
             spec = self._speculation(turn.settings)
+            if turn.settings.max_stream_gap_ms is not None:
+                self.chunk_budget.target_gap_seconds = target_gap_for(turn.settings.max_stream_gap_ms)
             if turn.settings.chunked_prefill:
                 stream = stream_raw_completion_chunked(*args, chunk_size=turn.settings.chunk_size,
                                                        speculation=spec, chunk_limit=self.chunk_budget)

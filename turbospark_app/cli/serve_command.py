@@ -64,16 +64,9 @@ def stream_gap_of(args: argparse.Namespace, environ: Any = None) -> float | None
     flag = getattr(args, "max_stream_gap_ms", None)
     if flag is not None:
         return float(flag)
-    raw = (os.environ if environ is None else environ).get("TURBOSPARK_MAX_STREAM_GAP_MS", "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value > 0:
-        raise ValueError(f"TURBOSPARK_MAX_STREAM_GAP_MS must be a number of milliseconds > 0 (got {raw!r})")
-    return value
+    from ..engine.chunk_budget import stream_gap_from_env
+
+    return stream_gap_from_env(environ)
 
 
 def backend_factory(model: str | None, session_slots: int, max_kv_bytes: int | None,

@@ -32,7 +32,8 @@ a lower position than the last (a new prompt) forgets both costs.
 
 from __future__ import annotations
 
-from typing import Callable
+import os
+from typing import Callable, Mapping
 
 DEFAULT_BUDGET_SECONDS = 0.15
 # A running stream's longest wait, one chunk plus one batched step: issue #30 holds it to 250 ms as
@@ -47,6 +48,24 @@ _SMALLEST = 8
 WIDE_ROWS = 64  # llama.cpp's CPU flash attention tiles this many query rows (GGML_FA_TILE_Q)
 _MARGIN = 1.05  # each pass sits deeper in the prompt than the one it is sized from
 _NARROW_OVER_WIDE = 1.5  # a narrow row over a wide one where wide passes stop fitting (llama-bench)
+
+
+STREAM_GAP_ENV = "TURBOSPARK_MAX_STREAM_GAP_MS"
+
+
+def stream_gap_from_env(environ: Mapping[str, str] | None = None) -> float | None:
+    """$TURBOSPARK_MAX_STREAM_GAP_MS in ms, None when unset or blank; ValueError naming the
+    variable for a value that is not a number > 0."""
+    raw = (os.environ if environ is None else environ).get(STREAM_GAP_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise ValueError(f"{STREAM_GAP_ENV} must be a number of milliseconds > 0 (got {raw!r})")
+    return value
 
 
 def target_gap_for(max_gap_ms: float) -> float:

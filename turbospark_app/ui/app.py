@@ -39,6 +39,7 @@ from .prefs.store import APPLICATION, ORGANIZATION, app_settings
 from .prefs.dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
 from .prefs.speculation import SPECULATION_SETTING
+from .prefs.stream_gap import STREAM_GAP_SETTING, stream_gap_ms
 from .prefs.kv_cache import current_cache_types
 from .prefs.threads import current_threads
 from .render.math import warm_up
@@ -70,6 +71,7 @@ def real_backend_factory(
     cache_ram_mb: float | None = None,
     cache_types: tuple[str, str] = ("f16", "f16"),
     mmproj: str | None = None,
+    max_stream_gap_ms: float | None = None,
 ) -> Callable[[], ChatBackend]:
     """Loads the GGUF (the --model flag, else TURBOSPARK_MODEL, else the default model),
     pacing on `monitors` (thermal, memory); `chat_template="chatml"`: the built-in ChatML;
@@ -77,8 +79,9 @@ def real_backend_factory(
     `speculation`: the backend's own mode (the API server's turns; the panes' come stamped by
     the bridge); `max_context`: KV cells (None: the model's context, at most 4096);
     `cache_types`: the KV cache's K and V types; `mmproj`: the vision projector ("auto" or None:
-    the matching mmproj*.gguf beside the model; "off"; a file). The returned function is called
-    on the engine thread."""
+    the matching mmproj*.gguf beside the model; "off"; a file); `max_stream_gap_ms`: the
+    backend's own longest stream gap (the API server's turns; the panes' come stamped). The
+    returned function is called on the engine thread."""
 
     def load() -> ChatBackend:
         from ..chat.backend import load_backend, state_cache_bytes
@@ -93,11 +96,16 @@ def real_backend_factory(
             )
         thermal, memory = monitors if monitors is not None else (None, None)
         count = threads_of(str(threads)) if threads not in (None, "") else None
-        return load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
-                            thermal=thermal, memory=memory, chat_template=chat_template,
-                            threads=count, speculation=speculation, max_context=max_context,
-                            gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb),
-                            cache_types=KVCacheTypes(*cache_types), mmproj=mmproj or "auto")
+        backend = load_backend(path, session_slots=session_slots, max_kv_bytes=max_kv_bytes,
+                               thermal=thermal, memory=memory, chat_template=chat_template,
+                               threads=count, speculation=speculation, max_context=max_context,
+                               gpu_layers=gpu_layers, state_cache_bytes=state_cache_bytes(cache_ram_mb),
+                               cache_types=KVCacheTypes(*cache_types), mmproj=mmproj or "auto")
+        if max_stream_gap_ms is not None:
+            from ..engine.chunk_budget import target_gap_for
+
+            backend.chunk_budget.target_gap_seconds = target_gap_for(max_stream_gap_ms)
+        return backend
 
     return load
 
@@ -126,7 +134,8 @@ def app_model_factory(
         ram = cache_ram_flag if cache_ram_flag is not None else load_cache_ram(settings)
         return real_backend_factory(path, load_session_slots(settings), monitors, max_kv_bytes,
                                     chat_template, mode, speculation, max_context, gpu_layers, ram,
-                                    (cache_type_k or k.mode, cache_type_v or v.mode), mmproj)
+                                    (cache_type_k or k.mode, cache_type_v or v.mode), mmproj,
+                                    stream_gap_ms(settings))
 
     return model_factory
 
@@ -212,7 +221,8 @@ def run_app(args: argparse.Namespace) -> int:
         speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         cache_flags = (getattr(args, "cache_type_k", None), getattr(args, "cache_type_v", None))
         cache_k, cache_v = current_cache_types(settings, *cache_flags)
-    except LoadChoiceError as e:  # a bad TURBOSPARK_THREADS / _SPECULATION: say so, don't start
+        gap = float(STREAM_GAP_SETTING.current(settings).mode)
+    except LoadChoiceError as e:  # a bad TURBOSPARK_THREADS / _SPECULATION / ...: say so, don't start
         print(f"turbospark: {e}", file=sys.stderr)
         QMessageBox.critical(None, "TurboSpark", str(e))
         return 2
@@ -237,7 +247,8 @@ def run_app(args: argparse.Namespace) -> int:
                                    gpu_layers=gpu_layers,
                                    cache_ram_mb=cache_ram if cache_ram is not None else load_cache_ram(settings),
                                    cache_types=(cache_k.mode, cache_v.mode),
-                                   mmproj=getattr(args, "mmproj", None) or remembered_projector(settings, model_path))
+                                   mmproj=getattr(args, "mmproj", None) or remembered_projector(settings, model_path),
+                                   max_stream_gap_ms=gap)
     window = build_window(factory, session_slots=slots, power=power, settings=settings,
                           model_factory=model_factory, threads_flag=threads_flag,
                           speculation_flag=speculation_flag)

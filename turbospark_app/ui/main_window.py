@@ -36,6 +36,7 @@ from .qa.panel import QAPanel
 from .pane.remote_source import PaneEngine, RemoteHub
 from .prefs.store import read_json, write_json
 from .prefs.speculation import SPECULATION_SETTING
+from .prefs.stream_gap import STREAM_GAP_SETTING, stream_gap_ms
 from .prefs.dialog import (
     SettingsDialog,
     load_defaults,
@@ -92,6 +93,7 @@ class MainWindow(QMainWindow):
             bridge.speculation = SPECULATION_SETTING.current(settings, speculation_flag).mode
         except ValueError:
             bridge.speculation = None
+        bridge.max_stream_gap_ms = stream_gap_ms(settings)
         self.settings_dialog: SettingsDialog | None = None
         self.endpoints_dialog: EndpointsDialog | None = None
         self.sidebar = Sidebar(self)
@@ -343,7 +345,8 @@ class MainWindow(QMainWindow):
                                 conversation_title=pane.conversation.title, threads=self.models.threads(),
                                 model_loaded=bool(self.bridge.model_info.get("path")),
                                 speculation=SPECULATION_SETTING.current(self.settings, self.speculation_flag),
-                                kv_cache=self.models.cache_types(), parent=self)
+                                kv_cache=self.models.cache_types(),
+                                stream_gap=STREAM_GAP_SETTING.current(self.settings), parent=self)
         dialog.accepted.connect(lambda: self._apply_settings(dialog, pane.conversation_id))
         dialog.finished.connect(lambda _r: setattr(self, "settings_dialog", None))
         self.settings_dialog = dialog
@@ -379,6 +382,10 @@ class MainWindow(QMainWindow):
         if speculation is not None:  # no reload: the bridge stamps it on the next turns
             SPECULATION_SETTING.save(self.settings, speculation)
             self.bridge.speculation = speculation
+        gap = dialog.stream_gap_change()
+        if gap is not None:  # no reload either
+            STREAM_GAP_SETTING.save(self.settings, gap)
+            self.bridge.max_stream_gap_ms = float(gap)
         load = dialog.load_changes()
         if load:
             self.models.change_load(load)

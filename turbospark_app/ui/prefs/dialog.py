@@ -50,6 +50,7 @@ from .store import read_json, write_json
 from .kv_cache import CACHE_TYPE_K_SETTING, CACHE_TYPE_V_SETTING
 from .load import ChoiceField
 from .speculation import SpeculationField
+from .stream_gap import StreamGapField
 from .threads import ThreadsField
 
 DEFAULTS_KEY = "defaults/generation"
@@ -142,6 +143,7 @@ class SettingsDialog(QDialog):
         model_loaded: bool = True,
         speculation: SpeculationChoice | None = None,
         kv_cache: tuple[LoadChoice, LoadChoice] | None = None,
+        stream_gap: LoadChoice | None = None,
         parent: QWidget | None = None,
     ) -> None:
         """`threads`: the current choice (default: auto, not overridden); `model_loaded`:
@@ -151,6 +153,7 @@ class SettingsDialog(QDialog):
         self._threads = threads or ThreadsChoice(performance_cores(), "auto", "default")
         self._speculation = speculation or SpeculationChoice("off", "default")
         self._kv_cache = kv_cache or (LoadChoice("f16", "default"), LoadChoice("f16", "default"))
+        self._stream_gap = stream_gap or LoadChoice("250", "default")
         self._model_loaded = model_loaded
         self.setObjectName("settingsDialog")
         self.setWindowTitle("Settings")
@@ -268,13 +271,16 @@ class SettingsDialog(QDialog):
         self.speculation_field = SpeculationField(self._speculation, self)
         form.addRow("Speculation", self.speculation_field.combo)
         form.addRow("", self.speculation_field.note)
+        self.stream_gap_field = StreamGapField(self._stream_gap, self)
+        form.addRow("Stream gap", self.stream_gap_field.combo)
+        form.addRow("", self.stream_gap_field.note)
         self.kv_fields = {key: ChoiceField(setting, choice, self._model_loaded, self) for key, setting, choice
                           in (("cache_type_k", CACHE_TYPE_K_SETTING, self._kv_cache[0]),
                               ("cache_type_v", CACHE_TYPE_V_SETTING, self._kv_cache[1]))}
         for key, label in (("cache_type_k", "KV cache K"), ("cache_type_v", "KV cache V")):
             form.addRow(label, self.kv_fields[key].combo)
             form.addRow("", self.kv_fields[key].note)
-        for combo in (self.threads_field.combo, self.speculation_field.combo,
+        for combo in (self.threads_field.combo, self.speculation_field.combo, self.stream_gap_field.combo,
                       *(f.combo for f in self.kv_fields.values())):
             combo.currentIndexChanged.connect(self.revalidate)  # (grows for the notes)
 
@@ -371,6 +377,10 @@ class SettingsDialog(QDialog):
     def speculation_change(self) -> str | None:
         """The speculation mode picked when it differs from the current one, else None."""
         return self.speculation_field.mode() if self.speculation_field.changed() else None
+
+    def stream_gap_change(self) -> str | None:
+        """The stream gap picked (ms) when it differs from the current one, else None."""
+        return self.stream_gap_field.mode() if self.stream_gap_field.changed() else None
 
     def load_changes(self) -> dict[str, str]:
         """The load options changed ({"threads": "2", "cache_type_v": "q8_0"}): one reload

@@ -77,6 +77,8 @@ class EngineBridge(QObject):
         # The window's speculation mode ("lookup" | "off"), stamped on every pane's turn that
         # leaves it unset; None: the backend's own (ui.prefs.speculation).
         self.speculation: str | None = None
+        # The window's longest stream gap in ms (ui.prefs.stream_gap), stamped likewise.
+        self.max_stream_gap_ms: float | None = None
         self.backend_state = "idle"
         self.backend_error: str | None = None
         self.model_info: dict[str, Any] = {}
@@ -97,6 +99,9 @@ class EngineBridge(QObject):
         if self.speculation is not None and request.settings.speculation is None:
             request = dataclasses.replace(request, settings=dataclasses.replace(
                 request.settings, speculation=self.speculation))
+        if self.max_stream_gap_ms is not None and request.settings.max_stream_gap_ms is None:
+            request = dataclasses.replace(request, settings=dataclasses.replace(
+                request.settings, max_stream_gap_ms=self.max_stream_gap_ms))
         rid = self._engine.submit(request)
         # Registered before control returns to the event loop, so no event can be missed.
         self._listeners[rid] = listener
