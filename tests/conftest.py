@@ -54,7 +54,15 @@ def ui(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A ui_fakes.UiHarness over a throw-away data folder (windows closed at tear-down)."""
     from ui_fakes import UiHarness
 
+    import shiboken6
+
+    from turbospark_app.ui.services.gc_guard import GuiThreadCollector
+
     monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
+    collector = GuiThreadCollector()  # as run_app: cycles collected on the GUI thread only
+    collector.start()
     harness = UiHarness(qtbot, tmp_path / "data")
     yield harness
     harness.teardown()
+    collector.stop()
+    shiboken6.delete(collector)  # (its timer's connection keeps the wrapper alive)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 import qasync
+import shiboken6
 import remote_fakes as fakes
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QPushButton
@@ -40,6 +41,14 @@ def loop(qtbot):
     loop._QEventLoop__is_running = False
     loop.close()  # also ends its executor threads (aiohttp's getaddrinfo)
     asyncio.set_event_loop(None)
+    # qasync's timer object and signaller are QObjects Python owns, in reference cycles with the
+    # loop: left to the garbage collector, they are freed on whichever thread collects (an
+    # engine thread of a later test), where Qt cannot unregister the timers a closed loop keeps
+    # (close() only flags them), and the GUI thread's next timer event goes to freed memory
+    # (the suite's rare segfault in QTimerInfoList::activateTimers). Deleted here, on the GUI thread.
+    for obj in (loop._timer, loop._QEventLoop__call_soon_signaller):
+        if shiboken6.isValid(obj):
+            shiboken6.delete(obj)
 
 
 @pytest.fixture

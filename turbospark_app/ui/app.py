@@ -40,6 +40,7 @@ from .prefs.dialog import load_cache_ram, load_session_slots
 from .theme import follow_system_scheme
 from .prefs.speculation import SPECULATION_SETTING
 from .prefs.stream_gap import STREAM_GAP_SETTING, stream_gap_ms
+from .services.gc_guard import GuiThreadCollector
 from .prefs.kv_cache import current_cache_types
 from .prefs.threads import current_threads
 from .render.math import warm_up
@@ -205,6 +206,7 @@ def run_app(args: argparse.Namespace) -> int:
     assert isinstance(app, QApplication)
     configure_application(app)
     follower = follow_system_scheme(app)  # kept alive by this frame for the app's life
+    GuiThreadCollector(app).start()  # reference cycles collected on this thread only (gc_guard)
     try:
         # Created once, here: the backend paces on these monitors (through every model
         # switch), the status bar reads them live and QA overrides act on them.
