@@ -140,7 +140,7 @@ class CollectionsDialog(QDialog):
             if name not in names:  # queued before its first write
                 self._collection_item(name, "")
         for name in self._items:
-            self._set_status(name)
+            self._set_status(name, files=False)  # (just filled)
         if keep in self._items:
             self._items[keep].setSelected(True)
         self._update_buttons()
@@ -176,7 +176,7 @@ class CollectionsDialog(QDialog):
         item = self._items.get(name)
         return item.text(1) if item is not None else ""
 
-    def _set_status(self, name: str, p: IndexProgress | None = None) -> None:
+    def _set_status(self, name: str, p: IndexProgress | None = None, files: bool = True) -> None:
         item = self._items.get(name)
         if item is None:
             return
@@ -192,9 +192,8 @@ class CollectionsDialog(QDialog):
                 text += " · paused while a reply generates"
         else:
             docs = self.hub.store.documents(coll.id) if coll is not None else []
-            # The totals and the files from one read: the index may have finished since the
-            # last refresh (its `finished` signal still queued).
-            self._fill_files(item, docs)
+            if files:  # the totals and the files from one read: the index may have finished
+                self._fill_files(item, docs)  # since the last refresh (its signal still queued)
             errors = sum(1 for d in docs if d.status == "error")
             chunks = sum(d.chunks for d in docs)
             text = f"{len(docs)} files · {chunks:,} chunks" + (f" · {errors} error{'s' if errors != 1 else ''}"
