@@ -73,7 +73,15 @@ def test_the_variable_wins_and_disables_the_control(ui, qtbot, monkeypatch) -> N
     assert d.stream_gap_change() == "500"
 
 
-def test_the_app_refuses_to_start_on_a_bad_variable(ui, qtbot, monkeypatch) -> None:
+class _NoCollector:
+    def __init__(self, parent: object) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+
+def test_the_app_refuses_to_start_on_a_bad_variable(qtbot, tmp_path: Path, monkeypatch) -> None:
     import argparse
 
     from turbospark_app.ui import app
@@ -81,8 +89,13 @@ def test_the_app_refuses_to_start_on_a_bad_variable(ui, qtbot, monkeypatch) -> N
     said = []
     monkeypatch.setattr(app, "configure_application", lambda a: None)
     monkeypatch.setattr(app, "follow_system_scheme", lambda a: None)
+    monkeypatch.setattr(app, "GuiThreadCollector", _NoCollector)  # (this process's gc stays as it is)
     monkeypatch.setattr(app.QMessageBox, "critical", lambda parent, title, text: said.append(text))
     monkeypatch.setattr(app, "build_window", lambda *a, **k: pytest.fail("a window was built"))
+    monkeypatch.setenv("TURBOSPARK_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("TURBOSPARK_MAX_STREAM_GAP_MS", "-5")
     assert app.run_app(argparse.Namespace()) == 2
     assert said == ["TURBOSPARK_MAX_STREAM_GAP_MS must be a number of milliseconds > 0 (got '-5')"]
+    import gc
+
+    assert gc.isenabled()
