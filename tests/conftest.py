@@ -62,7 +62,9 @@ def ui(qtbot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     collector = GuiThreadCollector()  # as run_app: cycles collected on the GUI thread only
     collector.start()
     harness = UiHarness(qtbot, tmp_path / "data")
-    yield harness
-    harness.teardown()
-    collector.stop()
-    shiboken6.delete(collector)  # (its timer's connection keeps the wrapper alive)
+    try:
+        yield harness
+        harness.teardown()
+    finally:
+        collector.stop()  # (automatic collection back even when the tear-down fails)
+        shiboken6.delete(collector)  # (its timer's connection keeps the wrapper alive)
