@@ -272,3 +272,32 @@ def test_sliding_window_trims_are_exact_with_the_full_window_cache(tmp_path: Pat
     finally:
         ctx.close()
         model.close()
+
+
+def test_the_weights_outlive_every_context_whichever_is_freed_first(tmp_path: Path) -> None:
+    """The garbage collector finalizes a model and its context in any order when both sit in a
+    cycle; llama.cpp reads the model while it frees a context (a fresh-clone run segfaulted in
+    llama_free from a context's __del__). The model's free waits for its last context."""
+    import gc
+
+    path = tmp_path / "m.gguf"
+    write_tiny_gguf(path)
+    model = LlamaCppModel.open(path)
+    first = LlamaCppContext(model, n_ctx=64, threads=1)
+    second = LlamaCppContext(model, n_ctx=64, threads=1)
+    model.close()  # as a collector finalizing the model first would
+    assert model._handle is not None
+    first.close()
+    assert model._handle is not None  # one context still reads it
+    out = np.zeros(model.vocab_size, np.float32)
+    LlamaCppProducer(second, 0).produce_chunk([1, 2, 3], 0, out)  # and it still works
+    second.close()
+    assert model._handle is None  # freed with the last one
+
+    # The same through the collector: a cycle holding both, in either order of finalizers.
+    for _ in range(3):
+        model = LlamaCppModel.open(path)
+        holder: dict[str, object] = {"model": model, "ctx": LlamaCppContext(model, n_ctx=64, threads=1)}
+        holder["self"] = holder
+        del model, holder
+        gc.collect()

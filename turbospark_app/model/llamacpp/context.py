@@ -120,6 +120,7 @@ class LlamaCppContext:
         self.host = HostGauge()  # the wall time between decode steps' llama_decode calls
         self._views: dict[int, np.ndarray] = {}  # logits row address -> its array (logits())
         self._lent: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(buffer) -> (buffer, row)
+        model.attach()  # (the model's weights outlive this context, whatever is freed first)
 
     # -- decode ---------------------------------------------------------------------------------
 
@@ -288,6 +289,7 @@ class LlamaCppContext:
             self._views = {}
         if handle is not None:
             self._C.llama_free(handle)
+            self.model.detach()
 
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:

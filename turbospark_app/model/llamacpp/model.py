@@ -54,6 +54,8 @@ class LlamaCppModel:
         self.header = header  # the checked GGUFHeader (metadata for Model Info)
         self._vocab = library.binding().llama_model_get_vocab(handle)
         self._lock = threading.Lock()
+        self._contexts = 0  # contexts over the model not yet freed
+        self._close_asked = False
 
     @classmethod
     def open(cls, path: str | Path, *, gpu_layers: int = ALL_LAYERS,
@@ -137,9 +139,27 @@ class LlamaCppModel:
             C.llama_model_meta_val_str(self.handle, key.encode("utf-8"), buf, len(buf))
         return buf.value.decode("utf-8", "replace")
 
-    def close(self) -> None:
-        """Free the weights (every context over the model must be closed first)."""
+    def attach(self) -> None:
+        """A context over the model was made (`LlamaCppContext`): the weights stay until it closes."""
         with self._lock:
+            self._contexts += 1
+
+    def detach(self) -> None:
+        """That context was freed; a close asked for meanwhile happens now, with the last one."""
+        with self._lock:
+            self._contexts -= 1
+            free = self._close_asked and self._contexts == 0
+        if free:
+            self.close()
+
+    def close(self) -> None:
+        """Free the weights, once every context over the model is freed: while one is open the
+        free waits for its close (the garbage collector finalizes a model and its context in
+        any order, and llama.cpp reads the model while it frees a context)."""
+        with self._lock:
+            self._close_asked = True
+            if self._contexts > 0:
+                return
             handle, self._handle = self._handle, None
         if handle is not None:
             library.binding().llama_model_free(handle)
