@@ -134,13 +134,13 @@ class CollectionsDialog(QDialog):
         for coll in self.hub.store.collections():
             names.add(coll.name)
             item = self._collection_item(coll.name, coll.root or "")
-            self._fill_files(item, self.hub.store.documents(coll.id))
+            if not self._set_status(coll.name):  # indexing: the files written so far
+                self._fill_files(item, self.hub.store.documents(coll.id))
             item.setExpanded(coll.name in open_ or coll.name == keep)
         for name in list(self.hub.service.progress) + self.hub.service.pending():
             if name not in names:  # queued before its first write
                 self._collection_item(name, "")
-        for name in self._items:
-            self._set_status(name, files=False)  # (just filled)
+                self._set_status(name)
         if keep in self._items:
             self._items[keep].setSelected(True)
         self._update_buttons()
@@ -176,10 +176,13 @@ class CollectionsDialog(QDialog):
         item = self._items.get(name)
         return item.text(1) if item is not None else ""
 
-    def _set_status(self, name: str, p: IndexProgress | None = None, files: bool = True) -> None:
+    def _set_status(self, name: str, p: IndexProgress | None = None) -> bool:
+        """The row's status; for a collection not indexing, its files too, from the same read
+        as its totals (the indexer writes on its own thread: two reads may differ). True when
+        the files were filled."""
         item = self._items.get(name)
         if item is None:
-            return
+            return False
         busy = self.hub.service.busy(name)
         p = p or self.hub.service.progress.get(name)
         coll = self.hub.store.collection(name)
@@ -192,13 +195,13 @@ class CollectionsDialog(QDialog):
                 text += " · paused while a reply generates"
         else:
             docs = self.hub.store.documents(coll.id) if coll is not None else []
-            if files:  # the totals and the files from one read: the index may have finished
-                self._fill_files(item, docs)  # since the last refresh (its signal still queued)
+            self._fill_files(item, docs)  # (also when the index finished since the last refresh)
             errors = sum(1 for d in docs if d.status == "error")
             chunks = sum(d.chunks for d in docs)
             text = f"{len(docs)} files · {chunks:,} chunks" + (f" · {errors} error{'s' if errors != 1 else ''}"
                                                               if errors else "")
         item.setText(1, text)
+        return not busy
 
     def _on_progress(self, name: str, p: object) -> None:
         if name not in self._items:
