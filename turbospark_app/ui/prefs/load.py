@@ -101,3 +101,13 @@ class ChoiceField:
         text = self.note_text()
         self.note.setText(text or "")
         self.note.setVisible(text is not None)
+
+
+class NoReloadField(ChoiceField):
+    """A ChoiceField for a setting the next reply takes up without a reload (Speculation,
+    Stream gap)."""
+
+    def note_text(self) -> str | None:
+        if self.choice.overridden or not self.changed():
+            return super().note_text()
+        return "The next reply uses it (no reload)."

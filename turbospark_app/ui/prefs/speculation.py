@@ -12,7 +12,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QWidget
 
 from ...model.choice.speculation import SPECULATION, SpeculationChoice
-from .load import ChoiceField, LoadSetting
+from .load import LoadSetting, NoReloadField
 
 SPECULATION_KEY = "engine/speculation"
 SPECULATION_LABELS = {"off": "Off (one token per pass)", "lookup": "Prompt lookup"}
@@ -26,13 +26,8 @@ SPECULATION_SETTING = LoadSetting(SPECULATION_KEY, SPECULATION, "speculation", S
                                   SPECULATION_NAMES, SPECULATION_TIP)
 
 
-class SpeculationField(ChoiceField):
+class SpeculationField(NoReloadField):
     """The dialog's Speculation combo box; its note says when a change applies."""
 
     def __init__(self, choice: SpeculationChoice, parent: QWidget) -> None:
         super().__init__(SPECULATION_SETTING, choice, True, parent)
-
-    def note_text(self) -> str | None:
-        if self.choice.overridden or not self.changed():
-            return super().note_text()
-        return "The next reply uses it (no reload)."

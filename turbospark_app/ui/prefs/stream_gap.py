@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QWidget
 
 from ...engine.chunk_budget import DEFAULT_MAX_GAP_MS, STREAM_GAP_ENV, stream_gap_from_env
 from ...model.choice.common import ChoiceSpec, LoadChoice, LoadChoiceError
-from .load import ChoiceField, LoadSetting
+from .load import LoadSetting, NoReloadField
 
 STREAM_GAP_KEY = "engine/max_stream_gap_ms"
 STREAM_GAP_MODES = (str(DEFAULT_MAX_GAP_MS), "500", "1000")  # the first is the default
@@ -60,7 +60,7 @@ def stream_gap_ms(settings: QSettings) -> float:
         return float(DEFAULT_MAX_GAP_MS)
 
 
-class StreamGapField(ChoiceField):
+class StreamGapField(NoReloadField):
     """The dialog's Stream gap combo box; its note says when a change applies."""
 
     def __init__(self, choice: LoadChoice, parent: QWidget) -> None:
@@ -68,10 +68,3 @@ class StreamGapField(ChoiceField):
         if self.combo.findData(choice.mode) < 0:  # a value of the variable's own (disabled then)
             self.combo.addItem(f"{float(choice.mode):,g} ms", choice.mode)
             self.combo.setCurrentIndex(self.combo.count() - 1)
-
-    def note_text(self) -> str | None:
-        if self.choice.overridden:
-            return f"Set by {self.choice.source}={self.choice.mode}, which wins over this setting."
-        if not self.changed():
-            return None
-        return "The next reply uses it (no reload)."
